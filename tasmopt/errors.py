@@ -1,0 +1,87 @@
+"""Exception hierarchy of tasmopt: one root, one class per package concern.
+
+The service maps these to HTTP status codes in exactly one place
+(`service/errors.py`); library code never raises bare `Exception`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "TasmoptError",
+    "IsaError",
+    "TasmSyntaxError",
+    "TirError",
+    "LoweringError",
+    "VmError",
+    "VerificationError",
+]
+
+
+class TasmoptError(Exception):
+    """Root of every error raised by the tasmopt library."""
+
+
+class IsaError(TasmoptError):
+    """The instruction table is missing, malformed, or asked for an unknown instruction."""
+
+
+class TasmSyntaxError(TasmoptError):
+    """TASM text that does not parse (Triton VM spec §10).
+
+    Attributes:
+        line: 1-based line of the offending token.
+        column: 1-based column of the offending token.
+        reason: the message without the position prefix.
+    """
+
+    def __init__(self, reason: str, line: int, column: int, source_line: str = "") -> None:
+        self.reason = reason
+        self.line = line
+        self.column = column
+        self.source_line = source_line
+        super().__init__(f"{line}:{column}: {reason}")
+
+
+class TirError(TasmoptError):
+    """Malformed or invalid TIR (spec/tir.md §2).
+
+    Attributes:
+        path: where the offending op sits, e.g. ``tir[12].IfElse.then_body[3]``.
+        reason: the message without the path prefix.
+    """
+
+    def __init__(self, reason: str, path: str = "tir") -> None:
+        self.reason = reason
+        self.path = path
+        super().__init__(f"{path}: {reason}")
+
+
+class LoweringError(TasmoptError):
+    """TIR that validates but cannot be lowered to TASM for the selected ISA."""
+
+
+class VmError(TasmoptError):
+    """A Triton VM run failed (Triton VM spec §6).
+
+    Attributes:
+        kind: the reference error kind, e.g. ``"AssertionFailed"``, ``"TooShallow"``,
+            ``"FailedU32Conversion"``, or ``"StepLimitExceeded"`` (ours: the step limit).
+        ip: instruction index (not word address) of the failing instruction, if any.
+        detail: extra payload, e.g. the offending value or the ``error_id``.
+    """
+
+    def __init__(self, kind: str, ip: int | None = None, detail: object = None,
+                 message: str = "") -> None:
+        self.kind = kind
+        self.ip = ip
+        self.detail = detail
+        text = message or kind
+        if ip is not None:
+            text = f"{text} at instruction {ip}"
+        if detail is not None and not message:
+            text = f"{text} ({detail})"
+        super().__init__(text)
+
+
+class VerificationError(TasmoptError):
+    """The verifier could not be run on a candidate (not: the candidate is inequivalent)."""

@@ -1,0 +1,1 @@
+"""TIR -> TASM lowering (spec/tir.md §3)."""

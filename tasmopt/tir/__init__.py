@@ -1,0 +1,1 @@
+"""Trident IR: ops, JSON codec, validation, stack effects, blocks (spec/tir.md)."""

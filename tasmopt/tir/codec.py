@@ -16,6 +16,11 @@ from tasmopt.tir.ops import VARIANTS, Op
 
 __all__ = ["decode", "encode", "loads", "dumps", "canonical_json", "tir_hash"]
 
+#: Deepest body nesting the decoder follows (levels). A recursion guard only, far above the
+#: request limit `tasmopt.tir.validate.MAX_NESTING`, so that hostile input gets a TirError
+#: instead of a RecursionError.
+MAX_DECODE_DEPTH = 256
+
 _INT_RANGES = {
     "u32": (0, 2**32 - 1),
     "u64": (0, 2**64 - 1),
@@ -33,7 +38,9 @@ def _check_int(value: Any, kind: str, path: str, what: str) -> int:
     return value
 
 
-def _decode_op(obj: Any, path: str) -> Op:
+def _decode_op(obj: Any, path: str, depth: int = 0) -> Op:
+    if depth > MAX_DECODE_DEPTH:
+        raise TirError(f"bodies nested too deep: more than {MAX_DECODE_DEPTH} levels", path)
     if isinstance(obj, str):
         variant = VARIANTS.get(obj)
         if variant is None:
@@ -82,7 +89,7 @@ def _decode_op(obj: Any, path: str) -> Op:
         if kind == "body":
             if not isinstance(value, list):
                 raise TirError(f"{fname} must be a list of ops", fpath)
-            fields.append((fname, tuple(_decode_op(o, f"{fpath}[{i}]")
+            fields.append((fname, tuple(_decode_op(o, f"{fpath}[{i}]", depth + 1)
                                         for i, o in enumerate(value))))
         elif kind == "lines":
             if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
@@ -144,6 +151,8 @@ def loads(text: str | bytes) -> tuple[Op, ...]:
     """Parse TIR JSON text. Raises TirError for malformed JSON or wire-format errors."""
     try:
         obj = json.loads(text)
+    except RecursionError:
+        raise TirError("malformed JSON: nested too deep", "tir") from None
     except json.JSONDecodeError as exc:
         raise TirError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
                        "tir") from None

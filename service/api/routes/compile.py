@@ -1,0 +1,42 @@
+"""`POST /compile`: TIR in, the cheapest verified TASM out (the baseline if nothing beats it)."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, Request, Response
+
+from service import compiling
+from service.api.deps import (
+    BaselineDep,
+    CompileBody,
+    CompilerDep,
+    SessionDep,
+    SettingsDep,
+    SpoolDep,
+    VerifierDep,
+)
+from service.errors import ERROR_RESPONSES
+from service.schemas import CompileResponse
+
+router = APIRouter(tags=["compile"])
+
+_BODY_DOC = {"requestBody": {"required": True, "content": {"application/json": {
+    "schema": {"$ref": "#/components/schemas/CompileRequest"}}}}}
+
+
+@router.post("/compile", response_model=CompileResponse, responses=ERROR_RESPONSES,
+             openapi_extra=_BODY_DOC)
+def compile_tir(request: Request, response: Response, body: CompileBody, settings: SettingsDep,
+                compiler: CompilerDep, verify: VerifierDep, baseline: BaselineDep,
+                session: SessionDep, spool: SpoolDep) -> CompileResponse:
+    """Optimize a TIR program or module.
+
+    The response's `build_result_ids` name the stored BuildResult rows (also when they were
+    spooled because the database was down: the same ids reach the database later).
+    """
+    request_id: uuid.UUID = request.state.request_id
+    served = compiling.serve(body, request_id=request_id, compiler=compiler, verify=verify,
+                             settings=settings, baseline=baseline)
+    stored = compiling.persist(served.rows, session=session, spool=spool)
+    return compiling.to_response(served, stored)

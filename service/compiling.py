@@ -1,0 +1,299 @@
+"""What `POST /compile` does between the route and `tasmopt`: parse, check limits, compile
+(serving the baseline if the optimizer fails), persist (or spool), and shape the response.
+
+Kept free of FastAPI types so it can be read, and tested, as plain functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol
+
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from service.core.config import Settings
+from service.errors import CLIENT_ERRORS, InvalidRequest, LimitExceeded, MalformedBody
+from service.schemas import CompileOptionsIn, CompileRequest, CompileResponse
+from service.spool import Spool
+from tasmopt.report import CompileOptions, CompileResult
+from tasmopt.store import build_records, fallback_records, insert_build_results
+from tasmopt.tir.ops import BODY_FIELDS
+from tasmopt.vm.equivalence import BlockCheck, Verdict
+
+__all__ = ["Compiler", "Verifier", "Served", "parse_request", "check_limits", "make_options",
+           "serve", "persist", "to_response"]
+
+log = logging.getLogger(__name__)
+
+Verifier = Callable[[list[BlockCheck]], list[Verdict]]
+
+
+class Compiler(Protocol):
+    """The shape of `tasmopt.optimizer.compile`."""
+
+    def __call__(self, tir: Sequence[Any], baseline_tasm: str | None = None, *,
+                 options: CompileOptions = ..., verify: Verifier | None = None
+                 ) -> CompileResult: ...
+
+
+# -- parsing and limits ------------------------------------------------------------------------
+
+_REQUEST_FIELDS = tuple(CompileRequest.model_fields)
+_OPTION_FIELDS = tuple(CompileOptionsIn.model_fields)
+
+
+def parse_request(body: bytes) -> CompileRequest:
+    """Bytes -> `CompileRequest`.
+
+    Raises:
+        MalformedBody: not UTF-8, not JSON (with line and column), or nested too deeply for
+            the JSON parser.
+        InvalidRequest: JSON that is not a compile request; every problem is listed.
+    """
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedBody(f"request body is not UTF-8 (byte {exc.start})") from None
+    if not text.strip():
+        raise MalformedBody('request body is empty; expected JSON {"tir": [...]}')
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise MalformedBody(f"malformed JSON at line {exc.lineno} column {exc.colno}: "
+                            f"{exc.msg}", line=exc.lineno, column=exc.colno) from None
+    except RecursionError:
+        raise MalformedBody("JSON nested too deeply to parse") from None
+    if not isinstance(obj, dict):
+        raise InvalidRequest(f"request body must be a JSON object with fields "
+                             f"{list(_REQUEST_FIELDS)}, got a JSON {_json_type(obj)}")
+    try:
+        return CompileRequest.model_validate(obj)
+    except ValidationError as exc:
+        errors = [_describe(e) for e in exc.errors()]
+        raise InvalidRequest(errors[0], errors=errors) from None
+
+
+def _json_type(obj: Any) -> str:
+    return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(obj), "number")
+
+
+def _describe(error: Any) -> str:
+    loc = ".".join(str(p) for p in error.get("loc", ()))
+    if error.get("type") == "extra_forbidden":
+        *parent, name = [str(p) for p in error["loc"]]
+        if parent == ["options"]:
+            return f"unknown option {name!r} (known: {', '.join(_OPTION_FIELDS)})"
+        return f"unknown field {'.'.join([*parent, name])!r} (known: {', '.join(_REQUEST_FIELDS)})"
+    if error.get("type") == "missing":
+        return f"{loc}: required field missing"
+    return f"{loc}: {error.get('msg')}"
+
+
+#: Deepest JSON allowed inside one op outside its bodies (``{"Asm": {"lines": [...]}}`` is 3).
+MAX_PAYLOAD_DEPTH = 8
+
+
+def check_limits(tir: list[Any], *, max_ops: int, max_depth: int) -> int:
+    """Count ops and nesting without recursion, before anything recursive sees the TIR.
+
+    Bodies are followed through the body fields of spec/tir.md §1 (``then_body``,
+    ``else_body``, ``body``); anything else inside an op may be at most `MAX_PAYLOAD_DEPTH`
+    deep. Shape errors are left to the codec, which reports them with their path.
+
+    Returns:
+        The number of ops (nested ones included).
+
+    Raises:
+        LimitExceeded: naming the path of the first op past a limit.
+    """
+    count = 0
+    stack: list[tuple[list[Any], str, int]] = [(tir, "tir", 0)]  # (ops, path, body depth)
+    while stack:
+        ops, path, depth = stack.pop()
+        for i, op in enumerate(ops):
+            count += 1
+            if count > max_ops:
+                raise LimitExceeded(f"{path}[{i}]: more than {max_ops} ops (MAX_TIR_OPS)",
+                                    path=f"{path}[{i}]")
+            if isinstance(op, str):
+                continue
+            here = f"{path}[{i}]"
+            if not (isinstance(op, dict) and len(op) == 1):
+                _check_shallow(op, here)
+                continue
+            (kind, payload), = op.items()
+            here = f"{here}.{kind}"
+            if not isinstance(payload, dict):
+                _check_shallow(payload, here)
+                continue
+            bodies = BODY_FIELDS.get(kind, ())
+            for name, value in payload.items():
+                if name in bodies and isinstance(value, list):
+                    if depth + 1 > max_depth:
+                        raise LimitExceeded(f"{here}.{name}: bodies nested deeper than "
+                                            f"{max_depth} (MAX_TIR_DEPTH)", path=f"{here}.{name}")
+                    stack.append((value, f"{here}.{name}", depth + 1))
+                else:
+                    _check_shallow(value, f"{here}.{name}")
+    return count
+
+
+def _check_shallow(value: Any, path: str) -> None:
+    level: list[Any] = [value]
+    for _ in range(MAX_PAYLOAD_DEPTH):
+        level = [c for v in level if isinstance(v, list | dict)
+                 for c in (v.values() if isinstance(v, dict) else v)]
+        if not level:
+            return
+    if any(isinstance(v, list | dict) for v in level):
+        raise LimitExceeded(f"{path}: JSON nested deeper than {MAX_PAYLOAD_DEPTH} levels",
+                            path=path)
+
+
+def make_options(given: CompileOptionsIn | None, settings: Settings) -> CompileOptions:
+    """Server defaults, then the request's overrides.
+
+    Raises:
+        InvalidRequest: a search budget above MAX_SEARCH_BUDGET_S.
+    """
+    opts = CompileOptions(witnesses=settings.witnesses, search_budget_s=settings.search_budget_s)
+    if given is None:
+        return opts
+    overrides = given.model_dump(exclude_none=True)
+    if "sources" in overrides:
+        overrides["sources"] = tuple(overrides["sources"])
+    budget = overrides.get("search_budget_s")
+    if budget is not None and budget > settings.max_search_budget_s:
+        raise InvalidRequest(f"options.search_budget_s: {budget:g} s is above the server's "
+                             f"limit of {settings.max_search_budget_s:g} s")
+    return replace(opts, **overrides)
+
+
+# -- compile, with the baseline as the safety net -----------------------------------------------
+
+@dataclass
+class Served:
+    """What one compile served, before persistence."""
+
+    request_id: uuid.UUID
+    tasm: str
+    tir_hash: str
+    result: CompileResult | None
+    rows: list[dict[str, Any]]
+    timings: dict[str, float] = field(default_factory=dict)
+    fallback_reason: str | None = None
+
+
+def serve(req: CompileRequest, *, request_id: uuid.UUID, compiler: Compiler, verify: Verifier,
+          settings: Settings, baseline: Callable[[list[Any], str | None], str]) -> Served:
+    """Run the optimizer; if it fails for a reason that is not the client's, serve the baseline.
+
+    Args:
+        baseline: ``(tir, baseline_tasm) -> TASM``: the client's baseline, else our lowering.
+
+    Raises:
+        LimitExceeded, InvalidRequest: checked before the optimizer runs.
+        TirError, TasmSyntaxError, LoweringError: the client's input is wrong (4xx).
+        Exception: not even the baseline could be produced (500).
+    """
+    check_limits(req.tir, max_ops=settings.max_tir_ops, max_depth=settings.max_tir_depth)
+    options = make_options(req.options, settings)
+    t0 = time.perf_counter()
+    try:
+        result = compiler(req.tir, req.baseline_tasm, options=options, verify=verify)
+    except CLIENT_ERRORS:
+        raise
+    except Exception as exc:
+        log.exception("optimizer failed on request %s; serving the baseline", request_id)
+        reason = f"optimizer error ({type(exc).__name__}); the baseline was served unchanged"
+        tasm = baseline(req.tir, req.baseline_tasm)
+        elapsed = time.perf_counter() - t0
+        tir_hash = _raw_tir_hash(req.tir)
+        source = "client" if req.baseline_tasm is not None else "compiler"
+        rows = fallback_records(tasm=tasm, tir_hash=tir_hash, request_id=request_id,
+                                source=source, latency_s=elapsed)
+        return Served(request_id, tasm, tir_hash, None, rows, {"total": elapsed}, reason)
+    elapsed = time.perf_counter() - t0
+    try:
+        rows = build_records(result, request_id, total_latency_s=elapsed)
+    except Exception:
+        log.exception("could not build the rows of request %s; storing the module only",
+                      request_id)
+        rows = fallback_records(tasm=result.tasm, tir_hash=result.tir_hash,
+                                request_id=request_id, source="compiler", latency_s=elapsed)
+        rows[0]["fallback_used"] = False
+    timings = {**result.timings, "total": elapsed}
+    return Served(request_id, result.tasm, result.tir_hash, result, rows, timings)
+
+
+def _raw_tir_hash(tir: list[Any]) -> str:
+    # Only used when the optimizer failed: sha256 of the request's TIR in canonical JSON form
+    # (sorted keys, compact), which is what `tasmopt.tir.codec.tir_hash` hashes for valid TIR.
+    return hashlib.sha256(json.dumps(tir, separators=(",", ":"), sort_keys=True)
+                          .encode()).hexdigest()
+
+
+# -- persistence -------------------------------------------------------------------------------
+
+Stored = Literal["database", "spool", "lost"]
+
+
+def persist(rows: list[dict[str, Any]], *, session: Session, spool: Spool) -> Stored:
+    """Write the rows; if the database cannot take them, spool them. Never raises.
+
+    Returns:
+        ``database``, ``spool`` (written later by the drainer, same ids), or ``lost`` if even
+        the spool failed (logged as an error with the rows' ids).
+    """
+    try:
+        with session.begin():
+            insert_build_results(session, rows=rows)
+        return "database"
+    except Exception as exc:
+        log.warning("database write failed (%s); spooling %d row(s)",
+                    str(exc).splitlines()[0][:200], len(rows))
+    try:
+        spool.append(rows)
+        return "spool"
+    except Exception:
+        log.exception("could not spool rows %s", [str(r["id"]) for r in rows])
+        return "lost"
+
+
+# -- response ----------------------------------------------------------------------------------
+
+def to_response(served: Served, stored: Stored) -> CompileResponse:
+    """Shape the response; every function and block carries the id of its stored row."""
+    ids = [r["id"] for r in served.rows]
+    functions: list[dict[str, Any]] = []
+    result = served.result
+    if result is not None:
+        by_key = {(r["function"], r["block_index"]): r["id"] for r in served.rows}
+        for fn in result.functions:
+            d = fn.to_dict()
+            d["build_result_id"] = by_key.get((fn.name, None))
+            for b in d["blocks"]:
+                b["build_result_id"] = by_key.get((fn.name, b["index"]))
+            functions.append(d)
+    return CompileResponse.model_validate({
+        "request_id": served.request_id,
+        "tasm": served.tasm,
+        "tir_hash": served.tir_hash,
+        "functions": functions,
+        "cycles": result.cycles if result is not None else None,
+        "baseline_cycles": result.baseline_cycles if result is not None else None,
+        "model_version": result.model_version if result is not None else None,
+        "timings": served.timings,
+        "fallback": result is None,
+        "fallback_reason": served.fallback_reason,
+        "build_result_ids": ids,
+        "stored": stored,
+    })

@@ -1,0 +1,1 @@
+"""Settings and database plumbing of the service."""

@@ -1,0 +1,142 @@
+"""The one place that maps exceptions to HTTP status codes and error bodies.
+
+Client mistakes are 4xx with a message naming the problem and where it is (TIR path, or
+line:column); everything else is a 500 that carries the request id (and is logged). The
+optimizer's own failures never get here: `service.compiling` serves the baseline instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from service.schemas import ErrorResponse
+from tasmopt.errors import LoweringError, TasmSyntaxError, TirError
+
+__all__ = ["ServiceError", "MalformedBody", "InvalidRequest", "LimitExceeded", "BodyTooLarge",
+           "CLIENT_ERRORS", "install", "ERROR_RESPONSES"]
+
+log = logging.getLogger(__name__)
+
+
+class ServiceError(Exception):
+    """A request the service refuses. Subclasses set `status` and `code`."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
+                 column: int | None = None, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.message, self.path, self.line, self.column = message, path, line, column
+        self.errors = errors
+
+
+class MalformedBody(ServiceError):
+    """The body is not JSON (or not UTF-8)."""
+
+    status, code = 400, "malformed_json"
+
+
+class InvalidRequest(ServiceError):
+    """JSON, but not a `CompileRequest` (missing/unknown fields, bad options)."""
+
+    status, code = 422, "invalid_request"
+
+
+class LimitExceeded(ServiceError):
+    """TIR with more ops or deeper nesting than the service accepts."""
+
+    status, code = 422, "limit_exceeded"
+
+
+class BodyTooLarge(ServiceError):
+    """The request body is larger than MAX_BODY_BYTES."""
+
+    status, code = 413, "body_too_large"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"request body exceeds the limit of {limit} bytes (MAX_BODY_BYTES)")
+
+
+#: Exceptions raised by `tasmopt` that are the client's fault (never served as a fallback).
+CLIENT_ERRORS: tuple[type[Exception], ...] = (TirError, TasmSyntaxError, LoweringError)
+
+#: OpenAPI description of the error responses of `/compile`.
+ERROR_RESPONSES: dict[int | str, dict] = {
+    400: {"model": ErrorResponse, "description": "Body is not JSON (line and column given)."},
+    413: {"model": ErrorResponse, "description": "Body larger than MAX_BODY_BYTES."},
+    422: {"model": ErrorResponse, "description": "Invalid TIR (path given), unparsable "
+          "baseline_tasm (line:column), unknown option, or a limit exceeded."},
+    500: {"model": ErrorResponse, "description": "Not even the baseline could be served."},
+}
+
+
+def _request_id(request: Request) -> uuid.UUID | None:
+    return getattr(request.state, "request_id", None)
+
+
+def _reply(request: Request, status: int, body: ErrorResponse) -> JSONResponse:
+    body.request_id = _request_id(request)
+    headers = {"X-Request-ID": str(body.request_id)} if body.request_id else None
+    return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=status,
+                        headers=headers)
+
+
+def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
+    return _reply(request, exc.status, ErrorResponse(
+        code=exc.code, message=exc.message, path=exc.path, line=exc.line, column=exc.column,
+        errors=exc.errors))
+
+
+def _tir_error(request: Request, exc: TirError) -> JSONResponse:
+    return _reply(request, 422, ErrorResponse(code="invalid_tir", message=str(exc),
+                                              path=exc.path))
+
+
+def _tasm_error(request: Request, exc: TasmSyntaxError) -> JSONResponse:
+    where = f"baseline_tasm:{exc.line}:{exc.column}"
+    message = f"{where}: {exc.reason}"
+    if exc.source_line:
+        message += f" (in {exc.source_line.strip()[:80]!r})"
+    return _reply(request, 422, ErrorResponse(code="invalid_baseline_tasm", message=message,
+                                              line=exc.line, column=exc.column))
+
+
+def _lowering_error(request: Request, exc: LoweringError) -> JSONResponse:
+    return _reply(request, 422, ErrorResponse(code="unlowerable_tir", message=str(exc)))
+
+
+def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return _reply(request, exc.status_code, ErrorResponse(code=code, message=str(exc.detail)))
+
+
+def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = [f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
+              for e in exc.errors()]
+    return _reply(request, 422, ErrorResponse(code="invalid_request", message=errors[0],
+                                              errors=errors))
+
+
+def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("request %s failed", _request_id(request), exc_info=exc)
+    return _reply(request, 500, ErrorResponse(
+        code="internal_error", message="internal error; the request id identifies it in the "
+        "service log"))
+
+
+def install(app: FastAPI) -> None:
+    """Register every handler on `app`."""
+    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(TirError, _tir_error)
+    app.add_exception_handler(TasmSyntaxError, _tasm_error)
+    app.add_exception_handler(LoweringError, _lowering_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _internal_error)

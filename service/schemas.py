@@ -1,0 +1,148 @@
+"""Request and response bodies of the HTTP API, split by role (request, public result, error).
+
+`CompileOptionsIn` mirrors the user-settable fields of `tasmopt.report.CompileOptions`; a test
+keeps the two in step. Report shapes mirror `tasmopt.report` (`to_dict()` output).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["CompileOptionsIn", "CompileRequest", "CandidateStatsOut", "BlockOut",
+           "MismatchOut", "FunctionOut", "CompileResponse", "ErrorResponse", "CheckOut",
+           "ReadyResponse", "HealthResponse"]
+
+Source = Literal["compiler", "rules", "search", "model", "client"]
+
+
+class CompileOptionsIn(BaseModel):
+    """Per-request knobs; omitted ones take the server's defaults."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    isa: Literal["release", "head"] | None = Field(
+        None, description="`release` (dot steps, what Trident targets) or `head` (horner steps).")
+    witnesses: int | None = Field(None, ge=16, le=1024,
+                                  description="Differential witnesses per check.")
+    seed: int | None = Field(None, ge=0, lt=2**63, description="Witness seed (deterministic).")
+    sources: list[Literal["rules", "search", "model"]] | None = Field(
+        None, description="Candidate sources to consult; `[]` returns the baseline.")
+    search_budget_s: float | None = Field(None, ge=0,
+                                          description="Block-search budget, seconds.")
+    strict: bool | None = Field(None, description="Reject TIR with ops that cannot be lowered.")
+
+
+class CompileRequest(BaseModel):
+    """`POST /compile` body: TIR in the wire format of spec/tir.md §2."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{
+            "tir": [{"FnStart": "add_mul"}, {"Dup": 1}, {"Dup": 1}, "Add", {"Dup": 0},
+                    {"Dup": 3}, "Mul", {"Swap": 3}, {"Pop": 3}, "Return", "FnEnd"],
+        }]},
+    )
+
+    tir: list[Any] = Field(description="Ops, with FnStart/FnEnd around each function.")
+    baseline_tasm: str | None = Field(
+        None, description="The compiler's TASM for the same TIR: what to beat and to fall back "
+        "to. Omitted: our own lowering is the baseline.")
+    options: CompileOptionsIn | None = None
+
+
+class CandidateStatsOut(BaseModel):
+    generated: int = 0
+    valid: int = 0
+
+
+class BlockOut(BaseModel):
+    """One straight-line block (see `tasmopt.report.BlockReport`)."""
+
+    index: int
+    path: str
+    source: Source
+    tasm: list[str]
+    baseline_tasm: list[str]
+    cycles: int = Field(description="Clock cycles of one pass through the block.")
+    baseline_cycles: int
+    verified_by: str | None = None
+    candidates: dict[str, CandidateStatsOut] = {}
+    build_result_id: uuid.UUID | None = None
+
+
+class MismatchOut(BaseModel):
+    cause: str
+    witness: int = -1
+    known_bug: str | None = None
+
+
+class FunctionOut(BaseModel):
+    """One function (see `tasmopt.report.FunctionReport`)."""
+
+    name: str
+    source: Source
+    cycles: int = Field(description="Clock cycles of a call, max over witnesses.")
+    baseline_cycles: int
+    cycle_reduction: float = Field(description="(baseline - cycles) / baseline.")
+    heights: dict[str, int] = Field({}, description="AET table heights, rows.")
+    baseline_heights: dict[str, int] = {}
+    padded_height: int = 0
+    baseline_padded_height: int = 0
+    fallback: bool
+    reason: str | None = None
+    mismatch: MismatchOut | None = None
+    unlowerable: list[str] = []
+    blocks: list[BlockOut] = []
+    build_result_id: uuid.UUID | None = None
+
+
+class CompileResponse(BaseModel):
+    """The cheapest verified TASM (or the baseline, unchanged) and how it was obtained."""
+
+    request_id: uuid.UUID
+    tasm: str
+    tir_hash: str
+    functions: list[FunctionOut]
+    cycles: int | None = Field(description="Sum over functions; null if unknown (fallback).")
+    baseline_cycles: int | None
+    model_version: str | None = None
+    timings: dict[str, float] = Field(description="Seconds per stage, plus `total`.")
+    fallback: bool = Field(description="The optimizer failed and the baseline was served as is.")
+    fallback_reason: str | None = None
+    build_result_ids: list[uuid.UUID] = Field(
+        description="Stored rows: function rows each followed by its block rows.")
+    stored: Literal["database", "spool", "lost"] = Field(
+        description="Where the rows went: `spool` rows reach the database when it is back.")
+
+
+class ErrorResponse(BaseModel):
+    """Every 4xx/5xx body."""
+
+    code: str = Field(description="Stable machine-readable kind, e.g. `invalid_tir`.")
+    message: str = Field(description="One line naming the problem and where it is.")
+    path: str | None = Field(None, description="TIR path of the offending op.")
+    line: int | None = Field(None, description="1-based line (JSON body or baseline_tasm).")
+    column: int | None = None
+    errors: list[str] | None = Field(None, description="Every problem found, when several.")
+    request_id: uuid.UUID | None = None
+
+
+class CheckOut(BaseModel):
+    ok: bool
+    detail: str | None = None
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class ReadyResponse(BaseModel):
+    ready: bool
+    database: CheckOut
+    schema_revision: str | None = None
+    schema_head: str | None = None
+    redis: CheckOut | None = Field(None, description="Null when REDIS_URL is not set.")
+    spooled_rows: int = Field(0, description="Rows waiting for the database.")

@@ -1,0 +1,278 @@
+"""The ``tasmopt`` command: serve the API, compile a file, run TASM in the simulator, run a
+verify worker.
+
+Output on stdout is the command's product (TASM, a run report); diagnostics go to stderr.
+The service and the worker are imported only inside their commands, so the core library
+never depends on them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tasmopt.errors import TasmoptError, TasmSyntaxError, TirError
+from tasmopt.report import CompileOptions, CompileResult
+
+__all__ = ["main"]
+
+_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group(context_settings=_CONTEXT, epilog="""\b
+Examples:
+  tasmopt serve                                  # API on http://127.0.0.1:8000 (docs: /docs)
+  tasmopt compile examples/lock_generation.json  # TASM + cost table
+  tasmopt run prog.tasm --input 3,4              # simulate, print outputs and table heights
+  tasmopt worker                                 # verify worker for REDIS_URL
+""")
+@click.option("-v", "--verbose", count=True, help="More logging on stderr (-v info, -vv debug).")
+def main(verbose: int) -> None:
+    """tasmopt: cheaper Triton VM assembly (TASM) for Trident IR, proven equivalent."""
+    level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+# -- serve ------------------------------------------------------------------------------------
+
+@main.command(epilog="""\b
+Examples:
+  tasmopt serve                          # embedded: SQLite in var/, verification in-process
+  DATABASE_URL=postgresql://postgres@127.0.0.1/tasmopt REDIS_URL=redis://127.0.0.1:6379/0 \\
+    tasmopt serve --host 0.0.0.0 --port 8080
+  curl -s localhost:8000/compile -H 'content-type: application/json' \\
+    -d @examples/lock_generation.json
+
+Configuration comes from the environment (see README): DATABASE_URL, REDIS_URL, ...
+The schema is migrated (alembic upgrade head) at start-up.
+""")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
+@click.option("--port", default=8000, show_default=True, type=int, help="TCP port.")
+@click.option("--reload", is_flag=True, help="Restart on code changes (development).")
+def serve(host: str, port: int, reload: bool) -> None:
+    """Start the HTTP API (POST /compile, GET /healthz, /readyz, /docs)."""
+    import uvicorn
+
+    uvicorn.run("service.main:create_app", factory=True, host=host, port=port, reload=reload)
+
+
+# -- compile ----------------------------------------------------------------------------------
+
+def _load_request(path: Path, baseline: Path | None, ours: bool
+                  ) -> tuple[list[Any], str | None, dict[str, Any]]:
+    """(tir, baseline_tasm, options) from a request file, a bare TIR array or a module file."""
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise click.ClickException(f"{path}:{exc.lineno}:{exc.colno}: malformed JSON: {exc.msg}") from None
+    options: dict[str, Any] = {}
+    if isinstance(obj, list):
+        tir, base = obj, None
+    elif isinstance(obj, dict) and "tir" in obj:
+        tir = obj["tir"]
+        base = obj.get("baseline_tasm", obj.get("compiler_tasm"))
+        options = obj.get("options") or {}
+    else:
+        raise click.ClickException(
+            f"{path}: expected a request {{\"tir\": [...], \"baseline_tasm\"?, \"options\"?}}, "
+            "a TIR array, or a module file with \"tir\" and \"compiler_tasm\"")
+    if baseline is not None:
+        base = baseline.read_text(encoding="utf-8")
+    if ours:
+        base = None
+    return tir, base, options
+
+
+def _options(given: dict[str, Any], **flags: Any) -> CompileOptions:
+    known = {f.name for f in fields(CompileOptions)}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise click.ClickException(f"unknown option(s) {unknown}; known: {sorted(known)}")
+    merged = {**given, **{k: v for k, v in flags.items() if v is not None}}
+    if "sources" in merged:
+        merged["sources"] = tuple(merged["sources"])
+    return replace(CompileOptions(), **merged)
+
+
+def cost_table(result: CompileResult) -> list[str]:
+    """One line per function (and a total), as TASM comments so the output stays valid TASM."""
+    head = ("function", "source", "baseline", "cycles", "saved", "padded height")
+    rows = [head]
+    for f in result.functions:
+        rows.append((f.name, f.source, str(f.baseline_cycles), str(f.cycles),
+                     f"{100 * f.cycle_reduction:.1f}%",
+                     f"{f.baseline_padded_height} -> {f.padded_height}"))
+    total = result.baseline_cycles
+    saved = (total - result.cycles) / total if total else 0.0
+    rows.append(("total", "", str(total), str(result.cycles), f"{100 * saved:.1f}%", ""))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+             for r in rows]
+    notes = [f"{f.name}: {f.reason}" for f in result.functions if f.reason]
+    notes += [f"{f.name}: client baseline disagrees with our lowering: {f.mismatch.cause}"
+              for f in result.functions if f.mismatch]
+    return ["// " + line for line in lines + notes]
+
+
+@main.command("compile", epilog="""\b
+FILE.json is one of:
+  a request     {"tir": [...], "baseline_tasm": "...", "options": {"seed": 1}}
+  a TIR array   [{"FnStart": "f"}, {"Push": 1}, "Return", "FnEnd"]
+  a module file from trident-std ({"tir": [...], "compiler_tasm": "..."}); its
+                compiler_tasm is the baseline, as if the toolchain had sent it
+\b
+Examples:
+  tasmopt compile examples/lock_generation.json
+  tasmopt compile prog.json --baseline prog.tasm -o prog.opt.tasm
+  tasmopt compile prog.json --json | jq '.functions[] | {name, cycles, baseline_cycles}'
+
+Stdout is TASM followed by the cost table as // comments (still valid TASM); -o writes
+the TASM to a file and prints only the table. Exit status 1 on invalid input.
+""")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The compiler's TASM for the same TIR (what to beat and fall back to).")
+@click.option("--ours", is_flag=True, help="Ignore any baseline in FILE; use our own lowering.")
+@click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON instead.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the TASM here.")
+@click.option("--isa", type=click.Choice(["release", "head"]), help="Instruction-set variant.")
+@click.option("--seed", type=int, help="Witness seed (results are deterministic for a seed).")
+@click.option("--witnesses", type=click.IntRange(16, 1024), help="Differential witnesses.")
+@click.option("--budget", "search_budget_s", type=click.FloatRange(0), help="Search seconds.")
+def compile_cmd(file: Path, baseline: Path | None, ours: bool, as_json: bool,
+                output: Path | None, isa: str | None, seed: int | None,
+                witnesses: int | None, search_budget_s: float | None) -> None:
+    """Optimize FILE.json and print the cheapest verified TASM with a cost table."""
+    from tasmopt.optimizer import compile as compile_tir
+
+    tir, base, given = _load_request(file, baseline, ours)
+    opts = _options(given, isa=isa, seed=seed, witnesses=witnesses,
+                    search_budget_s=search_budget_s)
+    try:
+        result = compile_tir(tir, base, options=opts)
+    except TasmSyntaxError as exc:
+        where = baseline or f"{file} (baseline)"
+        raise click.ClickException(f"{where}:{exc.line}:{exc.column}: {exc.reason}") from None
+    except TirError as exc:
+        raise click.ClickException(f"{file}: {exc}") from None
+    except TasmoptError as exc:
+        raise click.ClickException(f"{file}: {type(exc).__name__}: {exc}") from None
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        if output:
+            output.write_text(result.tasm + "\n", encoding="utf-8")
+        return
+    table = "\n".join(cost_table(result))
+    if output:
+        output.write_text(result.tasm + "\n", encoding="utf-8")
+        click.echo(table)
+    else:
+        click.echo(result.tasm.rstrip("\n"))
+        click.echo(table)
+
+
+# -- run --------------------------------------------------------------------------------------
+
+def _ints(_ctx: click.Context, _param: click.Parameter, value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        return [int(v) for v in value.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+
+
+@main.command(epilog="""\b
+Examples:
+  tasmopt run prog.tasm                                 # no input
+  tasmopt run prog.tasm --input 1,2,3 --secret 7        # public and secret input
+  tasmopt run lib.tasm --start __add_mul --stack 0,0,0,0,0,0,0,0,0,0,0,0,0,0,5,7
+  tasmopt run prog.tasm --isa head --step-limit 10000
+
+Field elements are integers reduced mod p = 2^64 - 2^32 + 1 (so -1 is p - 1). Prints the
+public output, the final stack (top first), clock cycles, every AET table height and the
+padded height; on a VM error, the error and the heights of the executed prefix (exit 1).
+""")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--input", "public", callback=_ints, help="Public input, comma-separated.")
+@click.option("--secret", callback=_ints, help="Secret input (for divine), comma-separated.")
+@click.option("--stack", callback=_ints,
+              help="Initial op stack bottom..top, at least 16 words (default: spec §3).")
+@click.option("--isa", type=click.Choice(["release", "head"]), default="release",
+              show_default=True, help="Instruction-set variant.")
+@click.option("--start", default="0", show_default=True,
+              help="Label or instruction index where execution begins.")
+@click.option("--step-limit", type=click.IntRange(1), default=1_000_000, show_default=True,
+              help="Most instructions to execute.")
+def run(file: Path, public: list[int] | None, secret: list[int] | None,
+        stack: list[int] | None, isa: str, start: str, step_limit: int) -> None:
+    """Run FILE.tasm in the simulator and report outputs, cycles and table heights."""
+    from tasmopt.tasm.parser import parse
+    from tasmopt.vm.simulator import VmInput
+    from tasmopt.vm.simulator import run as run_vm
+
+    try:
+        program = parse(file.read_text(encoding="utf-8"), isa)  # type: ignore[arg-type]
+    except TasmSyntaxError as exc:
+        raise click.ClickException(f"{file}:{exc.line}:{exc.column}: {exc.reason}") from None
+    vm_input = VmInput(public_input=public or (), secret_input=secret or (),
+                       initial_stack=stack)
+    where: int | str = int(start) if start.lstrip("-").isdigit() else start
+    try:
+        result = run_vm(program, vm_input, start=where, step_limit=step_limit)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    if result.error is None:
+        click.echo("status: halted")
+    else:
+        click.echo(f"status: error: {result.error}")
+    click.echo(f"public output: {', '.join(map(str, result.public_output)) or '(none)'}")
+    click.echo(f"stack (top first): {' '.join(map(str, reversed(result.stack)))}")
+    click.echo(f"clock cycles: {result.cycles}")
+    if result.heights is not None:
+        heights = result.heights.as_dict()
+        width = max(map(len, heights))
+        click.echo("table heights:")
+        for name, rows in heights.items():
+            click.echo(f"  {name.ljust(width)}  {rows}")
+        click.echo(f"padded height: {result.heights.padded_height}")
+    if result.error is not None:
+        sys.exit(1)
+
+
+# -- worker -----------------------------------------------------------------------------------
+
+@main.command(epilog="""\b
+Examples:
+  tasmopt worker                                   # REDIS_URL, or redis://127.0.0.1:6379/0
+  tasmopt worker --url redis://cache:6379/2 --burst
+Equivalent RQ command:
+  rq worker verify --url $REDIS_URL --serializer rq.serializers.JSONSerializer
+""")
+@click.option("--url", help="Redis URL (default: REDIS_URL, else redis://127.0.0.1:6379/0).")
+@click.option("--burst", is_flag=True, help="Exit when the queue is empty.")
+@click.option("--name", help="Worker name (default: host and pid).")
+def worker(url: str | None, burst: bool, name: str | None) -> None:
+    """Run an RQ worker that checks candidate blocks from the `verify` queue."""
+    from rq import Worker
+
+    from service.core.config import Settings
+    from worker.queue import SERIALIZER, VERIFY_QUEUE, connect
+
+    url = url or Settings().redis_url or "redis://127.0.0.1:6379/0"
+    conn = connect(url, socket_timeout_s=None)
+    w = Worker([VERIFY_QUEUE], connection=conn, serializer=SERIALIZER, name=name)
+    click.echo(f"worker {w.name} on {VERIFY_QUEUE!r} at {url}", err=True)
+    w.work(burst=burst, logging_level="WARNING")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,189 @@
+"""What `optimizer.compile` returns: the TASM and a per-function, per-block cost report.
+
+Plain dataclasses with `to_dict()` so the service, the worker, the CLI and the store can
+serialize them without knowing how they were produced. Units: cycles are clock cycles
+(processor table rows); heights are unpadded AET table rows (Triton VM spec §7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+__all__ = ["Source", "CandidateStats", "BlockReport", "FunctionReport", "CompileResult",
+           "CompileOptions", "BaselineMismatch"]
+
+#: Where the TASM of a block or function came from. ``compiler``: our baseline lowering (or
+#: the client's baseline), unchanged; ``rules``: classical rewrite rules; ``search``: the block
+#: superoptimizer; ``model``: the neural model; ``client``: the client's baseline_tasm, returned
+#: unchanged because it disagrees with our lowering.
+Source = Literal["compiler", "rules", "search", "model", "client"]
+
+
+@dataclass
+class CandidateStats:
+    """Candidates one source proposed for a block, and how many the verifier accepted."""
+
+    generated: int = 0
+    valid: int = 0
+
+
+@dataclass
+class BlockReport:
+    """One straight-line block of a function (design §2).
+
+    Attributes:
+        index: block index within its function (pre-order over bodies).
+        path: TIR path of the block's first op, e.g. ``tir[3].IfElse.then_body[0]``.
+        source: where the chosen TASM came from.
+        tasm: chosen instruction lines (no indentation).
+        baseline_tasm: the baseline lowering's lines for the same block.
+        cycles, baseline_cycles: clock cycles of one pass through the block.
+        verified_by: ``"symbolic"`` or ``"differential"`` for a replaced block, else None.
+        candidates: per source, generated / valid counts.
+        tir_hash: sha256 of the block's canonical TIR JSON.
+    """
+
+    index: int
+    path: str
+    source: Source
+    tasm: list[str]
+    baseline_tasm: list[str]
+    cycles: int
+    baseline_cycles: int
+    tir_hash: str = ""
+    verified_by: str | None = None
+    candidates: dict[str, CandidateStats] = field(default_factory=dict)
+    latency_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class BaselineMismatch:
+    """The client's baseline_tasm disagrees with our lowering of the same TIR.
+
+    Attributes:
+        cause: one sentence, e.g. ``"stack differs at st0: 5 vs 7"``.
+        witness: index of the witness that showed it (-1 if structural, e.g. unparsable).
+        known_bug: the upstream bug this matches, if recognised (e.g. ``loop fall-through``).
+    """
+
+    cause: str
+    witness: int = -1
+    known_bug: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class FunctionReport:
+    """One function of the request.
+
+    Attributes:
+        name: function name (``FnStart`` payload).
+        source: ``compiler`` if nothing improved, ``client`` if the client's baseline was
+            returned unchanged, else the source of the best block (``rules``/``search``/
+            ``model``; mixed functions report the source that saved most cycles).
+        cycles, baseline_cycles: clock cycles of a call of the function, max over the
+            verifier's witnesses (excluding the harness ``call``/``halt``).
+        heights, baseline_heights: AET table heights of the same runs (max over witnesses).
+        padded_height, baseline_padded_height: next power of two of the tallest table.
+        fallback: True if the function was returned as the baseline (no verified gain, or a
+            check failed).
+        reason: why it fell back, if it did.
+        mismatch: set when the client's baseline disagrees with our lowering.
+        unlowerable: TIR paths and reasons of ops that cannot be lowered to valid TASM (the
+            function is then passed through untouched).
+    """
+
+    name: str
+    source: Source
+    cycles: int
+    baseline_cycles: int
+    heights: dict[str, int] = field(default_factory=dict)
+    baseline_heights: dict[str, int] = field(default_factory=dict)
+    padded_height: int = 0
+    baseline_padded_height: int = 0
+    fallback: bool = True
+    reason: str | None = None
+    mismatch: BaselineMismatch | None = None
+    unlowerable: list[str] = field(default_factory=list)
+    blocks: list[BlockReport] = field(default_factory=list)
+    tir_hash: str = ""
+    latency_s: float = 0.0
+
+    @property
+    def cycle_reduction(self) -> float:
+        """Relative saving ``(baseline - cycles) / baseline``; 0 when the baseline is 0."""
+        return (self.baseline_cycles - self.cycles) / self.baseline_cycles if self.baseline_cycles else 0.0
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["cycle_reduction"] = self.cycle_reduction
+        return out
+
+
+@dataclass
+class CompileOptions:
+    """Knobs of one compile.
+
+    Attributes:
+        isa: ``"release"`` (dot steps, what Trident targets) or ``"head"`` (horner steps).
+        witnesses: differential witnesses per check (design §2 asks for >= 16).
+        seed: seed of witness generation; results are deterministic for a seed.
+        sources: candidate sources to consult, by name (``rules``, ``search``, ``model``).
+        search_budget_s: wall-clock budget of the block search per request, seconds.
+        strict: reject (TirError) TIR with ops that cannot be lowered, instead of passing
+            their functions through.
+    """
+
+    isa: str = "release"
+    witnesses: int = 16
+    seed: int = 0
+    sources: tuple[str, ...] = ("rules", "search", "model")
+    search_budget_s: float = 2.0
+    strict: bool = False
+
+
+@dataclass
+class CompileResult:
+    """Result of `tasmopt.optimizer.compile`.
+
+    Attributes:
+        tasm: the whole module's TASM text.
+        functions: one report per function, in TIR order.
+        tir_hash: sha256 of the request's canonical TIR JSON.
+        baseline_tasm: the baseline the result was measured against (ours or the client's).
+        timings: seconds spent per stage (``decode``, ``lower``, ``candidates``, ``verify``,
+            ``rank``, ``splice``).
+        model_version: checkpoint version that proposed candidates, if the model ran.
+    """
+
+    tasm: str
+    functions: list[FunctionReport]
+    tir_hash: str
+    baseline_tasm: str
+    timings: dict[str, float] = field(default_factory=dict)
+    model_version: str | None = None
+
+    @property
+    def cycles(self) -> int:
+        return sum(f.cycles for f in self.functions)
+
+    @property
+    def baseline_cycles(self) -> int:
+        return sum(f.baseline_cycles for f in self.functions)
+
+    def to_dict(self) -> dict:
+        return {
+            "tasm": self.tasm,
+            "functions": [f.to_dict() for f in self.functions],
+            "tir_hash": self.tir_hash,
+            "timings": self.timings,
+            "model_version": self.model_version,
+            "cycles": self.cycles,
+            "baseline_cycles": self.baseline_cycles,
+        }

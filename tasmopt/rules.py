@@ -1,0 +1,157 @@
+"""Classical rewrite rules for straight-line TASM: a candidate source that is cheap and always on.
+
+Two kinds of rules, both applied to a fixpoint:
+
+* **peephole patterns** on adjacent instructions — redundant ``dup``/``push`` followed by
+  ``pop``, ``swap i; swap i``, ``swap 1`` before a commutative operation, ``push c; add`` ->
+  ``addi c``, merged ``pop``s and ``addi``s, multiplications by one, no-ops;
+* **constant folding** of windows whose whole effect is to replace some stack elements by
+  known constants without any side effect or failure (e.g. ``push c; split; pop 1`` ->
+  ``push hi(c)``), decided by the symbolic executor.
+
+Rules only *propose*: every candidate goes through the verifier before it is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from tasmopt.tasm.program import Instr
+from tasmopt.vm.expr import ExprContext
+from tasmopt.vm.field import P
+from tasmopt.vm.symbolic import run_symbolic
+
+__all__ = ["RULES", "rewrite", "candidates"]
+
+_COMMUTATIVE = frozenset({"add", "mul", "eq", "and", "xor"})
+_MAX_FOLD_WINDOW = 6
+
+
+def _is(ins: Instr, name: str, arg: object = None) -> bool:
+    return ins.name == name and (arg is None or ins.arg == arg)
+
+
+def _peephole(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None:  # noqa: C901
+    a = code[i]
+    b = code[i + 1] if i + 1 < len(code) else None
+    c = code[i + 2] if i + 2 < len(code) else None
+    if a.name == "nop" or (a.name in ("swap", "pick", "place") and a.arg == 0):
+        return [], 1
+    if a.name == "addi" and a.arg == 0:
+        return [], 1
+    if b is None:
+        return None
+    # a value pushed and dropped at once
+    if a.name in ("push", "dup") and _is(b, "pop"):
+        return ([Instr("pop", b.arg - 1)] if b.arg > 1 else []), 2
+    if a.name == "swap" and _is(b, "swap", a.arg):
+        return [], 2
+    if _is(a, "pick", 1) or _is(a, "place", 1):
+        if _is(b, "pick", 1) or _is(b, "place", 1):
+            return [], 2
+    if _is(a, "swap", 1) and b.name in _COMMUTATIVE:
+        return [b], 2
+    if a.name == "push" and _is(b, "add"):
+        return ([Instr("addi", a.arg)] if a.arg else []), 2
+    if a.name == "push" and _is(b, "mul") and a.arg == 1:
+        return [], 2
+    if a.name == "addi" and b.name == "addi":
+        s = (a.arg + b.arg) % P
+        return ([Instr("addi", s)] if s else []), 2
+    if a.name == "push" and b.name == "addi":
+        return [Instr("push", (a.arg + b.arg) % P)], 2
+    if _is(a, "pop") and _is(b, "pop") and a.arg + b.arg <= 5:
+        return [Instr("pop", a.arg + b.arg)], 2
+    if _is(a, "dup", 0) and _is(b, "swap", 1):
+        return [a], 2
+    if c is not None and a.name == "push" and b.name == "push" and c.name in ("add", "mul"):
+        v = (a.arg + b.arg) % P if c.name == "add" else a.arg * b.arg % P
+        return [Instr("push", v)], 3
+    if (c is not None and _is(a, "push", P - 1) and _is(b, "mul")
+            and _is(c, "push", P - 1) and i + 3 < len(code) and _is(code[i + 3], "mul")):
+        return [], 4
+    return None
+
+
+def _fold_constants(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None:
+    """Replace ``code[i:i+k]`` by pushes (after a ``pop``) when its effect is constant."""
+    for k in range(min(_MAX_FOLD_WINDOW, len(code) - i), 1, -1):
+        window = code[i: i + k]
+        if not any(ins.name == "push" for ins in window):
+            continue
+        ctx = ExprContext()
+        run = run_symbolic(window, ctx)
+        if (run.unsupported or run.guards or run.outputs or run.ram or run.sponge is not None
+                or any(run.consumed.values())):
+            continue
+        # elements below the materialized region are untouched; the materialized region
+        # must be: untouched entry elements at the bottom, constants on top
+        stack = run.stack
+        keep = 0
+        while keep < len(stack) and stack[keep] is ctx.var("s", run.base - 1 - keep):
+            keep += 1
+        top = stack[keep:]
+        if not all(v.is_const for v in top):
+            continue
+        dropped = run.base - keep
+        repl: list[Instr] = []
+        left = dropped
+        while left > 0:
+            repl.append(Instr("pop", min(5, left)))
+            left -= min(5, left)
+        repl += [Instr("push", v.const) for v in top]
+        if len(repl) < k:
+            return repl, k
+    return None
+
+
+#: A rule looks at ``code[i:]``; if it applies, it returns ``(replacement, k)``: the
+#: instructions that replace ``code[i:i+k]``.
+RULES: dict[str, Callable[[Sequence[Instr], int], tuple[list[Instr], int] | None]] = {
+    "peephole": _peephole,
+    "fold": _fold_constants,
+}
+
+
+def rewrite(code: Sequence[Instr], rules: Sequence[str] = tuple(RULES),
+            max_passes: int = 50) -> list[Instr]:
+    """Apply ``rules`` left to right, repeatedly, until nothing changes.
+
+    Args:
+        code: a straight-line fragment.
+        rules: names from `RULES`.
+        max_passes: bound on full passes (each pass strictly shortens the code, so the
+            bound only guards against a rule that does not).
+    """
+    out = list(code)
+    for _ in range(max_passes):
+        changed = False
+        i = 0
+        while i < len(out):
+            for name in rules:
+                hit = RULES[name](out, i)
+                if hit is not None:
+                    repl, k = hit
+                    out[i: i + k] = repl
+                    changed = True
+                    i = max(0, i - 3)
+                    break
+            else:
+                i += 1
+        if not changed:
+            break
+    return out
+
+
+def candidates(code: Sequence[Instr]) -> list[list[Instr]]:
+    """Distinct rewrites of ``code`` worth verifying: all rules together, then each alone
+    (so that one rule the verifier rejects does not hide the others' savings)."""
+    seen = {tuple(code)}
+    out: list[list[Instr]] = []
+    for names in (tuple(RULES),) + tuple((n,) for n in RULES):
+        cand = rewrite(code, names)
+        key = tuple(cand)
+        if key not in seen:
+            seen.add(key)
+            out.append(cand)
+    return out

@@ -1,0 +1,267 @@
+"""Pre-decoding for the simulator: per-instruction handlers and compiled hot blocks.
+
+Two tiers, both generated from the templates of `tasmopt.vm.instructions`:
+
+* **Handlers.** Each instruction *shape* (mnemonic, small argument, variant) is compiled once
+  per process into a closure factory; decoding a program calls the factory with the site's
+  placeholder values. Decoding therefore never invokes the Python compiler, which keeps
+  short-lived programs (the verifier's candidates) cheap.
+* **Blocks.** A straight-line run from an instruction index up to the first control-flow
+  instruction (inclusive), the end of the program, or `MAX_BLOCK` instructions, compiled into
+  one function once execution has entered it `HOT_THRESHOLD` times (counted across runs).
+
+Everything is cached on the Program (``Program._cache``). Static per-instruction data comes
+from the instruction table: the stack length below which TooShallow fires (from
+``stack_delta``) and the table rows (op stack, RAM, Hash; Triton VM spec §7).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from functools import cache
+from typing import NamedTuple
+
+from tasmopt.errors import IsaError
+from tasmopt.isa import P, instruction_set
+from tasmopt.tasm.program import Program
+from tasmopt.vm import xfield
+from tasmopt.vm.instructions import PLACEHOLDERS, Shape, shape_lines
+from tasmopt.vm.state import ExternalCall
+
+__all__ = ["Step", "Block", "Decoded", "Fail", "decoded", "MAX_BLOCK", "MIN_STACK",
+           "HOT_THRESHOLD"]
+
+#: The op stack never gets shorter than this (Triton VM spec §3, §4).
+MIN_STACK = 16
+#: Longest straight-line run compiled into one function (bounds compile time per block).
+MAX_BLOCK = 512
+#: Entries into a block start (over all runs of a program) before it is compiled. Compiling
+#: costs roughly as much as interpreting the block ~30-50 times.
+HOT_THRESHOLD = 40
+
+_CACHE_KEY = "vm.decoded"
+_BINDINGS = (("ram", "ram = vm.ram"), ("js", "js = vm.js"), ("u32add", "u32add = vm.u32.add"))
+_PLACEHOLDER_RE = re.compile(r"\b(" + "|".join(PLACEHOLDERS) + r")\b")
+
+_GLOBALS: dict[str, object] = {
+    "P": P,
+    "xmul": xfield.mul,
+    "xinv": xfield.inv,
+    "ExternalCall": ExternalCall,
+}
+
+
+class Fail(Exception):  # noqa: N818 - internal control flow, never escapes the simulator
+    """Raised by generated code: ``args = (k, kind, detail)``; ``k`` = offset in the block
+    (0 for a handler), so the failing instruction is the entry ip + ``k``."""
+
+
+_GLOBALS["Fail"] = Fail
+
+
+class Step(NamedTuple):
+    """One decoded instruction.
+
+    Attributes:
+        fn: handler ``fn(stk, vm, cyc) -> next ip`` (``-1`` after ``halt``).
+        need: smallest op-stack length that does not fail TooShallow (spec §4).
+        op_stack, ram, hash: table rows of one execution (spec §7).
+        terminates: it is a control-flow instruction (ends a straight-line run).
+    """
+
+    fn: Callable
+    need: int
+    op_stack: int
+    ram: int
+    hash: int
+    terminates: bool
+
+
+class Block(NamedTuple):
+    """A compiled straight-line run.
+
+    Attributes:
+        fn: ``fn(stk, vm, cyc) -> next ip``; raises `Fail` with the offset of the failing
+            instruction.
+        n: instructions in the block (= clock cycles when it completes).
+        need: smallest op-stack length at entry for which no instruction fails TooShallow.
+        op_stack, ram, hash: table rows of one complete execution.
+    """
+
+    fn: Callable
+    n: int
+    need: int
+    op_stack: int
+    ram: int
+    hash: int
+
+
+def _uses(text: str, name: str) -> bool:
+    return re.search(rf"\b{name}\b", text) is not None
+
+
+def _bindings(text: str) -> list[str]:
+    return [line for name, line in _BINDINGS if _uses(text, name)]
+
+
+@cache
+def _shape_text(variant: str, shape: Shape) -> str:
+    """Source of one instruction shape, with placeholders, ending in a ``return``."""
+    spec = instruction_set(variant)[shape.name]  # type: ignore[arg-type]
+    lines = shape_lines(shape, spec)
+    if not shape.terminates:
+        lines.append("return NEXT")
+    return "\n".join(lines)
+
+
+@cache
+def _factory(variant: str, shape: Shape) -> Callable:
+    """``make(NEXT, SKIP, TARGET, A, EID, SYM) -> handler`` for one shape (compiled once)."""
+    text = _shape_text(variant, shape).replace("Fail(K,", "Fail(0,").replace("cyc + K", "cyc")
+    body = _bindings(text) + text.split("\n")
+    src = (f"def make({', '.join(p for p in PLACEHOLDERS if p != 'K')}):\n"
+           "    def handler(stk, vm, cyc):\n"
+           + "".join(f"        {line}\n" for line in body)
+           + "    return handler\n")
+    namespace = dict(_GLOBALS)
+    exec(compile(src, f"<tasm handler {shape.name}>", "exec"), namespace)  # noqa: S102
+    return namespace["make"]
+
+
+class _Kind(NamedTuple):
+    """Everything about an instruction shape that does not depend on where it sits."""
+
+    make: Callable
+    delta: int
+    need: int
+    op_stack: int
+    ram: int
+    hash: int
+    terminates: bool
+
+
+@cache
+def _kind(variant: str, shape: Shape) -> _Kind:
+    """Factory and instruction-table data of a shape: stack delta, TooShallow bound, rows."""
+    spec = instruction_set(variant)[shape.name]  # type: ignore[arg-type]
+    allowed = spec.arg_range()
+    if allowed is not None and shape.arg not in allowed:
+        raise IsaError(f"{shape.name}: argument {shape.arg!r} out of range {allowed}")
+    delta = spec.stack_delta(shape.arg)
+    rows = spec.table_rows(shape.arg)
+    return _Kind(_factory(variant, shape), delta, MIN_STACK - delta if delta < 0 else 0,
+                 rows["op_stack"], rows["ram"], rows["hash"], shape.terminates)
+
+
+class Decoded:
+    """A decoded program: one `Step` per instruction, plus the lazily compiled hot blocks.
+
+    Attributes:
+        steps: handlers, indexed by instruction index.
+        blocks: compiled blocks by start index (filled as blocks get hot).
+        hot: entries per block start, across runs.
+    """
+
+    def __init__(self, program: Program) -> None:
+        variant = program.isa
+        isa = instruction_set(variant)
+        labels = program.labels
+        instructions = program.instructions
+        n_instr = len(instructions)
+        steps: list[Step] = []
+        shapes: list[Shape] = []
+        values: list[tuple] = []
+        for ip, ins in enumerate(instructions):
+            name, arg = ins.name, ins.arg
+            arg_kind = isa[name].arg_kind
+            target = imm = sym = None
+            small: int | None = None
+            tag = ""
+            if arg_kind is None:
+                if name == "skiz" and ip + 1 >= n_instr:
+                    tag = "last"
+            elif arg_kind == "field_element":
+                imm = int(arg) % P  # type: ignore[arg-type]
+            elif arg_kind == "label":
+                target = labels.get(arg)  # type: ignore[arg-type]
+                if target is None:
+                    tag, sym = "external", arg
+            else:
+                if not isinstance(arg, int):
+                    raise IsaError(f"{name}: argument {arg!r} is not an int")
+                small = arg
+            shape = Shape(name, small, tag)
+            kind = _kind(variant, shape)
+            vals = (ip + 1, ip + 2, target, imm, ins.error_id, sym)
+            steps.append(Step(kind.make(*vals), kind.need, kind.op_stack, kind.ram, kind.hash,
+                              kind.terminates))
+            shapes.append(shape)
+            values.append(vals)
+        self.variant = variant
+        self.steps: tuple[Step, ...] = tuple(steps)
+        self.shapes = shapes
+        self.values = values
+        self.blocks: dict[int, Block] = {}
+        self.hot: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def prefix_rows(self, start: int, k: int) -> tuple[int, int, int]:
+        """Table rows (op stack, RAM, Hash) of instructions ``start .. start+k-1``."""
+        ops = ram = hsh = 0
+        for step in self.steps[start:start + k]:
+            ops += step.op_stack
+            ram += step.ram
+            hsh += step.hash
+        return ops, ram, hsh
+
+    def compile_block(self, start: int) -> Block:
+        """Compile (once) and register the block starting at ``start`` (``< len(self)``)."""
+        blk = self.blocks.get(start)
+        if blk is not None:
+            return blk
+        body: list[str] = []
+        need = depth = ops = ram = hsh = 0  # depth: stack length change since block entry
+        ip, k = start, 0
+        terminated = False
+        while ip < len(self.steps) and k < MAX_BLOCK:
+            step, shape = self.steps[ip], self.shapes[ip]
+            delta = _kind(self.variant, shape).delta
+            if delta < 0:
+                need = max(need, MIN_STACK - depth - delta)
+            depth += delta
+            ops, ram, hsh = ops + step.op_stack, ram + step.ram, hsh + step.hash
+            values = dict(zip(PLACEHOLDERS, (*self.values[ip], k), strict=True))
+            text = _shape_text(self.variant, shape)
+            if not shape.terminates:
+                text = text[: text.rindex("\n") + 1] if "\n" in text else ""  # drop "return"
+            body += _PLACEHOLDER_RE.sub(lambda m, v=values: repr(v[m.group(1)]), text).split("\n")
+            k += 1
+            ip += 1
+            if shape.terminates:
+                terminated = True
+                break
+        body = [line for line in body if line]
+        if not terminated:
+            body.append(f"return {ip}")
+        src = "def block(stk, vm, cyc):\n" + "".join(
+            f"    {line}\n" for line in _bindings("\n".join(body)) + body)
+        namespace = dict(_GLOBALS)
+        exec(compile(src, f"<tasm block {start}+{k}>", "exec"), namespace)  # noqa: S102
+        fn = namespace["block"]
+        fn.source = src  # for debugging: print(decoded(p).compile_block(0).fn.source)
+        blk = Block(fn, k, need, ops, ram, hsh)
+        with self._lock:
+            return self.blocks.setdefault(start, blk)
+
+
+def decoded(program: Program) -> Decoded:
+    """The (cached) `Decoded` form of ``program``."""
+    dec = program._cache.get(_CACHE_KEY)
+    if dec is None:
+        dec = program._cache.setdefault(_CACHE_KEY, Decoded(program))
+    return dec

@@ -1,0 +1,401 @@
+"""The verifier: decides whether a candidate may replace a baseline (design §2).
+
+A candidate is *equivalent* to its baseline if, from every entry state on which the baseline
+does not underflow the op stack, both leave the same op stack, RAM, public output, input
+consumption (public, secret, digests) and sponge state, and one fails exactly when the other
+does. Two layers decide it:
+
+1. **Symbolic** (straight-line blocks): both run on canonical expressions
+   (`tasmopt.vm.symbolic`); equal observables are a proof. A definite difference (stack
+   height, output count, input consumption, deeper underflow) rejects at once.
+2. **Differential**: both run in the simulator on >= 16 witnesses (`tasmopt.vm.witness`).
+   Every block check runs it too, as a cross-check of layer 1 and to measure cycles and
+   table heights. When layer 1 could not prove equality, the differential pass is accepted
+   only if every remaining difference is a polynomial over algebraic atoms (Schwartz–Zippel:
+   error <= degree/p per witness); differences involving comparisons, bit operations or
+   possibly aliasing RAM reads are rejected as unprovable.
+
+Whole functions (calls, branches, loops) are checked differentially only (`check_function`),
+on fresh witnesses, with a step limit of 10 x baseline cycles + 1000 for the candidate.
+
+Underflow contract: the caller guarantees the stack depth the *baseline* needs; a candidate
+may never reach deeper (checked statically for blocks), so it never fails with TooShallow
+where the baseline does not.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+from tasmopt.errors import TasmSyntaxError
+from tasmopt.tasm.parser import parse, parse_instructions
+from tasmopt.tasm.program import Instr, Program
+from tasmopt.vm.expr import ExprContext
+from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
+from tasmopt.vm.witness import CONTROL_FAMILIES, Witness, witness
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BlockCheck", "Verdict", "check_block", "check_blocks", "compare_symbolic",
+           "SymbolicComparison", "FunctionVerdict", "check_function", "harness", "observe",
+           "MIN_WITNESSES", "HARNESS_CYCLES", "ACCEPTANCE_TABLES", "no_taller", "padded_height"]
+
+#: Design §2: at least this many differential witnesses per check.
+MIN_WITNESSES = 16
+
+
+@dataclass(frozen=True)
+class BlockCheck:
+    """One candidate to check against a straight-line baseline block. JSON-serializable.
+
+    Attributes:
+        baseline: the baseline's instruction lines (TASM, one instruction per line).
+        candidate: the candidate's instruction lines.
+        isa: instruction-set variant (``release`` or ``head``).
+        witnesses: differential witnesses (at least `MIN_WITNESSES` are used).
+        seed: witness seed; a check is deterministic for a seed.
+    """
+
+    baseline: tuple[str, ...]
+    candidate: tuple[str, ...]
+    isa: str = "release"
+    witnesses: int = MIN_WITNESSES
+    seed: int = 0
+
+    def to_dict(self) -> dict:
+        return {"baseline": list(self.baseline), "candidate": list(self.candidate),
+                "isa": self.isa, "witnesses": self.witnesses, "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> BlockCheck:
+        return cls(tuple(d["baseline"]), tuple(d["candidate"]), d.get("isa", "release"),
+                   int(d.get("witnesses", MIN_WITNESSES)), int(d.get("seed", 0)))
+
+
+@dataclass
+class Verdict:
+    """The verifier's answer for one `BlockCheck`.
+
+    Attributes:
+        equivalent: True only if proven symbolically, or if the differential pass is a
+            proof (see the module docstring).
+        method: ``"symbolic"``, ``"differential"`` or ``"rejected"``.
+        reason: why it was rejected (first difference found), else None.
+        cycles: clock cycles of the candidate block (one pass; no ``halt``).
+        heights: AET table heights of the candidate block run as a program (with ``halt``),
+            max over witnesses.
+    """
+
+    equivalent: bool
+    method: str
+    reason: str | None = None
+    cycles: int = 0
+    heights: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Verdict:
+        return cls(bool(d["equivalent"]), d["method"], d.get("reason"), int(d.get("cycles", 0)),
+                   dict(d.get("heights", {})))
+
+
+def _reject(reason: str) -> Verdict:
+    return Verdict(False, "rejected", reason)
+
+
+# -- layer 1 ------------------------------------------------------------------------------
+
+@dataclass
+class SymbolicComparison:
+    """``status``: ``proven`` | ``testable`` (algebraic differences only) | ``different``
+    (a definite observable difference) | ``unprovable``."""
+
+    status: str
+    reason: str | None = None
+
+
+def compare_symbolic(ctx: ExprContext, base: SymbolicRun, cand: SymbolicRun) -> SymbolicComparison:
+    """Compare two symbolic runs made in ``ctx`` (see the module docstring)."""
+    if base.unsupported or cand.unsupported:
+        which = "baseline" if base.unsupported else "candidate"
+        name = base.unsupported or cand.unsupported
+        return SymbolicComparison("unprovable", f"{which} contains control flow ({name})")
+    if base.delta != cand.delta:
+        return SymbolicComparison(
+            "different", f"net stack effect {cand.delta:+d}, baseline {base.delta:+d}")
+    if cand.low_water < base.low_water:
+        return SymbolicComparison(
+            "different", f"candidate pops {-cand.low_water} below entry, baseline only "
+                         f"{-base.low_water}: could underflow where the baseline does not")
+    for kind in ("public", "secret", "digests"):
+        if base.consumed[kind] != cand.consumed[kind]:
+            return SymbolicComparison(
+                "different", f"consumes {cand.consumed[kind]} {kind} input tokens, baseline "
+                             f"{base.consumed[kind]}")
+    if len(base.outputs) != len(cand.outputs):
+        return SymbolicComparison(
+            "different", f"writes {len(cand.outputs)} output tokens, baseline {len(base.outputs)}")
+    pairs = []  # (what, baseline value, candidate value)
+    # Below the materialized part both stacks hold the same untouched entry elements
+    # (len(stack) = base + delta and the deltas are equal), so this depth covers everything.
+    depth = max(len(base.stack), len(cand.stack))
+    for i, (x, y) in enumerate(zip(base.top_down(depth), cand.top_down(depth))):
+        if x is not y:
+            pairs.append((f"st{i}", x, y))
+    for i, (x, y) in enumerate(zip(base.outputs, cand.outputs)):
+        if x is not y:
+            pairs.append((f"output[{i}]", x, y))
+    if (base.sponge is None) != (cand.sponge is None):
+        sb = base.sponge_state()
+        sc = cand.sponge_state()
+    else:
+        sb, sc = base.sponge or (), cand.sponge or ()
+    for i, (x, y) in enumerate(zip(sb, sc)):
+        if x is not y:
+            pairs.append((f"sponge[{i}]", x, y))
+    if base.sponge_initialized != cand.sponge_initialized:
+        return SymbolicComparison("unprovable", "sponge initialisation differs")
+    if base.guards != cand.guards:
+        return SymbolicComparison("unprovable", "failure conditions (asserts, u32 checks, "
+                                                "inverses of zero) differ")
+    ram_b, ram_c = base.ram_effect(), cand.ram_effect()
+    if ram_b != ram_c:
+        return SymbolicComparison("unprovable", "RAM writes differ")
+    if not pairs:
+        return SymbolicComparison("proven")
+    what, x, y = pairs[0]
+    reason = f"{what}: {ctx.describe(y)} vs baseline {ctx.describe(x)}"
+    if ctx.is_algebraic([p for _, a, b in pairs for p in (a, b)]):
+        return SymbolicComparison("testable", reason)
+    return SymbolicComparison("unprovable", reason)
+
+
+# -- layer 2 ------------------------------------------------------------------------------
+
+def _vm():
+    from tasmopt.vm import simulator  # imported late: the simulator imports Tip5 tables
+    return simulator
+
+
+def observe(result) -> tuple:
+    """The observables of a VmResult (design §2), as a comparable tuple; all errors equal."""
+    if result.error is not None:
+        return ("error",)
+    return (
+        tuple(result.stack),
+        tuple(sorted(result.ram.items())),
+        tuple(result.public_output),
+        result.public_input_consumed,
+        result.secret_input_consumed,
+        result.secret_digests_consumed,
+        tuple(result.sponge) if result.sponge is not None else None,
+        tuple((c.symbol, c.stack) for c in result.external_calls),
+    )
+
+
+def _explain(a: tuple, b: tuple) -> str:
+    if a[0] == "error" or b[0] == "error":
+        return "baseline fails and candidate does not" if a[0] == "error" else \
+            "candidate fails and baseline does not"
+    names = ("op stack", "RAM", "public output", "public input consumed",
+             "secret input consumed", "secret digests consumed", "sponge state",
+             "external calls")
+    for name, x, y in zip(names, a, b):
+        if x != y:
+            if name == "op stack" and len(x) == len(y):
+                i = next(k for k in range(len(x)) if x[-1 - k] != y[-1 - k])
+                return f"op stack differs at st{i}: {y[-1 - i]} vs baseline {x[-1 - i]}"
+            return f"{name} differs"
+    return "differs"
+
+
+def _run(program: Program, w: Witness, step_limit: int, start: int | str = 0):
+    sim = _vm()
+    vm_input = sim.VmInput(public_input=w.public_input, secret_input=w.secret_input,
+                           secret_digests=w.secret_digests, ram=w.ram(), initial_stack=w.stack)
+    return sim.run(program, vm_input, start=start, step_limit=step_limit)
+
+
+def _block_program(instrs: Sequence[Instr], isa: str) -> Program:
+    return Program.from_items(list(instrs) + [Instr("halt")], isa)  # type: ignore[arg-type]
+
+
+#: Tables compared for acceptance. The cascade table is left out: it counts distinct 16-bit
+#: limbs over *all* Tip5 traces, including the attestation of the program's own words
+#: (Triton VM spec §7.8), so any edit of the program moves it pseudo-randomly by a few rows.
+#: It still counts through the padded height, which must not grow (see `no_taller`).
+ACCEPTANCE_TABLES = ("program", "processor", "op_stack", "ram", "jump_stack", "hash", "u32",
+                     "lookup")
+
+
+def padded_height(heights: dict[str, int]) -> int:
+    """Next power of two of the tallest table (Triton VM spec §7); 0 for no heights."""
+    if not heights:
+        return 0
+    return 1 << max(0, (max(heights.values()) - 1).bit_length())
+
+
+def no_taller(candidate: dict[str, int], baseline: dict[str, int]) -> bool:
+    """Design §2 acceptance on heights: no acceptance table taller than the baseline's, and
+    no larger padded height."""
+    if any(candidate.get(t, 0) > baseline.get(t, 0) for t in ACCEPTANCE_TABLES):
+        return False
+    return padded_height(candidate) <= padded_height(baseline)
+
+
+def _merge_heights(acc: dict[str, int], heights) -> None:
+    if heights is None:
+        return
+    for k, v in heights.as_dict().items():
+        if v > acc.get(k, -1):
+            acc[k] = v
+
+
+def check_block(check: BlockCheck) -> Verdict:
+    """Check one candidate block against its baseline (see the module docstring).
+
+    Never raises for a bad candidate: unparsable text or control flow are rejections.
+    """
+    try:
+        base = parse_instructions("\n".join(check.baseline), check.isa)  # type: ignore[arg-type]
+    except TasmSyntaxError as exc:
+        return _reject(f"baseline does not parse: {exc}")
+    try:
+        cand = parse_instructions("\n".join(check.candidate), check.isa)  # type: ignore[arg-type]
+    except TasmSyntaxError as exc:
+        return _reject(f"candidate does not parse: {exc}")
+    ctx = ExprContext()
+    sym_b = run_symbolic(base, ctx, check.isa)
+    sym_c = run_symbolic(cand, ctx, check.isa)
+    cmp = compare_symbolic(ctx, sym_b, sym_c)
+    if cmp.status in ("different", "unprovable"):
+        return _reject(cmp.reason or cmp.status)
+    depth = 16 + max(sym_b.base, sym_c.base, -sym_b.low_water) + 2
+    inputs = max(sym_b.consumed["public"], sym_b.consumed["secret"]) + 2
+    digests = sym_b.consumed["digests"] + 1
+    prog_b, prog_c = _block_program(base, check.isa), _block_program(cand, check.isa)
+    limit = len(cand) + 2
+    heights: dict[str, int] = {}
+    for i in range(max(check.witnesses, MIN_WITNESSES)):
+        w = witness(i, check.seed, depth=depth, inputs=inputs, digests=digests)
+        rb = _run(prog_b, w, len(base) + 2)
+        rc = _run(prog_c, w, limit)
+        ob, oc = observe(rb), observe(rc)
+        if ob != oc:
+            detail = _explain(ob, oc)
+            if cmp.status == "proven":  # layer 1 and layer 2 disagree: a verifier bug
+                log.error("symbolic proof contradicted by witness %d (%s): %s | %s",
+                          i, detail, check.baseline, check.candidate)
+            return _reject(f"witness {i} ({w.family}): {detail}")
+        _merge_heights(heights, rc.heights)
+    method = "symbolic" if cmp.status == "proven" else "differential"
+    return Verdict(True, method, None, len(cand), heights)
+
+
+def check_blocks(checks: list[BlockCheck]) -> list[Verdict]:
+    """Check many candidates in-process (the embedded default's verify backend)."""
+    return [check_block(c) for c in checks]
+
+
+# -- whole functions ----------------------------------------------------------------------
+
+@dataclass
+class FunctionVerdict:
+    """Result of `check_function`.
+
+    Attributes:
+        equivalent: no witness distinguished the two and enough witnesses were conclusive.
+        reason: the first difference, or why the check was inconclusive.
+        witness: index of the distinguishing witness (-1 if none).
+        conclusive: witnesses on which the baseline finished within its step limit.
+        cycles, baseline_cycles: max clock cycles over conclusive witnesses on which the
+            baseline succeeded (all conclusive ones if it never succeeded), minus the
+            harness's ``call`` and ``halt``.
+        heights, baseline_heights: max table heights over the same witnesses.
+    """
+
+    equivalent: bool
+    reason: str | None = None
+    witness: int = -1
+    conclusive: int = 0
+    cycles: int = 0
+    baseline_cycles: int = 0
+    heights: dict[str, int] = field(default_factory=dict)
+    baseline_heights: dict[str, int] = field(default_factory=dict)
+
+
+HARNESS_CYCLES = 2  # the harness's own `call` and `halt`
+
+
+def harness(text: str, entry: str, isa: str = "release") -> Program:
+    """A program that calls label ``entry`` of ``text`` once and halts.
+
+    Raises:
+        TasmSyntaxError: if ``text`` does not parse.
+    """
+    return parse(f"    call {entry}\n    halt\n{text}", isa)  # type: ignore[arg-type]
+
+
+def check_function(baseline: Program, candidate: Program, *, depth: int = 48,
+                   witnesses: int = MIN_WITNESSES, seed: int = 0,
+                   step_limit: int = 50_000, max_tries: int | None = None) -> FunctionVerdict:
+    """Differential check of two harness programs (see `harness`) on fresh witnesses.
+
+    Args:
+        baseline, candidate: harness programs (start at instruction 0).
+        depth: initial op stack length of each witness (>= 16).
+        witnesses: conclusive witnesses required.
+        seed: witness seed.
+        step_limit: clock cycles after which a baseline run is inconclusive (skipped).
+        max_tries: witnesses tried at most (default ``3 * witnesses``).
+
+    Returns:
+        FunctionVerdict; ``equivalent`` is False if a witness distinguishes them or fewer
+        than ``witnesses`` runs were conclusive.
+    """
+    tries = max_tries if max_tries is not None else 3 * witnesses
+    verdict = FunctionVerdict(False)
+    ok_cycles_b = ok_cycles_c = 0
+    any_ok = False
+    hb: dict[str, int] = {}
+    hc: dict[str, int] = {}
+    for i in range(tries):
+        if verdict.conclusive >= witnesses:
+            break
+        w = witness(i, seed, depth=depth, inputs=24, digests=6, families=CONTROL_FAMILIES)
+        rb = _run(baseline, w, step_limit)
+        if rb.error is not None and rb.error.kind == "StepLimitExceeded":
+            continue
+        verdict.conclusive += 1
+        rc = _run(candidate, w, 10 * rb.cycles + 1000)
+        ob, oc = observe(rb), observe(rc)
+        if ob != oc:
+            verdict.reason = f"witness {i} ({w.family}): {_explain(ob, oc)}"
+            verdict.witness = i
+            return verdict
+        if rb.error is None:
+            if not any_ok:
+                any_ok, hb, hc, ok_cycles_b, ok_cycles_c = True, {}, {}, 0, 0
+            ok_cycles_b = max(ok_cycles_b, rb.cycles)
+            ok_cycles_c = max(ok_cycles_c, rc.cycles)
+            _merge_heights(hb, rb.heights)
+            _merge_heights(hc, rc.heights)
+        elif not any_ok:
+            ok_cycles_b = max(ok_cycles_b, rb.cycles)
+            ok_cycles_c = max(ok_cycles_c, rc.cycles)
+            _merge_heights(hb, rb.heights)
+            _merge_heights(hc, rc.heights)
+    if verdict.conclusive < witnesses:
+        verdict.reason = (f"only {verdict.conclusive} of {tries} witnesses finished within "
+                          f"{step_limit} cycles")
+        return verdict
+    verdict.equivalent = True
+    verdict.baseline_cycles = max(0, ok_cycles_b - HARNESS_CYCLES)
+    verdict.cycles = max(0, ok_cycles_c - HARNESS_CYCLES)
+    verdict.heights, verdict.baseline_heights = hc, hb
+    return verdict
+

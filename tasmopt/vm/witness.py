@@ -1,0 +1,131 @@
+"""Witnesses for differential checks: initial stacks, input streams and RAM (design §2).
+
+Witness ``k`` of a seed draws every value from one *family* so that the values are correlated
+enough to exercise comparisons and u32 paths, and random enough for polynomial identity
+testing: all zeros, all ones, tiny values, small u32s, random u32s, boundary values
+(0, 1, p-1, 2^32-1, ...), one repeated value, and random field elements.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from tasmopt.vm.field import P
+
+__all__ = ["Witness", "FAMILIES", "CONTROL_FAMILIES", "witness", "witnesses", "FilledRam"]
+
+_BOUNDARY = (0, 1, 2, P - 1, P - 2, 2**32 - 1, 2**32, 2**31, 2**63, 2**32 + 1, 3, 5)
+
+#: Value families, in the order witnesses cycle through them. Random field elements take
+#: half of the witnesses (they carry the Schwartz–Zippel argument).
+FAMILIES = ("zeros", "ones", "tiny", "small_u32", "u32", "boundary", "repeated",
+            "field", "field", "u32", "field", "tiny", "field", "small_u32", "field", "field")
+
+#: Families for whole functions with loops and branches: mostly small values, so that loop
+#: counters stay small and u32 paths run to the end (their blocks are proven separately).
+CONTROL_FAMILIES = ("tiny", "small_u32", "zeros", "ones", "u32", "tiny", "small_u32",
+                    "boundary", "field", "tiny", "u32", "small_u32", "repeated", "tiny",
+                    "field", "small_u32")
+
+
+class FilledRam(Mapping[int, int]):
+    """Initial RAM where every address holds a pseudo-random value of a family.
+
+    Reads of addresses never written see a deterministic value derived from the seed and
+    the address, so baseline and candidate read the same "unknown" memory.
+    """
+
+    def __init__(self, family: str, seed: int) -> None:
+        self.family = family
+        self.seed = seed
+        self._cache: dict[int, int] = {}
+
+    def __getitem__(self, addr: int) -> int:
+        v = self._cache.get(addr)
+        if v is None:
+            v = _draw(random.Random((self.seed << 64) | addr), self.family, 0)
+            self._cache[addr] = v
+        return v
+
+    def get(self, addr: int, default: int | None = None) -> int:  # type: ignore[override]
+        return self[addr]
+
+    def __contains__(self, addr: object) -> bool:
+        return isinstance(addr, int)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(())  # unbounded: nothing to enumerate
+
+    def __len__(self) -> int:
+        return 0
+
+
+def _draw(rng: random.Random, family: str, repeated: int) -> int:
+    if family == "zeros":
+        return 0
+    if family == "ones":
+        return 1
+    if family == "tiny":
+        return rng.randrange(4)
+    if family == "small_u32":
+        return rng.randrange(256)
+    if family == "u32":
+        return rng.randrange(2**32)
+    if family == "boundary":
+        return rng.choice(_BOUNDARY)
+    if family == "repeated":
+        return repeated
+    return rng.randrange(P)
+
+
+@dataclass(frozen=True)
+class Witness:
+    """One entry state for a differential run.
+
+    Attributes:
+        index: witness number within its seed.
+        family: value family (see `FAMILIES`).
+        stack: initial op stack, bottom..top (length >= 16).
+        public_input, secret_input: token streams.
+        secret_digests: digests for ``merkle_step``.
+        seed: seed of the RAM fill.
+    """
+
+    index: int
+    family: str
+    stack: tuple[int, ...]
+    public_input: tuple[int, ...]
+    secret_input: tuple[int, ...]
+    secret_digests: tuple[tuple[int, int, int, int, int], ...]
+    seed: int
+
+    def ram(self) -> FilledRam:
+        return FilledRam(self.family, self.seed)
+
+
+def witness(index: int, seed: int, *, depth: int, inputs: int = 16, digests: int = 4,
+            families: tuple[str, ...] = FAMILIES) -> Witness:
+    """Witness ``index`` of ``seed``: a stack of ``depth`` elements (>= 16) and input streams
+    of ``inputs`` tokens each (``digests`` secret digests), values from
+    ``families[index % len(families)]``."""
+    rng = random.Random(seed * 1_000_003 + index)
+    family = families[index % len(families)]
+    rep = rng.randrange(P)
+    draw = lambda: _draw(rng, family, rep)  # noqa: E731
+    stack = tuple(draw() for _ in range(max(depth, 16)))
+    return Witness(
+        index=index,
+        family=family,
+        stack=stack,
+        public_input=tuple(draw() for _ in range(inputs)),
+        secret_input=tuple(draw() for _ in range(inputs)),
+        secret_digests=tuple(tuple(draw() for _ in range(5)) for _ in range(digests)),  # type: ignore[misc]
+        seed=rng.randrange(2**62),
+    )
+
+
+def witnesses(count: int, seed: int, **kwargs) -> list[Witness]:
+    """The first ``count`` witnesses of ``seed``."""
+    return [witness(i, seed, **kwargs) for i in range(count)]

@@ -1,0 +1,84 @@
+"""`RqVerifier`: the worker pool first, in-process after the deadline or without Redis, and
+"unverified" (baseline kept) past the hard deadline."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tasmopt.vm.equivalence import BlockCheck, check_blocks
+from worker.queue import connect
+from worker.verifier import RqVerifier
+
+CHECKS = [BlockCheck(("push 1", "push 2", "add"), ("push 3",)),
+          BlockCheck(("dup 0", "pop 1"), ()),
+          BlockCheck(("push 5",), ("push 6",))]
+
+
+class Spy:
+    """In-process checker that records what it was asked."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def __call__(self, checks):
+        self.calls.append(len(checks))
+        return check_blocks(checks)
+
+
+def test_workers_do_the_checks(redis_conn, queue, burst):
+    spy = Spy()
+    verifier = RqVerifier(redis_conn, deadline_s=10, hard_deadline_s=20, checks_per_job=2,
+                          local=spy)
+    out: list = []
+    t = threading.Thread(target=lambda: out.extend(verifier(CHECKS)))
+    t.start()
+    deadline = time.monotonic() + 5
+    while queue.count < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    burst()
+    t.join(10)
+    assert [v.equivalent for v in out] == [True, True, False]
+    assert out == check_blocks(CHECKS)
+    assert spy.calls == []
+
+
+def test_no_worker_checks_in_process_after_the_deadline(redis_conn, queue):
+    spy = Spy()
+    verifier = RqVerifier(redis_conn, deadline_s=0.1, hard_deadline_s=10, checks_per_job=2,
+                          local=spy)
+    start = time.monotonic()
+    out = verifier(CHECKS)
+    assert 0.1 <= time.monotonic() - start < 5
+    assert out == check_blocks(CHECKS)
+    assert spy.calls == [2, 1]
+    assert queue.count == 0  # queued jobs were cancelled, not left for a late worker
+
+
+def test_past_the_hard_deadline_checks_are_unverified(redis_conn):
+    spy = Spy()
+    verifier = RqVerifier(redis_conn, deadline_s=0.05, hard_deadline_s=0.05, local=spy)
+    out = verifier(CHECKS)
+    assert spy.calls == []
+    assert all(not v.equivalent and v.reason.startswith("unverified") for v in out)
+
+
+def test_redis_down_checks_in_process():
+    spy = Spy()
+    dead = connect("redis://127.0.0.1:1/0")  # nothing listens on port 1
+    verifier = RqVerifier(dead, deadline_s=5, hard_deadline_s=10, local=spy)
+    start = time.monotonic()
+    assert verifier(CHECKS) == check_blocks(CHECKS)
+    assert time.monotonic() - start < 3 and spy.calls == [3]
+
+
+def test_empty_call_touches_nothing():
+    verifier = RqVerifier(connect("redis://127.0.0.1:1/0"), local=Spy())
+    assert verifier([]) == []
+
+
+def test_deadlines_must_be_ordered(redis_conn):
+    with pytest.raises(ValueError):
+        RqVerifier(redis_conn, deadline_s=2, hard_deadline_s=1)

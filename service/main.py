@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app. `settings` defaults to the environment (`Settings()`)."""
     settings = settings or Settings()
+    if not logging.getLogger().handlers:  # uvicorn configures only its own loggers
+        logging.basicConfig(level=settings.log_level.upper(),
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

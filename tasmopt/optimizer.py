@@ -205,8 +205,8 @@ def _client_reference(f: _Fn, name: str, our_prog: Program, ours: ModuleText,
         return False
     our_text, _ = ours.closure_text(name)
     client_text, _ = client.closure_text(name)
-    if [ln.rstrip() for ln in our_text.split("\n")] == [ln.rstrip() for ln in client_text.split("\n")]:
-        return True  # byte-identical (up to trailing spaces): nothing to check
+    if _normalized(our_text) == _normalized(client_text):
+        return True  # identical up to trailing blanks: nothing to check
     client_prog = client.harness(name, options.isa)  # raises TasmSyntaxError -> 422
     with _stage(timings, "verify"):
         v = check_function(client_prog, our_prog, witnesses=options.witnesses,
@@ -221,6 +221,13 @@ def _client_reference(f: _Fn, name: str, our_prog: Program, ours: ModuleText,
     f.reference = client_prog
     f.reference_is_client = True
     return True
+
+
+def _normalized(text: str) -> list[str]:
+    lines = [ln.rstrip() for ln in text.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
 
 
 def _known_bug(lines: Sequence[str]) -> str | None:

@@ -5,9 +5,10 @@ Two kinds of rules, both applied to a fixpoint:
 * **peephole patterns** on adjacent instructions — redundant ``dup``/``push`` followed by
   ``pop``, ``swap i; swap i``, ``swap 1`` before a commutative operation, ``push c; add`` ->
   ``addi c``, merged ``pop``s and ``addi``s, multiplications by one, no-ops;
-* **constant folding** of windows whose whole effect is to replace some stack elements by
-  known constants without any side effect or failure (e.g. ``push c; split; pop 1`` ->
-  ``push hi(c)``), decided by the symbolic executor.
+* **window re-synthesis**: a short window whose whole effect is to drop some stack elements
+  and push constants or copies of surviving elements, with no side effect or failure (e.g.
+  ``push c; split; pop 1`` -> ``push hi(c)``, ``dup 0; split; pop 3`` -> nothing), as the
+  symbolic executor sees it, is replaced by the pops, pushes and dups that do just that.
 
 Rules only *propose*: every candidate goes through the verifier before it is used.
 """
@@ -73,34 +74,43 @@ def _peephole(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None: 
     return None
 
 
-def _fold_constants(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None:
-    """Replace ``code[i:i+k]`` by pushes (after a ``pop``) when its effect is constant."""
+def _simplify_window(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None:
+    """Re-synthesize ``code[i:i+k]`` when its whole effect is: drop some entry elements, then
+    push constants and copies of entry elements still on the stack (no side effect, no
+    failure). E.g. ``push c; split; pop 1`` -> ``push hi(c)``; ``dup 0; split; pop 3`` -> (nothing);
+    ``dup 1; dup 0; swap 3; pop 3`` -> ``pop 1``."""
     for k in range(min(_MAX_FOLD_WINDOW, len(code) - i), 1, -1):
         window = code[i: i + k]
-        if not any(ins.name == "push" for ins in window):
+        if window[-1].name != "pop" and not any(ins.name == "push" for ins in window):
             continue
         ctx = ExprContext()
         run = run_symbolic(window, ctx)
         if (run.unsupported or run.guards or run.outputs or run.ram or run.sponge is not None
                 or any(run.consumed.values())):
             continue
-        # elements below the materialized region are untouched; the materialized region
-        # must be: untouched entry elements at the bottom, constants on top
+        # the materialized region is: untouched entry elements at the bottom, then the rest
         stack = run.stack
         keep = 0
         while keep < len(stack) and stack[keep] is ctx.var("s", run.base - 1 - keep):
             keep += 1
-        top = stack[keep:]
-        if not all(v.is_const for v in top):
-            continue
         dropped = run.base - keep
         repl: list[Instr] = []
         left = dropped
         while left > 0:
             repl.append(Instr("pop", min(5, left)))
             left -= min(5, left)
-        repl += [Instr("push", v.const) for v in top]
-        if len(repl) < k:
+        entry_depth = {ctx.var("s", j).id: j - dropped for j in range(dropped, run.base)}
+        pushed = 0
+        for v in stack[keep:]:
+            if v.is_const:
+                repl.append(Instr("push", v.const))
+            elif v.id in entry_depth and entry_depth[v.id] + pushed <= 15:
+                repl.append(Instr("dup", entry_depth[v.id] + pushed))
+            else:
+                repl = None  # type: ignore[assignment]
+                break
+            pushed += 1
+        if repl is not None and len(repl) < k:
             return repl, k
     return None
 
@@ -109,7 +119,7 @@ def _fold_constants(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | 
 #: instructions that replace ``code[i:i+k]``.
 RULES: dict[str, Callable[[Sequence[Instr], int], tuple[list[Instr], int] | None]] = {
     "peephole": _peephole,
-    "fold": _fold_constants,
+    "window": _simplify_window,
 }
 
 

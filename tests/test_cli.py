@@ -27,7 +27,7 @@ def test_compile_prints_tasm_then_a_cost_table(runner):
     assert table[0].split()[1:] == ["function", "source", "baseline", "cycles", "saved",
                                     "padded", "height"]
     assert table[1].split()[1] == "main" and table[2].split()[1] == "total"
-    assert table[3] == "// main: no verified improvement"  # notes follow the table
+    assert table[3].startswith("// main: ")  # notes (why nothing changed) follow the table
     parse(r.output)  # the table is made of comments: stdout is still valid TASM
 
 

@@ -3,7 +3,7 @@
 The text is upstream's, byte for byte (4-space indent, flush-left labels, the four-space
 ``FnEnd`` line, breadth-first deferred flush with one shared ``fresh()`` counter), except
 where upstream emits code that is not valid TASM or does not do what the op means. Those
-differences, each covered by a simulator test in ``tests/lower/test_triton_vm.py``:
+differences, each covered by a simulator test in ``tests/lower/test_lower_triton_vm.py``:
 
 1. ``Loop`` (spec §3.4): upstream emits the loop subroutine *in place*, right after the
    builder's ``Dup, Call(L), Pop(1)``, so execution falls through into it a second time
@@ -21,9 +21,18 @@ differences, each covered by a simulator test in ``tests/lower/test_triton_vm.py
    ``call __then__N`` dangling. We flush them at the end (no four-space line).
 
 Ops whose upstream text is not valid TASM for reasons of their payload (``dup 24``,
-``pop 0``, ``Seal`` with more than 9 fields, ...; `tasmopt.tir.validate.find_unlowerable`)
-are emitted exactly as upstream would and reported in `LoweredFunction.unlowerable`.
+``pop 0``, ``Seal`` with more than 9 fields, ``Assert(3)``, ...;
+`tasmopt.tir.validate.find_unlowerable`) are emitted exactly as upstream would and reported
+in `LoweredFunction.unlowerable`; the optimizer passes those functions through untouched.
 ``lower(..., upstream_bugs=True)`` reproduces the Rust lowering exactly (1-4 included).
+
+Checked against the ISA and kept as upstream: the if/else flag protocol (``push 1 swap 1
+skiz call T skiz call E``, then-block bracketed by ``pop 1``/``push 0``), ``IfOnly``,
+``Sub``/``Neg`` (``push -1 mul``), ``Shl`` (st1 · 2^st0 in the field), ``Reveal``, ``Seal``
+(9 fields or fewer), ``RamRead``/``RamWrite`` (``read_mem``/``write_mem`` then ``pop 1``),
+``Entry``, ``ProofBlock``. Not changed either: a nested ``FnStart`` (the builder's ``match``
+arms, spec/tir.md §5.6) is emitted in place, so execution falls through into it; that is a
+builder bug in the TIR, reported as unlowerable for the enclosing function.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 from tasmopt.errors import IsaError
 from tasmopt.isa import IsaVariant, instruction_set
@@ -236,7 +236,13 @@ class _Resolver:
                     f"branches differ: then net {then.net:+d}, else net {other.net:+d}", depth))
             pops = max(then.pops, other.pops)
             return _COND.then(StackEffect(pops, pops + then.net, depth))
-        return _texts_effect(expand(op), self.isa)
+        return _flat_effect(op, self.isa)
+
+
+@lru_cache(maxsize=4096)
+def _flat_effect(op: Op, isa: IsaVariant) -> Effect:
+    """Effect of an op lowered in place (not a structure with bodies); cached per op."""
+    return _texts_effect(expand(op), isa)
 
 
 #: The condition of IfElse/IfOnly, consumed by ``skiz``.

@@ -181,7 +181,10 @@ class ExprContext:
                     if aid in seen:
                         continue
                     seen.add(aid)
-                    for tag, val in self.atom_keys[aid][1:]:
+                    key = self.atom_keys[aid]
+                    if key[0] == "var":
+                        continue
+                    for tag, val in key[1:]:
                         if tag == "p":
                             stack.append(by_id[val])
         return seen

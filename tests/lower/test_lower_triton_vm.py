@@ -368,3 +368,13 @@ def test_real_functions_with_known_effects_run(trident_std):
             else:
                 assert res.error.kind not in _CONTROL, (c.name, res.error)
     assert total > 100 and completed > 0.5 * total
+
+
+def test_every_variant_is_executed_somewhere_in_this_file():
+    from tasmopt.tir.ops import VARIANTS
+    from tasmopt.tir.validate import iter_ops
+
+    in_cases = {op.kind for case in CASES for _, op, _ in iter_ops(decode(f(*case[1])))}
+    elsewhere = {"WriteMem", "RamWrite", "SpongeLoad", "MerkleStep", "MerkleLoad", "Call",
+                 "Halt", "Entry", "IfElse", "IfOnly", "Loop"}  # the tests above
+    assert in_cases | elsewhere == set(VARIANTS)

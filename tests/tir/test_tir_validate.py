@@ -90,6 +90,7 @@ def test_validation_errors_name_the_path(obj, path, reason):
         validate(ops)
     assert info.value.path == path
     assert reason in info.value.reason
+    assert str(info.value).startswith(f"{path}: ")
 
 
 def test_too_many_ops_names_the_first_op_over_the_limit(monkeypatch):

@@ -1,0 +1,194 @@
+"""The verifier: positives it must prove, and negatives it must reject (design §2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasmopt.vm.equivalence import (
+    BlockCheck,
+    Verdict,
+    check_block,
+    check_function,
+    harness,
+    no_taller,
+)
+
+
+def check(baseline: str, candidate: str, **kw) -> Verdict:
+    return check_block(BlockCheck(tuple(baseline.split(";")), tuple(candidate.split(";")), **kw))
+
+
+# -- blocks: proven ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("baseline,candidate", [
+    # spec/tir.md §2.1 example A and its hand version
+    ("dup 1;dup 1;add;dup 0;dup 3;mul;swap 3;pop 3", "dup 1;add;mul"),
+    ("swap 1;add", "add"),                              # commutativity
+    ("push 3;add", "addi 3"),
+    ("push 5;split;pop 1", "push 0"),                   # constant folding of u32 split
+    ("push 2;push 3;mul", "push 6"),
+    ("dup 0;pop 1", "nop"),
+    ("swap 2;swap 2;dup 0", "dup 0"),
+    ("pop 1;pop 2", "pop 3"),
+    ("dup 2;dup 2;mul;dup 1;mul", "dup 2;dup 2;mul;dup 1;mul"),
+    ("dup 1;dup 1;add;dup 2;dup 2;add;mul", "dup 1;dup 1;add;dup 0;mul"),  # (a+b)^2
+    ("push 2;mul", "dup 0;add"),
+    ("dup 0;push -1;mul;add", "push 0;swap 1;pop 1"),   # x - x = 0
+    ("read_io 2;add", "read_io 2;swap 1;add"),
+    ("divine 1;dup 0;mul", "divine 1;dup 0;mul"),
+    ("push 5;push 7;write_mem 1;pop 1", "push 5;push 7;write_mem 1;pop 1"),
+    ("xx_add", "pick 5;pick 5;pick 5;xx_add"),
+    ("hash", "hash"),
+    ("sponge_init;sponge_absorb", "sponge_init;sponge_absorb"),
+])
+def test_block_positives_are_proven(baseline: str, candidate: str) -> None:
+    v = check(baseline, candidate)
+    assert v.equivalent, v.reason
+    assert v.method in ("symbolic", "differential")
+    assert v.cycles == len(candidate.split(";"))
+    assert v.heights["processor"] == v.cycles + 1  # plus the harness's halt
+
+
+def test_xx_mul_commutes_symbolically() -> None:
+    # (A*B) vs (B*A): both 3-element XFEs on the stack, swapped with a pick-based shuffle
+    v = check("xx_mul", "pick 5;pick 5;pick 5;xx_mul")
+    assert v.equivalent and v.method == "symbolic"
+
+
+def test_identity_of_inverses_is_accepted_by_testing_not_proof() -> None:
+    # x * x^-1 = 1 for x != 0, and both fail on x = 0: true, but not visible to the normal
+    # form (inv(x) is an opaque algebraic atom), so the differential layer decides.
+    v = check("dup 0;invert;mul", "dup 0;invert;mul;push 0;mul;push 1;add")
+    assert v.equivalent and v.method == "differential"
+
+
+# -- blocks: rejected --------------------------------------------------------------------
+
+@pytest.mark.parametrize("baseline,candidate,why", [
+    ("dup 1;dup 1", "dup 1", "net stack"),                          # drops a value
+    ("dup 1;dup 1;add", "dup 1", "st0"),                            # drops an operand
+    ("push 1;push 2", "push 2;push 1", "st0"),                      # reorders
+    ("dup 0;dup 2", "dup 2;dup 0", "st"),                           # reorders entry values
+    ("push 3;add", "addi 4", "st0"),                                # corrupts
+    ("dup 0;mul", "dup 0;add", "st0"),                              # wrong op, same shape
+    ("assert", "pop 1", "failure conditions"),                      # skips an assert
+    ("dup 0;assert", "dup 0;pop 1", "failure conditions"),
+    ("assert_vector;pop 5", "pop 5;pop 5", "failure conditions"),   # skips a vector assert
+    ("lt", "pop 1", "failure conditions"),                          # drops a u32 check
+    ("invert", "nop", "failure conditions"),
+    ("push 5;push 7;write_mem 1;pop 1", "push 5;push 8;write_mem 1;pop 1", "RAM"),
+    ("push 5;push 7;write_mem 1;pop 1", "nop", "RAM"),              # drops a RAM write
+    ("read_io 1", "divine 1", "input"),                              # reads the wrong stream
+    ("read_io 2;pop 1", "read_io 1", "input"),                       # reads less input
+    ("write_io 1", "pop 1", "output"),
+    ("dup 0;write_io 1;write_io 1", "dup 0;pop 1;write_io 1;push 0;write_io 1", "output"),
+    ("sponge_init", "nop", "sponge"),
+    ("swap 1;pop 1", "pop 1", "st0"),
+    ("pop 1", "pop 2;push 0", "pops"),                              # digs deeper than the baseline
+    ("eq", "push 0;swap 2;pop 2", "st0"),                           # eq is not "usually 0"
+    ("lt", "push 1;swap 2;pop 2", "failure"),                       # nor lt "usually 1"
+    ("dup 0;dup 0;recurse", "dup 0;dup 0", "control flow"),
+])
+def test_block_negatives_are_rejected(baseline: str, candidate: str, why: str) -> None:
+    v = check(baseline, candidate)
+    assert not v.equivalent
+    assert v.method == "rejected"
+    assert why.split()[0].lower() in (v.reason or "").lower(), v.reason
+
+
+def test_unparsable_candidate_is_rejected_with_position() -> None:
+    v = check("add", "ad")
+    assert not v.equivalent and "1:1" in (v.reason or "")
+
+
+def test_aliasing_ram_is_not_accepted_by_testing() -> None:
+    # write to [st1], then read [st0]: reading before the write is different exactly when
+    # the addresses alias, which random witnesses almost never hit
+    base = "dup 1;dup 1;write_mem 1;pop 1;dup 0;read_mem 1;pop 1"
+    cand = "dup 0;read_mem 1;pop 1;dup 2;dup 2;write_mem 1;pop 1"
+    assert not check(base, cand).equivalent
+
+
+def test_symbolic_and_differential_agree_on_a_polynomial_identity() -> None:
+    # (a + b)(a - b) = a^2 - b^2
+    base = "dup 1;dup 1;add;dup 2;dup 2;push -1;mul;add;mul"
+    cand = "dup 1;dup 2;mul;dup 1;dup 2;mul;push -1;mul;add"
+    v = check(base, cand)
+    assert v.equivalent and v.method == "symbolic"
+
+
+# -- whole functions -----------------------------------------------------------------------
+
+FN_LOOP = """
+__f:
+    dup 0
+    call __loop
+    pop 1
+    return
+__loop:
+    dup 0
+    push 0
+    eq
+    skiz
+    return
+    push -1
+    add
+    dup 1
+    write_io 1
+    recurse
+"""
+
+FN_LOOP_FEWER = FN_LOOP.replace("    dup 1\n    write_io 1\n", "    dup 1\n    pop 1\n")
+FN_FOREVER = FN_LOOP.replace("    push -1\n    add\n", "")
+
+
+def test_function_with_loop_equivalent_to_itself_and_measured() -> None:
+    p = harness(FN_LOOP, "__f")
+    v = check_function(p, p)
+    assert v.equivalent, v.reason
+    assert v.cycles == v.baseline_cycles > 0
+    assert v.conclusive >= 16
+
+
+def test_function_with_loop_changed_output_is_rejected() -> None:
+    v = check_function(harness(FN_LOOP, "__f"), harness(FN_LOOP_FEWER, "__f"))
+    assert not v.equivalent and "output" in (v.reason or "")
+
+
+def test_candidate_that_loops_forever_is_rejected() -> None:
+    v = check_function(harness(FN_LOOP, "__f"), harness(FN_FOREVER, "__f"))
+    assert not v.equivalent
+    assert "fails" in (v.reason or "")  # step limit = a failure where the baseline halts
+
+
+FN_BRANCH = """
+__g:
+    dup 0
+    skiz
+    call __then
+    return
+__then:
+    push 7
+    write_io 1
+    return
+"""
+
+
+def test_branch_taken_on_some_witnesses_only_is_still_checked() -> None:
+    bad = FN_BRANCH.replace("push 7", "push 8")
+    v = check_function(harness(FN_BRANCH, "__g"), harness(bad, "__g"))
+    assert not v.equivalent
+
+
+def test_external_calls_must_see_the_same_stack() -> None:
+    base = "__h:\n    dup 0\n    call @other__fn\n    pop 1\n    return\n"
+    cand = "__h:\n    call @other__fn\n    return\n"
+    v = check_function(harness(base, "__h"), harness(cand, "__h"))
+    assert not v.equivalent and "external" in (v.reason or "")
+
+
+def test_no_taller_ignores_cascade_but_not_padded_height() -> None:
+    base = {"processor": 10, "op_stack": 5, "cascade": 100, "lookup": 256}
+    assert no_taller({"processor": 9, "op_stack": 5, "cascade": 110, "lookup": 256}, base)
+    assert not no_taller({"processor": 9, "op_stack": 6, "cascade": 100, "lookup": 256}, base)
+    assert not no_taller({"processor": 9, "op_stack": 5, "cascade": 300, "lookup": 256}, base)

@@ -118,7 +118,8 @@ def _verify_backend(settings: Settings) -> tuple[Any, Any]:
 
     conn = connect(settings.redis_url)
     return conn, RqVerifier(conn, deadline_s=settings.verify_deadline_s,
-                            hard_deadline_s=settings.verify_hard_deadline_s)
+                            hard_deadline_s=settings.verify_hard_deadline_s,
+                            max_jobs=settings.verify_max_jobs)
 
 
 async def _drain_forever(app: FastAPI, every_s: float) -> None:

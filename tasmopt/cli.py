@@ -255,21 +255,25 @@ Examples:
   tasmopt worker                                   # REDIS_URL, or redis://127.0.0.1:6379/0
   tasmopt worker --url redis://cache:6379/2 --burst
 Equivalent RQ command:
-  rq worker verify --url $REDIS_URL --serializer rq.serializers.JSONSerializer
+  rq worker verify --url $REDIS_URL --serializer rq.serializers.JSONSerializer \\
+    --worker-class rq.SimpleWorker
 """)
 @click.option("--url", help="Redis URL (default: REDIS_URL, else redis://127.0.0.1:6379/0).")
 @click.option("--burst", is_flag=True, help="Exit when the queue is empty.")
 @click.option("--name", help="Worker name (default: host and pid).")
-def worker(url: str | None, burst: bool, name: str | None) -> None:
+@click.option("--fork", is_flag=True,
+              help="Run each job in a forked child (isolation; ~40 ms more per job).")
+def worker(url: str | None, burst: bool, name: str | None, fork: bool) -> None:
     """Run an RQ worker that checks candidate blocks from the `verify` queue."""
-    from rq import Worker
+    from rq import SimpleWorker, Worker
 
     from service.core.config import Settings
     from worker.queue import SERIALIZER, VERIFY_QUEUE, connect
 
     url = url or Settings().redis_url or "redis://127.0.0.1:6379/0"
     conn = connect(url, socket_timeout_s=None)
-    w = Worker([VERIFY_QUEUE], connection=conn, serializer=SERIALIZER, name=name)
+    cls = Worker if fork else SimpleWorker  # checks are pure computations: no fork needed
+    w = cls([VERIFY_QUEUE], connection=conn, serializer=SERIALIZER, name=name)
     click.echo(f"worker {w.name} on {VERIFY_QUEUE!r} at {url}", err=True)
     w.work(burst=burst, logging_level="WARNING")
 

@@ -134,7 +134,7 @@ def compile(tir: Any, baseline_tasm: str | None = None, *,  # noqa: A001 - the s
         ours = ModuleText.from_lowering(low)
         labels = {name: f.label for name, f in ours.functions.items()}
         client = ModuleText.from_text(baseline_tasm, labels) if baseline_tasm is not None else None
-        fns = _prepare(low, ours, client, options, timings)
+    fns = _prepare(low, ours, client, options, timings)  # times its own checks as "verify"
     tasks = [t for f in fns for t in f.tasks]
     with _stage(timings, "candidates"):
         proposals = _propose(tasks, options)
@@ -213,10 +213,15 @@ def _client_reference(f: _Fn, name: str, our_prog: Program, ours: ModuleText,
                            seed=options.seed + 1)
     if not v.equivalent:
         f.passthrough = True
+        f.reference = client_prog  # measured, returned unchanged
         f.report.source = "client"
-        f.report.mismatch = BaselineMismatch(v.reason or "differs", v.witness,
-                                             _known_bug(client.section_lines(name)))
-        f.report.reason = "client baseline disagrees with our lowering: " + (v.reason or "")
+        if v.witness >= 0:
+            f.report.mismatch = BaselineMismatch(v.reason or "differs", v.witness,
+                                                 _known_bug(client.section_lines(name)))
+            f.report.reason = "client baseline disagrees with our lowering: " + (v.reason or "")
+        else:
+            f.report.reason = ("could not check the client baseline against our lowering "
+                               f"({v.reason}); returned unchanged")
         return False
     f.reference = client_prog
     f.reference_is_client = True
@@ -366,6 +371,12 @@ def _finish_function(f: _Fn, ours: ModuleText, options: CompileOptions) -> None:
     rep = f.report
     if f.passthrough or f.reference is None:
         rep.fallback = True
+        if f.reference is not None:  # e.g. the client's baseline, returned unchanged
+            m = check_function(f.reference, None, witnesses=options.witnesses,
+                               seed=options.seed + 2)
+            rep.cycles = rep.baseline_cycles = m.baseline_cycles
+            rep.heights = rep.baseline_heights = m.baseline_heights
+            rep.padded_height = rep.baseline_padded_height = padded_height(m.baseline_heights)
         return
     t = time.perf_counter()
     measured: FunctionVerdict | None = None
@@ -396,7 +407,7 @@ def _finish_function(f: _Fn, ours: ModuleText, options: CompileOptions) -> None:
                     "compiler", b.baseline_tasm, b.baseline_cycles, None)
             f.chosen.clear()
     if measured is None:
-        measured = check_function(f.reference, f.reference, witnesses=options.witnesses,
+        measured = check_function(f.reference, None, witnesses=options.witnesses,
                                   seed=options.seed + 2)
         rep.fallback = True
         rep.reason = rep.reason or ("no verified improvement" if measured.equivalent

@@ -1,7 +1,7 @@
 """The verify backend the API uses when Redis is configured: checks run on the RQ pool.
 
 `RqVerifier` has the shape the optimizer expects (``list[BlockCheck] -> list[Verdict]``).
-It splits the checks into jobs of `checks_per_job`, enqueues them on the ``verify`` queue
+It splits the checks into at most `max_jobs` jobs, enqueues them on the ``verify`` queue
 and waits. Jobs not finished by the (soft) deadline, jobs that failed, and every job when
 Redis is unreachable are checked in-process instead; once the hard deadline has passed, the
 checks still pending are reported as unverified, which makes the optimizer keep the baseline.
@@ -42,7 +42,8 @@ class RqVerifier:
         connection: Redis client (see `worker.queue.connect`).
         deadline_s: seconds to wait for the workers before checking in-process.
         hard_deadline_s: seconds after which pending checks are reported unverified.
-        checks_per_job: checks per RQ job (bigger jobs: less queue overhead, coarser spread).
+        max_jobs: most RQ jobs one call is split into (about twice the number of workers:
+            each job costs a queue round trip, so a few big jobs beat many small ones).
         local: the in-process checker (default `tasmopt.vm.equivalence.check_blocks`).
         queue_name: RQ queue to enqueue on.
 
@@ -51,7 +52,7 @@ class RqVerifier:
     """
 
     def __init__(self, connection: Redis, *, deadline_s: float = 5.0,
-                 hard_deadline_s: float = 30.0, checks_per_job: int = 8,
+                 hard_deadline_s: float = 30.0, max_jobs: int = 8,
                  local: Callable[[list[BlockCheck]], list[Verdict]] = check_blocks,
                  queue_name: str = VERIFY_QUEUE) -> None:
         if hard_deadline_s < deadline_s:
@@ -59,18 +60,18 @@ class RqVerifier:
         self.connection = connection
         self.deadline_s = deadline_s
         self.hard_deadline_s = hard_deadline_s
-        self.checks_per_job = max(1, checks_per_job)
+        self.max_jobs = max(1, max_jobs)
         self.local = local
         self.queue = verify_queue(connection, queue_name)
 
     def __repr__(self) -> str:
-        return (f"RqVerifier(queue={self.queue.name!r}, deadline_s={self.deadline_s}, "
-                f"hard_deadline_s={self.hard_deadline_s})")
+        return (f"RqVerifier(queue={self.queue.name!r}, max_jobs={self.max_jobs}, "
+                f"deadline_s={self.deadline_s}, hard_deadline_s={self.hard_deadline_s})")
 
     def __call__(self, checks: list[BlockCheck]) -> list[Verdict]:
         start = time.monotonic()
         soft, hard = start + self.deadline_s, start + self.hard_deadline_s
-        n = self.checks_per_job
+        n = max(1, math.ceil(len(checks) / self.max_jobs))
         chunks = [list(checks[i:i + n]) for i in range(0, len(checks), n)]
         results: list[list[Verdict] | None] = [None] * len(chunks)
         jobs = self._enqueue(chunks)

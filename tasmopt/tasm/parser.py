@@ -151,6 +151,10 @@ def parse(text: str, isa: IsaVariant = "release", *, allow_external: bool = True
             if m.group(5) is not None and int(m.group(5)) <= int(m.group(3)):
                 raise src.error("type hint range must have end > start", tok.pos)
             end = m.end()
+            if end < len(text) and not (text[end].isspace() or text.startswith(("//", "/*"), end)):
+                # the hint's closing ']' must be followed by whitespace, a comment or the end,
+                # like every other token (spec §10); otherwise the next token would be lost
+                raise src.error("expected whitespace or a comment after the type hint", end)
             while i < len(toks) and toks[i].pos < end:
                 i += 1
             continue

@@ -206,7 +206,9 @@ def _explain(a: tuple, b: tuple) -> str:
              "external calls")
     for name, x, y in zip(names, a, b):
         if x != y:
-            if name == "op stack" and len(x) == len(y):
+            if name == "op stack" and len(x) != len(y):
+                return f"op stack length {len(y)}, baseline {len(x)}"
+            if name == "op stack":
                 i = next(k for k in range(len(x)) if x[-1 - k] != y[-1 - k])
                 return f"op stack differs at st{i}: {y[-1 - i]} vs baseline {x[-1 - i]}"
             return f"{name} differs"
@@ -340,13 +342,14 @@ def harness(text: str, entry: str, isa: str = "release") -> Program:
     return parse(f"    call {entry}\n    halt\n{text}", isa)  # type: ignore[arg-type]
 
 
-def check_function(baseline: Program, candidate: Program, *, depth: int = 48,
+def check_function(baseline: Program, candidate: Program | None, *, depth: int = 48,
                    witnesses: int = MIN_WITNESSES, seed: int = 0,
                    step_limit: int = 50_000, max_tries: int | None = None) -> FunctionVerdict:
     """Differential check of two harness programs (see `harness`) on fresh witnesses.
 
     Args:
-        baseline, candidate: harness programs (start at instruction 0).
+        baseline, candidate: harness programs (start at instruction 0). ``candidate=None``
+            only measures the baseline (``cycles``/``heights`` then repeat the baseline's).
         depth: initial op stack length of each witness (>= 16).
         witnesses: conclusive witnesses required.
         seed: witness seed.
@@ -371,7 +374,7 @@ def check_function(baseline: Program, candidate: Program, *, depth: int = 48,
         if rb.error is not None and rb.error.kind == "StepLimitExceeded":
             continue
         verdict.conclusive += 1
-        rc = _run(candidate, w, 10 * rb.cycles + 1000)
+        rc = rb if candidate is None else _run(candidate, w, 10 * rb.cycles + 1000)
         ob, oc = observe(rb), observe(rc)
         if ob != oc:
             verdict.reason = f"witness {i} ({w.family}): {_explain(ob, oc)}"
@@ -389,13 +392,13 @@ def check_function(baseline: Program, candidate: Program, *, depth: int = 48,
             ok_cycles_c = max(ok_cycles_c, rc.cycles)
             _merge_heights(hb, rb.heights)
             _merge_heights(hc, rc.heights)
+    verdict.baseline_cycles = max(0, ok_cycles_b - HARNESS_CYCLES)
+    verdict.cycles = max(0, ok_cycles_c - HARNESS_CYCLES)
+    verdict.heights, verdict.baseline_heights = hc, hb
     if verdict.conclusive < witnesses:
         verdict.reason = (f"only {verdict.conclusive} of {tries} witnesses finished within "
                           f"{step_limit} cycles")
         return verdict
     verdict.equivalent = True
-    verdict.baseline_cycles = max(0, ok_cycles_b - HARNESS_CYCLES)
-    verdict.cycles = max(0, ok_cycles_c - HARNESS_CYCLES)
-    verdict.heights, verdict.baseline_heights = hc, hb
     return verdict
 

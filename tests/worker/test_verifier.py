@@ -30,7 +30,7 @@ class Spy:
 
 def test_workers_do_the_checks(redis_conn, queue, burst):
     spy = Spy()
-    verifier = RqVerifier(redis_conn, deadline_s=10, hard_deadline_s=20, checks_per_job=2,
+    verifier = RqVerifier(redis_conn, deadline_s=10, hard_deadline_s=20, max_jobs=2,
                           local=spy)
     out: list = []
     t = threading.Thread(target=lambda: out.extend(verifier(CHECKS)))
@@ -47,7 +47,7 @@ def test_workers_do_the_checks(redis_conn, queue, burst):
 
 def test_no_worker_checks_in_process_after_the_deadline(redis_conn, queue):
     spy = Spy()
-    verifier = RqVerifier(redis_conn, deadline_s=0.1, hard_deadline_s=10, checks_per_job=2,
+    verifier = RqVerifier(redis_conn, deadline_s=0.1, hard_deadline_s=10, max_jobs=2,
                           local=spy)
     start = time.monotonic()
     out = verifier(CHECKS)
@@ -71,7 +71,7 @@ def test_redis_down_checks_in_process():
     verifier = RqVerifier(dead, deadline_s=5, hard_deadline_s=10, local=spy)
     start = time.monotonic()
     assert verifier(CHECKS) == check_blocks(CHECKS)
-    assert time.monotonic() - start < 3 and spy.calls == [3]
+    assert time.monotonic() - start < 3 and sum(spy.calls) == 3
 
 
 def test_empty_call_touches_nothing():

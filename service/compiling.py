@@ -6,7 +6,6 @@ Kept free of FastAPI types so it can be read, and tested, as plain functions.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -21,14 +20,15 @@ from sqlalchemy.orm import Session
 from service.core.config import Settings
 from service.errors import CLIENT_ERRORS, InvalidRequest, LimitExceeded, MalformedBody
 from service.schemas import CompileOptionsIn, CompileRequest, CompileResponse
-from service.spool import Spool
+from service.spool import Spool, is_connectivity_error
 from tasmopt.report import CompileOptions, CompileResult
 from tasmopt.store import build_records, fallback_records, insert_build_results
+from tasmopt.tir import codec
 from tasmopt.tir.ops import BODY_FIELDS
 from tasmopt.vm.equivalence import BlockCheck, Verdict
 
-__all__ = ["Compiler", "Verifier", "Served", "parse_request", "check_limits", "make_options",
-           "serve", "persist", "to_response"]
+__all__ = ["Compiler", "Verifier", "Served", "DbBreaker", "parse_request", "check_limits",
+           "make_options", "serve", "persist", "to_response"]
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ def serve(req: CompileRequest, *, request_id: uuid.UUID, compiler: Compiler, ver
         reason = f"optimizer error ({type(exc).__name__}); the baseline was served unchanged"
         tasm = baseline(req.tir, req.baseline_tasm)
         elapsed = time.perf_counter() - t0
-        tir_hash = _raw_tir_hash(req.tir)
+        tir_hash = codec.tir_hash(codec.decode(req.tir))  # TirError here is still a 4xx
         source = "client" if req.baseline_tasm is not None else "compiler"
         rows = fallback_records(tasm=tasm, tir_hash=tir_hash, request_id=request_id,
                                 source=source, latency_s=elapsed)
@@ -234,32 +234,44 @@ def serve(req: CompileRequest, *, request_id: uuid.UUID, compiler: Compiler, ver
     return Served(request_id, result.tasm, result.tir_hash, result, rows, timings)
 
 
-def _raw_tir_hash(tir: list[Any]) -> str:
-    # Only used when the optimizer failed: sha256 of the request's TIR in canonical JSON form
-    # (sorted keys, compact), which is what `tasmopt.tir.codec.tir_hash` hashes for valid TIR.
-    return hashlib.sha256(json.dumps(tir, separators=(",", ":"), sort_keys=True)
-                          .encode()).hexdigest()
-
-
 # -- persistence -------------------------------------------------------------------------------
 
 Stored = Literal["database", "spool", "lost"]
 
 
-def persist(rows: list[dict[str, Any]], *, session: Session, spool: Spool) -> Stored:
+@dataclass
+class DbBreaker:
+    """After the database was unreachable, send rows straight to the spool for `cooldown_s`
+    seconds instead of letting every request wait for a connect timeout."""
+
+    cooldown_s: float
+    open_until: float = 0.0
+
+    def allow(self) -> bool:
+        return time.monotonic() >= self.open_until
+
+    def trip(self) -> None:
+        self.open_until = time.monotonic() + self.cooldown_s
+
+
+def persist(rows: list[dict[str, Any]], *, session: Session, spool: Spool,
+            breaker: DbBreaker | None = None) -> Stored:
     """Write the rows; if the database cannot take them, spool them. Never raises.
 
     Returns:
         ``database``, ``spool`` (written later by the drainer, same ids), or ``lost`` if even
         the spool failed (logged as an error with the rows' ids).
     """
-    try:
-        with session.begin():
-            insert_build_results(session, rows=rows)
-        return "database"
-    except Exception as exc:
-        log.warning("database write failed (%s); spooling %d row(s)",
-                    str(exc).splitlines()[0][:200], len(rows))
+    if breaker is None or breaker.allow():
+        try:
+            with session.begin():
+                insert_build_results(session, rows=rows)
+            return "database"
+        except Exception as exc:
+            if breaker is not None and is_connectivity_error(exc):
+                breaker.trip()
+            log.warning("database write failed (%s); spooling %d row(s)",
+                        str(exc).splitlines()[0][:200], len(rows))
     try:
         spool.append(rows)
         return "spool"

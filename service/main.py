@@ -21,6 +21,7 @@ from fastapi.openapi.utils import get_openapi
 from service import errors
 from service.api.routes import compile as compile_routes
 from service.api.routes import health
+from service.compiling import DbBreaker
 from service.core.config import Settings
 from service.core.db import engine_from_settings, migrate
 from service.limits import BodyLimit
@@ -47,6 +48,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.engine = engine_from_settings(settings)
         state.session_factory = make_sessionmaker(state.engine)
         state.spool = Spool(settings.spool_dir)
+        state.db_breaker = DbBreaker(cooldown_s=settings.spool_retry_s)
         state.migrated = not settings.migrate_on_start
         if settings.migrate_on_start:
             state.migrated = await asyncio.to_thread(_try_migrate, state.engine)

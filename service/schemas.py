@@ -109,7 +109,7 @@ class CompileResponse(BaseModel):
     cycles: int | None = Field(description="Sum over functions; null if unknown (fallback).")
     baseline_cycles: int | None
     model_version: str | None = None
-    timings: dict[str, float] = Field(description="Seconds per stage, plus `total`.")
+    timings: dict[str, float] = Field(description="Seconds per stage, `total` (the compile) and `persist` (the rows).")
     fallback: bool = Field(description="The optimizer failed and the baseline was served as is.")
     fallback_reason: str | None = None
     build_result_ids: list[uuid.UUID] = Field(

@@ -12,13 +12,13 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
-from service.compiling import Compiler, Verifier, parse_request
+from service.compiling import Compiler, DbBreaker, Verifier, parse_request
 from service.core.config import Settings
 from service.schemas import CompileRequest
 from service.spool import Spool
 
-__all__ = ["SettingsDep", "SessionDep", "SpoolDep", "CompilerDep", "VerifierDep",
-           "BaselineDep", "CompileBody", "get_settings", "get_session", "get_spool",
+__all__ = ["SettingsDep", "SessionDep", "SpoolDep", "BreakerDep", "CompilerDep", "VerifierDep",
+           "BaselineDep", "CompileBody", "get_settings", "get_session", "get_spool", "get_breaker",
            "get_compiler", "get_verifier", "get_baseline", "get_compile_request"]
 
 
@@ -34,6 +34,10 @@ def get_session(request: Request) -> Iterator[Session]:
 
 def get_spool(request: Request) -> Spool:
     return request.app.state.spool
+
+
+def get_breaker(request: Request) -> DbBreaker:
+    return request.app.state.db_breaker
 
 
 def get_compiler() -> Compiler:
@@ -63,6 +67,7 @@ async def get_compile_request(request: Request) -> CompileRequest:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SessionDep = Annotated[Session, Depends(get_session)]
 SpoolDep = Annotated[Spool, Depends(get_spool)]
+BreakerDep = Annotated[DbBreaker, Depends(get_breaker)]
 CompilerDep = Annotated[Compiler, Depends(get_compiler)]
 VerifierDep = Annotated[Verifier, Depends(get_verifier)]
 BaselineDep = Annotated[Callable[[list[Any], str | None], str], Depends(get_baseline)]

@@ -24,6 +24,9 @@ __all__ = ["engine_from_settings", "alembic_config", "migrate", "downgrade", "sc
 
 log = logging.getLogger(__name__)
 
+#: PostgreSQL advisory lock key held while migrating (any constant unique to this app).
+MIGRATION_LOCK = 0x7A5E0001
+
 #: The Alembic script directory (repository root ``migrations/``).
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 
@@ -50,6 +53,8 @@ def migrate(engine: Engine, revision: str = "head") -> None:
     """
     cfg = alembic_config()
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":  # API replicas starting together: one at a time
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
     log.info("database schema at %s", revision)

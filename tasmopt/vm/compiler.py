@@ -30,8 +30,8 @@ from tasmopt.vm import xfield
 from tasmopt.vm.instructions import PLACEHOLDERS, Shape, shape_lines
 from tasmopt.vm.state import ExternalCall
 
-__all__ = ["Step", "Block", "Decoded", "Fail", "decoded", "MAX_BLOCK", "MIN_STACK",
-           "HOT_THRESHOLD"]
+__all__ = ["Step", "Block", "Decoded", "Fail", "decoded", "pack_rows", "unpack_rows",
+           "MAX_BLOCK", "MIN_STACK", "HOT_THRESHOLD", "ROW_SHIFT"]
 
 #: The op stack never gets shorter than this (Triton VM spec §3, §4).
 MIN_STACK = 16
@@ -61,21 +61,35 @@ class Fail(Exception):  # noqa: N818 - internal control flow, never escapes the 
 _GLOBALS["Fail"] = Fail
 
 
+#: Table rows are accumulated as one packed int (one addition per step instead of three):
+#: ``op_stack + (ram << ROW_SHIFT) + (hash << 2 * ROW_SHIFT)``; 40 bits hold > 10^11 rows.
+ROW_SHIFT = 40
+_ROW_MASK = (1 << ROW_SHIFT) - 1
+
+
+def pack_rows(op_stack: int, ram: int, hash_rows: int) -> int:
+    """Pack (op stack, RAM, Hash) rows into one int (see `ROW_SHIFT`)."""
+    return op_stack + (ram << ROW_SHIFT) + (hash_rows << (2 * ROW_SHIFT))
+
+
+def unpack_rows(rows: int) -> tuple[int, int, int]:
+    """Inverse of `pack_rows`."""
+    return rows & _ROW_MASK, (rows >> ROW_SHIFT) & _ROW_MASK, rows >> (2 * ROW_SHIFT)
+
+
 class Step(NamedTuple):
     """One decoded instruction.
 
     Attributes:
         fn: handler ``fn(stk, vm, cyc) -> next ip`` (``-1`` after ``halt``).
         need: smallest op-stack length that does not fail TooShallow (spec §4).
-        op_stack, ram, hash: table rows of one execution (spec §7).
+        rows: packed table rows of one execution (op stack, RAM, Hash; spec §7).
         terminates: it is a control-flow instruction (ends a straight-line run).
     """
 
     fn: Callable
     need: int
-    op_stack: int
-    ram: int
-    hash: int
+    rows: int
     terminates: bool
 
 
@@ -87,15 +101,13 @@ class Block(NamedTuple):
             instruction.
         n: instructions in the block (= clock cycles when it completes).
         need: smallest op-stack length at entry for which no instruction fails TooShallow.
-        op_stack, ram, hash: table rows of one complete execution.
+        rows: packed table rows of one complete execution.
     """
 
     fn: Callable
     n: int
     need: int
-    op_stack: int
-    ram: int
-    hash: int
+    rows: int
 
 
 def _uses(text: str, name: str) -> bool:
@@ -136,9 +148,7 @@ class _Kind(NamedTuple):
     make: Callable
     delta: int
     need: int
-    op_stack: int
-    ram: int
-    hash: int
+    rows: int
     terminates: bool
 
 
@@ -152,7 +162,7 @@ def _kind(variant: str, shape: Shape) -> _Kind:
     delta = spec.stack_delta(shape.arg)
     rows = spec.table_rows(shape.arg)
     return _Kind(_factory(variant, shape), delta, MIN_STACK - delta if delta < 0 else 0,
-                 rows["op_stack"], rows["ram"], rows["hash"], shape.terminates)
+                 pack_rows(rows["op_stack"], rows["ram"], rows["hash"]), shape.terminates)
 
 
 class Decoded:
@@ -195,8 +205,7 @@ class Decoded:
             shape = Shape(name, small, tag)
             kind = _kind(variant, shape)
             vals = (ip + 1, ip + 2, target, imm, ins.error_id, sym)
-            steps.append(Step(kind.make(*vals), kind.need, kind.op_stack, kind.ram, kind.hash,
-                              kind.terminates))
+            steps.append(Step(kind.make(*vals), kind.need, kind.rows, kind.terminates))
             shapes.append(shape)
             values.append(vals)
         self.variant = variant
@@ -210,14 +219,9 @@ class Decoded:
     def __len__(self) -> int:
         return len(self.steps)
 
-    def prefix_rows(self, start: int, k: int) -> tuple[int, int, int]:
-        """Table rows (op stack, RAM, Hash) of instructions ``start .. start+k-1``."""
-        ops = ram = hsh = 0
-        for step in self.steps[start:start + k]:
-            ops += step.op_stack
-            ram += step.ram
-            hsh += step.hash
-        return ops, ram, hsh
+    def prefix_rows(self, start: int, k: int) -> int:
+        """Packed table rows of instructions ``start .. start+k-1``."""
+        return sum(step.rows for step in self.steps[start:start + k])
 
     def compile_block(self, start: int) -> Block:
         """Compile (once) and register the block starting at ``start`` (``< len(self)``)."""
@@ -225,7 +229,7 @@ class Decoded:
         if blk is not None:
             return blk
         body: list[str] = []
-        need = depth = ops = ram = hsh = 0  # depth: stack length change since block entry
+        need = depth = rows = 0  # depth: stack length change since block entry
         ip, k = start, 0
         terminated = False
         while ip < len(self.steps) and k < MAX_BLOCK:
@@ -234,7 +238,7 @@ class Decoded:
             if delta < 0:
                 need = max(need, MIN_STACK - depth - delta)
             depth += delta
-            ops, ram, hsh = ops + step.op_stack, ram + step.ram, hsh + step.hash
+            rows += step.rows
             values = dict(zip(PLACEHOLDERS, (*self.values[ip], k), strict=True))
             text = _shape_text(self.variant, shape)
             if not shape.terminates:
@@ -254,7 +258,7 @@ class Decoded:
         exec(compile(src, f"<tasm block {start}+{k}>", "exec"), namespace)  # noqa: S102
         fn = namespace["block"]
         fn.source = src  # for debugging: print(decoded(p).compile_block(0).fn.source)
-        blk = Block(fn, k, need, ops, ram, hsh)
+        blk = Block(fn, k, need, rows)
         with self._lock:
             return self.blocks.setdefault(start, blk)
 

@@ -30,7 +30,7 @@ import logging
 from tasmopt.errors import VmError
 from tasmopt.tasm.program import Program
 from tasmopt.vm import tip5
-from tasmopt.vm.compiler import HOT_THRESHOLD, MIN_STACK, Fail, decoded
+from tasmopt.vm.compiler import HOT_THRESHOLD, MIN_STACK, Fail, decoded, unpack_rows
 from tasmopt.vm.field import P
 from tasmopt.vm.state import ExternalCall, RunState, VmInput, VmResult
 from tasmopt.vm.tables import TableHeights, attestation, measured_permutation, u32_height
@@ -109,7 +109,7 @@ def run(program: Program, vm_input: VmInput = _NO_INPUT, *, start: int | str = 0
     vm = RunState(vm_input, measured_permutation(limbs) if measure else tip5.permutation)
 
     steps, blocks, hot = dec.steps, dec.blocks, dec.hot
-    cycles = ops = ram_rows = hash_rows = 0
+    cycles = rows = 0  # rows: packed op-stack, RAM and Hash rows (compiler.pack_rows)
     error: VmError | None = None
     # Invariant for failure accounting: while code runs, ``ip`` is where it was entered
     # (a block's start or a handler's instruction), and `Fail` carries the offset from it.
@@ -120,9 +120,7 @@ def run(program: Program, vm_input: VmInput = _NO_INPUT, *, start: int | str = 0
                 if len(stk) >= blk.need and cycles + blk.n <= step_limit:
                     ip = blk.fn(stk, vm, cycles)
                     cycles += blk.n
-                    ops += blk.op_stack
-                    ram_rows += blk.ram
-                    hash_rows += blk.hash
+                    rows += blk.rows
                     if ip < 0:
                         break
                     continue
@@ -135,16 +133,14 @@ def run(program: Program, vm_input: VmInput = _NO_INPUT, *, start: int | str = 0
             while True:  # interpret up to and including the next control-flow instruction
                 if ip >= n_instr:
                     raise Fail(0, "InstructionPointerOverflow", None)
-                fn, need, s_ops, s_ram, s_hash, terminates = steps[ip]
+                fn, need, step_rows, terminates = steps[ip]
                 if len(stk) < need:
                     raise Fail(0, "TooShallow", None)
                 if cycles >= step_limit:
                     raise Fail(0, "StepLimitExceeded", step_limit)
                 ip = fn(stk, vm, cycles)
                 cycles += 1
-                ops += s_ops
-                ram_rows += s_ram
-                hash_rows += s_hash
+                rows += step_rows
                 if terminates:
                     break
             if ip < 0:
@@ -154,13 +150,13 @@ def run(program: Program, vm_input: VmInput = _NO_INPUT, *, start: int | str = 0
         fail_ip = ip + k
         if k:
             cycles += k
-            p_ops, p_ram, p_hash = dec.prefix_rows(ip, k)
-            ops, ram_rows, hash_rows = ops + p_ops, ram_rows + p_ram, hash_rows + p_hash
+            rows += dec.prefix_rows(ip, k)
         error_id = program.instructions[fail_ip].error_id if fail_ip < n_instr else None
         error = VmError(kind, fail_ip, detail, _message(kind, detail, error_id))
 
     heights = None
     if measure:
+        ops, ram_rows, hash_rows = unpack_rows(rows)
         att = attestation(program)
         heights = TableHeights(
             program=att.program_rows,

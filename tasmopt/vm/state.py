@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tasmopt.errors import VmError
+from tasmopt.vm.field import P
 from tasmopt.vm.tables import TableHeights
 
 __all__ = ["VmInput", "ExternalCall", "VmResult", "RunState"]
@@ -96,8 +97,6 @@ class RunState:
                  "sponge", "u32", "permute", "ext")
 
     def __init__(self, vm_input: VmInput, permute: Callable[[list[int]], list[int]]) -> None:
-        from tasmopt.vm.field import P
-
         self.ram: dict[int, int] = {a % P: v % P for a, v in vm_input.ram.items()}
         self.js: list[tuple[int, int]] = []
         self.pub: list[int] = [x % P for x in vm_input.public_input]

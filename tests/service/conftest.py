@@ -20,13 +20,13 @@ from fastapi.testclient import TestClient
 from service.core.config import Settings
 from service.main import create_app
 
-DATA = Path(__file__).parent / "data"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture(scope="session")
 def timelock_request() -> dict:
-    """lock_timelock from trident-std as a request; the rules find a verified saving."""
-    return json.loads((DATA / "lock_timelock.json").read_text())
+    """examples/lock_timelock.json (trident-std): the rules find a verified saving."""
+    return json.loads((EXAMPLES / "lock_timelock.json").read_text())
 
 
 @pytest.fixture()
@@ -60,11 +60,13 @@ def free_port() -> int:
 
 class TcpProxy:
     """Forwards 127.0.0.1:<port> to a target; `stop` closes the port and every connection
-    (clients then get "connection refused"), `start` opens it again on the same port."""
+    (clients then get "connection refused"), `start` opens it again on the same port; with
+    `blackhole` set, new connections are accepted and then left unanswered."""
 
     def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
         self.target = (target_host, target_port)
         self.port = free_port()
+        self.blackhole = False  # accept connections but never answer (a dead host)
         self._listener: socket.socket | None = None
         self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -96,6 +98,10 @@ class TcpProxy:
                 client, _ = srv.accept()
             except OSError:
                 return
+            if self.blackhole:
+                with self._lock:
+                    self._conns.add(client)
+                continue
             try:
                 upstream = socket.create_connection(self.target, timeout=3)
             except OSError:

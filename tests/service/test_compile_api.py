@@ -106,6 +106,7 @@ def test_optimizer_failure_serves_the_baseline(client, add_mul_tir, pg_session):
     assert out["functions"] == [] and out["cycles"] is None
     [row] = list_build_results(pg_session, request_id=uuid.UUID(out["request_id"]))
     assert row.fallback_used and row.source == "compiler" and row.tasm == out["tasm"]
+    assert row.tir_hash == client.post("/compile", json={"tir": add_mul_tir}).json()["tir_hash"]
 
 
 def test_optimizer_failure_returns_the_clients_baseline(client, example_request):

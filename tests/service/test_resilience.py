@@ -45,7 +45,7 @@ def test_redis_stopped_verification_runs_in_process(make_client, client, private
 def test_database_down_rows_are_spooled_then_drained(make_client, pg_proxy, pg_session,
                                                      timelock_request, example_request):
     proxy, url = pg_proxy
-    c = make_client(database_url=url, spool_retry_s=0.2)
+    c = make_client(database_url=url, spool_retry_s=1.0)
     assert c.get("/readyz").json()["ready"]
     proxy.stop()
 
@@ -56,6 +56,7 @@ def test_database_down_rows_are_spooled_then_drained(make_client, pg_proxy, pg_s
         assert r.json()["stored"] == "spool"
         served.append(r.json())
     ids = {i for out in served for i in out["build_result_ids"]}
+    assert not c.app.state.db_breaker.allow()  # later requests skip the connect attempt
     spool = c.app.state.spool
     assert spool.pending_rows() == len(ids) > 3
     ready = c.get("/readyz")
@@ -70,6 +71,23 @@ def test_database_down_rows_are_spooled_then_drained(make_client, pg_proxy, pg_s
     assert spool.files() == []
     assert spool.drain(c.app.state.session_factory) == 0  # idempotent: nothing left to write
     assert c.get("/readyz").json()["ready"]
+
+
+def test_unanswering_database_costs_one_connect_timeout(make_client, pg_proxy, add_mul_tir):
+    proxy, url = pg_proxy
+    c = make_client(database_url=url, db_connect_timeout_s=1, spool_retry_s=30)
+    assert c.get("/readyz").json()["ready"]
+    proxy.stop()
+    proxy.blackhole = True  # a host that swallows packets: connects hang until the timeout
+    proxy.start()
+    times = []
+    for _ in range(3):
+        start = time.monotonic()
+        r = c.post("/compile", json={"tir": add_mul_tir})
+        times.append(time.monotonic() - start)
+        assert r.status_code == 200 and r.json()["stored"] == "spool"
+    assert times[0] >= 0.9  # the first request waits for the connect timeout...
+    assert max(times[1:]) < 0.5  # ...the next ones go straight to the spool
 
 
 def test_spool_drain_skips_rows_already_stored(make_client, pg_proxy, timelock_request):

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Request
 
 from service import compiling
 from service.api.deps import (
     BaselineDep,
+    BreakerDep,
     CompileBody,
     CompilerDep,
     SessionDep,
@@ -27,9 +29,9 @@ _BODY_DOC = {"requestBody": {"required": True, "content": {"application/json": {
 
 @router.post("/compile", response_model=CompileResponse, responses=ERROR_RESPONSES,
              openapi_extra=_BODY_DOC)
-def compile_tir(request: Request, response: Response, body: CompileBody, settings: SettingsDep,
+def compile_tir(request: Request, body: CompileBody, settings: SettingsDep,
                 compiler: CompilerDep, verify: VerifierDep, baseline: BaselineDep,
-                session: SessionDep, spool: SpoolDep) -> CompileResponse:
+                session: SessionDep, spool: SpoolDep, breaker: BreakerDep) -> CompileResponse:
     """Optimize a TIR program or module.
 
     The response's `build_result_ids` name the stored BuildResult rows (also when they were
@@ -38,5 +40,7 @@ def compile_tir(request: Request, response: Response, body: CompileBody, setting
     request_id: uuid.UUID = request.state.request_id
     served = compiling.serve(body, request_id=request_id, compiler=compiler, verify=verify,
                              settings=settings, baseline=baseline)
-    stored = compiling.persist(served.rows, session=session, spool=spool)
+    t0 = time.perf_counter()
+    stored = compiling.persist(served.rows, session=session, spool=spool, breaker=breaker)
+    served.timings["persist"] = time.perf_counter() - t0
     return compiling.to_response(served, stored)

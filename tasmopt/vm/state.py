@@ -24,7 +24,10 @@ class VmInput:
         public_input: FIFO of field elements for ``read_io``.
         secret_input: FIFO of secret tokens for ``divine``.
         secret_digests: FIFO of 5-word digests ``(d0..d4)`` for ``merkle_step``.
-        ram: initial RAM, address -> value; every other address reads 0.
+        ram: initial RAM, address -> value; every other address reads 0. A mapping with a
+            ``fill_value(address) -> value`` method instead defines every address (the
+            verifier's witnesses, `tasmopt.vm.witness.FilledRam`); the result's ``ram`` then
+            holds only the writes.
         initial_stack: op stack bottom..top, at least 16 words; ``None`` means spec §3:
             11 zeros over the program digest (``digest[k]`` at ``st(11+k)``).
     """
@@ -90,6 +93,23 @@ class VmResult:
         return self.error is None
 
 
+class _FilledDict(dict):
+    """RAM whose unwritten addresses read ``fill(address)`` instead of 0. Holds only the
+    writes, so a result's ``ram`` is what the run wrote."""
+
+    __slots__ = ("_fill",)
+
+    def __init__(self, fill: Callable[[int], int]) -> None:
+        super().__init__()
+        self._fill = fill
+
+    def get(self, addr: int, default: int | None = None) -> int:  # type: ignore[override]
+        try:
+            return self[addr]
+        except KeyError:
+            return self._fill(addr) % P
+
+
 class RunState:
     """Mutable machine state besides the op stack, as seen by generated block code."""
 
@@ -97,7 +117,11 @@ class RunState:
                  "sponge", "u32", "permute", "ext")
 
     def __init__(self, vm_input: VmInput, permute: Callable[[list[int]], list[int]]) -> None:
-        self.ram: dict[int, int] = {a % P: v % P for a, v in vm_input.ram.items()}
+        fill = getattr(vm_input.ram, "fill_value", None)
+        if fill is not None:  # RAM with a value at every address (the verifier's witnesses)
+            self.ram: dict[int, int] = _FilledDict(fill)
+        else:
+            self.ram = {a % P: v % P for a, v in vm_input.ram.items()}
         self.js: list[tuple[int, int]] = []
         self.pub: list[int] = [x % P for x in vm_input.public_input]
         self.pub_i = 0

@@ -52,6 +52,10 @@ class FilledRam(Mapping[int, int]):
     def get(self, addr: int, default: int | None = None) -> int:  # type: ignore[override]
         return self[addr]
 
+    def fill_value(self, addr: int) -> int:
+        """The value at ``addr`` (the simulator's hook for RAM defined everywhere)."""
+        return self[addr]
+
     def __contains__(self, addr: object) -> bool:
         return isinstance(addr, int)
 

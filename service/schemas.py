@@ -96,6 +96,7 @@ class FunctionOut(BaseModel):
     mismatch: MismatchOut | None = None
     unlowerable: list[str] = []
     blocks: list[BlockOut] = []
+    tir_hash: str = Field("", description="sha256 of the function's canonical TIR JSON.")
     build_result_id: uuid.UUID | None = None
 
 

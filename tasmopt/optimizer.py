@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tasmopt import sources as source_registry
-from tasmopt.errors import TasmSyntaxError, TirError
+from tasmopt.errors import TasmSyntaxError
 from tasmopt.lower.triton import INDENT, Lowering, lower
 from tasmopt.module import ModuleText, label_lines
 from tasmopt.report import (
@@ -44,6 +44,7 @@ from tasmopt.sources import BlockTask
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tasm.program import Instr, Program
 from tasmopt.tir import codec
+from tasmopt.tir.blocks import split_functions
 from tasmopt.tir.codec import tir_hash
 from tasmopt.tir.ops import Op
 from tasmopt.tir.validate import find_unlowerable, validate
@@ -135,6 +136,9 @@ def compile(tir: Any, baseline_tasm: str | None = None, *,  # noqa: A001 - the s
         labels = {name: f.label for name, f in ours.functions.items()}
         client = ModuleText.from_text(baseline_tasm, labels) if baseline_tasm is not None else None
     fns = _prepare(low, ours, client, options, timings)  # times its own checks as "verify"
+    chunks = {c.name: c.ops for c in split_functions(ops)}
+    for f in fns:
+        f.report.tir_hash = tir_hash(chunks.get(f.name, ()))
     tasks = [t for f in fns for t in f.tasks]
     with _stage(timings, "candidates"):
         proposals = _propose(tasks, options)
@@ -151,6 +155,10 @@ def compile(tir: Any, baseline_tasm: str | None = None, *,  # noqa: A001 - the s
         for f in fns:
             _finish_function(f, ours, options)
         text = _assemble(fns, low, ours, client)
+        out = ModuleText.from_text(text, labels)
+        for f in fns:
+            if f.name in out.functions:
+                f.report.tasm = out.section_lines(f.name)
     reference_text = baseline_tasm if baseline_tasm is not None else low.text()
     return CompileResult(text, [f.report for f in fns], request_hash, reference_text, timings)
 
@@ -331,6 +339,7 @@ def _rank(fns: list[_Fn], tasks: list[BlockTask], owners: list[tuple[int, str]],
         if base_entry is None or not base_entry[2].equivalent:
             continue  # cannot even measure the baseline: keep it
         base_v = base_entry[2]
+        report.heights = report.baseline_heights = dict(base_v.heights)
         best = None
         for source, check, verdict in entries:
             if not source or not verdict.equivalent or verdict.cycles > base_v.cycles:
@@ -347,6 +356,7 @@ def _rank(fns: list[_Fn], tasks: list[BlockTask], owners: list[tuple[int, str]],
         report.source = source  # type: ignore[assignment]
         report.tasm = list(check.candidate)
         report.cycles = verdict.cycles
+        report.heights = dict(verdict.heights)
         report.verified_by = verdict.method
 
 
@@ -395,7 +405,7 @@ def _finish_function(f: _Fn, ours: ModuleText, options: CompileOptions) -> None:
             measured = v
             rep.fallback = False
             saved: dict[str, int] = defaultdict(int)
-            for j, (source, lines, verdict) in f.chosen.items():
+            for j, (source, _lines, verdict) in f.chosen.items():
                 saved[source] += len(f.tasks[j].baseline) - verdict.cycles
             rep.source = max(saved, key=lambda s: saved[s])  # type: ignore[assignment]
         else:
@@ -405,6 +415,7 @@ def _finish_function(f: _Fn, ours: ModuleText, options: CompileOptions) -> None:
             for b in rep.blocks:
                 b.source, b.tasm, b.cycles, b.verified_by = (
                     "compiler", b.baseline_tasm, b.baseline_cycles, None)
+                b.heights = dict(b.baseline_heights)
             f.chosen.clear()
     if measured is None:
         measured = check_function(f.reference, None, witnesses=options.witnesses,
@@ -462,3 +473,4 @@ def _assemble(fns: list[_Fn], low: Lowering, ours: ModuleText,
             for b in rep.blocks:
                 b.source, b.tasm, b.cycles, b.verified_by = (
                     "compiler", b.baseline_tasm, b.baseline_cycles, None)
+                b.heights = dict(b.baseline_heights)

@@ -42,6 +42,8 @@ class BlockReport:
         verified_by: ``"symbolic"`` or ``"differential"`` for a replaced block, else None.
         candidates: per source, generated / valid counts.
         tir_hash: sha256 of the block's canonical TIR JSON.
+        heights, baseline_heights: AET heights of the block run alone as a program (with a
+            ``halt``), max over witnesses.
     """
 
     index: int
@@ -54,6 +56,8 @@ class BlockReport:
     tir_hash: str = ""
     verified_by: str | None = None
     candidates: dict[str, CandidateStats] = field(default_factory=dict)
+    heights: dict[str, int] = field(default_factory=dict)
+    baseline_heights: dict[str, int] = field(default_factory=dict)
     latency_s: float = 0.0
 
     def to_dict(self) -> dict:
@@ -97,6 +101,8 @@ class FunctionReport:
         mismatch: set when the client's baseline disagrees with our lowering.
         unlowerable: TIR paths and reasons of ops that cannot be lowered to valid TASM (the
             function is then passed through untouched).
+        tasm: the function's lines in the returned module text (its label, body and
+            deferred blocks).
     """
 
     name: str
@@ -112,6 +118,7 @@ class FunctionReport:
     mismatch: BaselineMismatch | None = None
     unlowerable: list[str] = field(default_factory=list)
     blocks: list[BlockReport] = field(default_factory=list)
+    tasm: list[str] = field(default_factory=list)
     tir_hash: str = ""
     latency_s: float = 0.0
 

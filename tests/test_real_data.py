@@ -52,7 +52,7 @@ def test_module_compiles_to_verified_tasm(path: Path, mode: str) -> None:
                 [ln.rstrip() for ln in reference.section_lines(rep.name)], rep.name
             continue
         v = check_function(reference.harness(rep.name, "release"),
-                           output.harness(rep.name, "release"), seed=12345)
+                           output.harness(rep.name, "release"), seed=12345, max_tries=400)
         assert v.equivalent, f"{rep.name}: {v.reason}"
         assert v.cycles <= v.baseline_cycles
     _improved[mode][0] += sum(r.cycles < r.baseline_cycles for r in result.functions)

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from tasmopt.errors import TasmSyntaxError
-from tasmopt.isa import P, IsaVariant, instruction_set
+from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.tasm.program import EXTERNAL_PREFIX, Instr, Item, Label, Program
 
 __all__ = ["parse", "parse_instructions", "parse_field_literal"]

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from tasmopt.isa import P, IsaVariant, instruction_set
+from tasmopt.isa import IsaVariant, P, instruction_set
 
 __all__ = ["Instr", "Label", "Item", "Program", "format_field", "EXTERNAL_PREFIX"]
 

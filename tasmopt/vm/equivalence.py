@@ -354,13 +354,13 @@ def check_function(baseline: Program, candidate: Program | None, *, depth: int =
         witnesses: conclusive witnesses required.
         seed: witness seed.
         step_limit: clock cycles after which a baseline run is inconclusive (skipped).
-        max_tries: witnesses tried at most (default ``3 * witnesses``).
+        max_tries: witnesses tried at most (default ``6 * witnesses``).
 
     Returns:
         FunctionVerdict; ``equivalent`` is False if a witness distinguishes them or fewer
         than ``witnesses`` runs were conclusive.
     """
-    tries = max_tries if max_tries is not None else 3 * witnesses
+    tries = max_tries if max_tries is not None else 6 * witnesses
     verdict = FunctionVerdict(False)
     ok_cycles_b = ok_cycles_c = 0
     any_ok = False

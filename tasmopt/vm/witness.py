@@ -26,8 +26,8 @@ FAMILIES = ("zeros", "ones", "tiny", "small_u32", "u32", "boundary", "repeated",
 #: Families for whole functions with loops and branches: mostly small values, so that loop
 #: counters stay small and u32 paths run to the end (their blocks are proven separately).
 CONTROL_FAMILIES = ("tiny", "small_u32", "zeros", "ones", "u32", "tiny", "small_u32",
-                    "boundary", "field", "tiny", "u32", "small_u32", "repeated", "tiny",
-                    "field", "small_u32")
+                    "boundary", "field", "tiny", "small_u32", "tiny", "repeated", "tiny",
+                    "small_u32", "tiny")
 
 
 class FilledRam(Mapping[int, int]):

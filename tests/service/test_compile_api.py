@@ -33,7 +33,8 @@ def test_example_is_served_and_stored(client, example_request, pg_session):
     assert len(rows) == 1 + len(main["blocks"])
     fn_row = next(r for r in rows if r.block_index is None)
     assert str(fn_row.id) == main["build_result_id"]
-    assert fn_row.tasm.startswith("__main:") and fn_row.tir_hash == out["tir_hash"]
+    assert fn_row.tasm.startswith("__main:") and fn_row.tir_hash == main["tir_hash"]
+    assert main["tir_hash"] != out["tir_hash"]  # the function's own TIR, not the request's
     assert fn_row.clock_cycles == main["cycles"] and fn_row.compiler_cycles == main["baseline_cycles"]
     assert fn_row.table_heights == main["heights"] and fn_row.padded_height == main["padded_height"]
 

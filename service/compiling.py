@@ -20,9 +20,9 @@ from sqlalchemy.orm import Session
 from service.core.config import Settings
 from service.errors import CLIENT_ERRORS, InvalidRequest, LimitExceeded, MalformedBody
 from service.schemas import CompileOptionsIn, CompileRequest, CompileResponse
-from service.spool import Spool, is_connectivity_error
+from service.spool import Spool, is_connectivity_error, job_to_json
 from tasmopt.report import CompileOptions, CompileResult
-from tasmopt.store import build_records, fallback_records, insert_build_results
+from tasmopt.store import build_records, fallback_records, insert_build_results, save_compile_job
 from tasmopt.tir import codec
 from tasmopt.tir.ops import BODY_FIELDS
 from tasmopt.vm.equivalence import BlockCheck, Verdict
@@ -255,8 +255,14 @@ class DbBreaker:
 
 
 def persist(rows: list[dict[str, Any]], *, session: Session, spool: Spool,
-            breaker: DbBreaker | None = None) -> Stored:
+            breaker: DbBreaker | None = None,
+            job: Callable[[Stored], dict[str, Any]] | None = None) -> Stored:
     """Write the rows; if the database cannot take them, spool them. Never raises.
+
+    Args:
+        job: for an async compile, ``stored -> save_compile_job keyword arguments``: the
+            job's final state, written in the same transaction as the rows (or spooled with
+            them).
 
     Returns:
         ``database``, ``spool`` (written later by the drainer, same ids), or ``lost`` if even
@@ -266,6 +272,8 @@ def persist(rows: list[dict[str, Any]], *, session: Session, spool: Spool,
         try:
             with session.begin():
                 insert_build_results(session, rows=rows)
+                if job is not None:
+                    save_compile_job(session, **job("database"))
             return "database"
         except Exception as exc:
             if breaker is not None and is_connectivity_error(exc):
@@ -273,7 +281,7 @@ def persist(rows: list[dict[str, Any]], *, session: Session, spool: Spool,
             log.warning("database write failed (%s); spooling %d row(s)",
                         str(exc).splitlines()[0][:200], len(rows))
     try:
-        spool.append(rows)
+        spool.append(rows, job_to_json(job("spool")) if job is not None else None)
         return "spool"
     except Exception:
         log.exception("could not spool rows %s", [str(r["id"]) for r in rows])

@@ -17,9 +17,11 @@ from starlette.exceptions import HTTPException
 
 from service.schemas import ErrorResponse
 from tasmopt.errors import LoweringError, TasmSyntaxError, TirError
+from tasmopt.store.errors import Conflict, InvalidCheckpoint, NotFound
 
 __all__ = ["ServiceError", "MalformedBody", "InvalidRequest", "LimitExceeded", "BodyTooLarge",
-           "CLIENT_ERRORS", "install", "ERROR_RESPONSES"]
+           "Unauthorized", "Forbidden", "JobNotFound", "Unavailable", "CLIENT_ERRORS",
+           "install", "ERROR_RESPONSES", "ADMIN_ERROR_RESPONSES", "error_code"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,8 @@ class ServiceError(Exception):
 
     status = 400
     code = "bad_request"
+
+    headers: dict[str, str] | None = None
 
     def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
                  column: int | None = None, errors: list[str] | None = None) -> None:
@@ -64,6 +68,31 @@ class BodyTooLarge(ServiceError):
         super().__init__(f"request body exceeds the limit of {limit} bytes (MAX_BODY_BYTES)")
 
 
+class Unauthorized(ServiceError):
+    """No ``Authorization: Bearer <token>`` header, or a malformed one (admin endpoints)."""
+
+    status, code = 401, "unauthorized"
+    headers = {"WWW-Authenticate": "Bearer"}
+
+
+class Forbidden(ServiceError):
+    """A bearer token that is not the admin token, or admin endpoints disabled."""
+
+    status, code = 403, "forbidden"
+
+
+class JobNotFound(ServiceError):
+    """No async compile job with this id."""
+
+    status, code = 404, "not_found"
+
+
+class Unavailable(ServiceError):
+    """A dependency needed to answer is down (e.g. job status with database and Redis down)."""
+
+    status, code = 503, "unavailable"
+
+
 #: Exceptions raised by `tasmopt` that are the client's fault (never served as a fallback).
 CLIENT_ERRORS: tuple[type[Exception], ...] = (TirError, TasmSyntaxError, LoweringError)
 
@@ -75,6 +104,28 @@ ERROR_RESPONSES: dict[int | str, dict] = {
           "baseline_tasm (line:column), unknown option, or a limit exceeded."},
     500: {"model": ErrorResponse, "description": "Not even the baseline could be served."},
 }
+
+#: OpenAPI description of the error responses of the admin endpoints.
+ADMIN_ERROR_RESPONSES: dict[int | str, dict] = {
+    401: {"model": ErrorResponse, "description": "No or malformed Authorization header."},
+    403: {"model": ErrorResponse, "description": "Wrong token, or ADMIN_TOKEN unset."},
+    404: {"model": ErrorResponse, "description": "Unknown checkpoint version."},
+    409: {"model": ErrorResponse, "description": "Not allowed in the checkpoint's state."},
+    422: {"model": ErrorResponse, "description": "Invalid body (e.g. no reason)."},
+}
+
+
+def error_code(exc: BaseException) -> tuple[str, str]:
+    """(code, message) a client would get for `exc` (used for failed async jobs)."""
+    if isinstance(exc, ServiceError):
+        return exc.code, exc.message
+    if isinstance(exc, TirError):
+        return "invalid_tir", str(exc)
+    if isinstance(exc, TasmSyntaxError):
+        return "invalid_baseline_tasm", f"baseline_tasm:{exc.line}:{exc.column}: {exc.reason}"
+    if isinstance(exc, LoweringError):
+        return "unlowerable_tir", str(exc)
+    return "internal_error", f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
 def _request_id(request: Request) -> uuid.UUID | None:
@@ -89,9 +140,23 @@ def _reply(request: Request, status: int, body: ErrorResponse) -> JSONResponse:
 
 
 def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
-    return _reply(request, exc.status, ErrorResponse(
+    response = _reply(request, exc.status, ErrorResponse(
         code=exc.code, message=exc.message, path=exc.path, line=exc.line, column=exc.column,
         errors=exc.errors))
+    response.headers.update(exc.headers or {})
+    return response
+
+
+def _not_found(request: Request, exc: NotFound) -> JSONResponse:
+    return _reply(request, 404, ErrorResponse(code="not_found", message=str(exc)))
+
+
+def _conflict(request: Request, exc: Conflict) -> JSONResponse:
+    return _reply(request, 409, ErrorResponse(code="conflict", message=str(exc)))
+
+
+def _invalid_checkpoint(request: Request, exc: InvalidCheckpoint) -> JSONResponse:
+    return _reply(request, 422, ErrorResponse(code="invalid_checkpoint", message=str(exc)))
 
 
 def _tir_error(request: Request, exc: TirError) -> JSONResponse:
@@ -137,6 +202,9 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(TirError, _tir_error)
     app.add_exception_handler(TasmSyntaxError, _tasm_error)
     app.add_exception_handler(LoweringError, _lowering_error)
+    app.add_exception_handler(NotFound, _not_found)
+    app.add_exception_handler(Conflict, _conflict)
+    app.add_exception_handler(InvalidCheckpoint, _invalid_checkpoint)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _internal_error)

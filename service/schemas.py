@@ -7,13 +7,16 @@ keeps the two in step. Report shapes mirror `tasmopt.report` (`to_dict()` output
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["CompileOptionsIn", "CompileRequest", "CandidateStatsOut", "BlockOut",
            "MismatchOut", "FunctionOut", "CompileResponse", "ErrorResponse", "CheckOut",
-           "ReadyResponse", "HealthResponse"]
+           "ReadyResponse", "HealthResponse", "JobAccepted", "JobStatusOut", "ReasonIn",
+           "RegisterIn", "CheckpointPublic", "PromotionOut", "AdminActionPublic",
+           "FinetuneRunPublic", "FinetuneAccepted", "PhaseOut"]
 
 Source = Literal["compiler", "rules", "search", "model", "client"]
 
@@ -147,3 +150,126 @@ class ReadyResponse(BaseModel):
     schema_head: str | None = None
     redis: CheckOut | None = Field(None, description="Null when REDIS_URL is not set.")
     spooled_rows: int = Field(0, description="Rows waiting for the database.")
+
+
+# -- async compile jobs ------------------------------------------------------------------------
+
+JobStatus = Literal["queued", "started", "finished", "failed"]
+
+
+class JobAccepted(BaseModel):
+    """`POST /compile/jobs` answer (202): poll `status_url`."""
+
+    id: uuid.UUID = Field(description="Job id (also the RQ job id and the request id of its "
+                          "BuildResult rows).")
+    status: JobStatus = "queued"
+    backend: Literal["rq", "thread"] = Field(description="`rq`: the worker pool; `thread`: "
+                                             "the API process (no Redis).")
+    status_url: str
+
+
+class JobStatusOut(BaseModel):
+    """`GET /compile/jobs/{id}`: where the job is, and its result once finished."""
+
+    id: uuid.UUID
+    status: JobStatus
+    backend: Literal["rq", "thread"] | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    result: CompileResponse | None = Field(None, description="Set when finished.")
+    error: str | None = Field(None, description="`code: message` when failed.")
+
+
+# -- admin -------------------------------------------------------------------------------------
+
+class ReasonIn(BaseModel):
+    """Why: recorded in the audit log with who and when."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(min_length=3, max_length=2000, description="Why this is done.")
+
+
+class RegisterIn(ReasonIn):
+    """Register a checkpoint directory inside MODEL_STORE."""
+
+    path: str = Field(min_length=1, max_length=1024, description="Directory, relative to "
+                      "MODEL_STORE (e.g. `v3`) or absolute inside it.")
+    promote: bool = Field(False, description="Promote it right away.")
+
+
+class CheckpointPublic(BaseModel):
+    """A registered checkpoint."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    version: str
+    parent: str | None
+    stage: str
+    status: Literal["candidate", "production", "archived", "rejected"]
+    metrics: dict[str, Any]
+    sha256: str
+    path: str
+    created_at: datetime | None
+    promoted_at: datetime | None
+
+
+class PromotionOut(BaseModel):
+    """Result of a promote or a roll-back."""
+
+    production: CheckpointPublic
+    previous: CheckpointPublic | None = Field(None, description="Archived (promote) or "
+                                              "rejected (rollback).")
+    action_id: int = Field(description="Audit log entry.")
+
+
+class AdminActionPublic(BaseModel):
+    """One audit log entry."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    target: str | None
+    reason: str
+    detail: dict[str, Any]
+
+
+class FinetuneRunPublic(BaseModel):
+    """One run of the finetune check."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    started_at: datetime
+    finished_at: datetime | None
+    trigger: str
+    outcome: str
+    new_results: int
+    checkpoint_version: str | None
+    job_id: str | None
+    detail: dict[str, Any]
+
+
+class FinetuneAccepted(BaseModel):
+    """`POST /admin/finetune` answer (202)."""
+
+    job_id: str
+    backend: Literal["rq", "thread"]
+    action_id: int
+
+
+class PhaseOut(BaseModel):
+    """Learning phase (design §4), replay-buffer counts and the production checkpoint."""
+
+    phase: Literal["A", "B"]
+    detail: dict[str, Any]
+    buffer: dict[str, Any] = Field(description="rows, functions, blocks, online (valid, "
+                                   "non-fallback blocks), by_source.")
+    production: CheckpointPublic | None
+    model_loaded: str | None = Field(description="Version whose model source this API "
+                                     "process serves (null: none loaded).")
+    last_finetune: FinetuneRunPublic | None

@@ -1,6 +1,7 @@
 """Local spool of BuildResult rows the database could not take: nothing served is lost.
 
-Rows of one request are appended as one JSON line to ``<dir>/build_results.jsonl`` with a
+Rows of one request (and, for an async compile, the job's final state) are appended as one
+JSON line ``{"rows": [...], "job": {...}?}`` to ``<dir>/build_results.jsonl`` with a
 single ``O_APPEND`` write under an exclusive ``flock`` and an fsync, so concurrent writers
 (threads or processes) never interleave. `Spool.drain` renames the active file to a private
 ``draining-*.jsonl`` name first (new appends start a fresh file), inserts the rows it holds
@@ -16,6 +17,7 @@ import logging
 import os
 import threading
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +25,10 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from tasmopt.store import insert_build_results
+from tasmopt.store import insert_build_results, save_compile_job
 from tasmopt.store.records import rows_from_json, rows_to_json
 
-__all__ = ["Spool", "is_connectivity_error"]
+__all__ = ["Spool", "is_connectivity_error", "job_to_json", "job_from_json"]
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +59,18 @@ class Spool:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def append(self, rows: list[dict[str, Any]]) -> None:
+    def append(self, rows: list[dict[str, Any]], job: dict[str, Any] | None = None) -> None:
         """Append the rows of one request as one line, durably.
+
+        Args:
+            rows: BuildResult rows (`tasmopt.store.build_records`).
+            job: an async compile job's final state (keyword arguments of
+                `tasmopt.store.save_compile_job`, JSON-safe: ``id`` as a string), if any.
 
         Raises:
             OSError: the spool directory cannot be written.
         """
-        line = (json.dumps({"rows": rows_to_json(rows)}, separators=(",", ":")) + "\n").encode()
+        line = (_encode(rows, job) + "\n").encode()
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / ACTIVE
         while True:
@@ -153,9 +160,9 @@ class Spool:
         if bad:
             self._reject(bad, path)
         written, kept = 0, []
-        for k, rows in enumerate(lines):
+        for k, (rows, job) in enumerate(lines):
             try:
-                written += _insert(factory, rows)
+                written += _insert(factory, rows, job)
             except SQLAlchemyError as exc:
                 if is_connectivity_error(exc):
                     log.warning("spool: database unreachable (%s); will retry", _short(exc))
@@ -163,7 +170,7 @@ class Spool:
                     break
                 log.error("spool: database refused a request's rows (%s); moved aside",
                           _short(exc))
-                self._reject([json.dumps({"rows": rows_to_json(rows)})], path)
+                self._reject([_encode(rows, job)], path)
         if kept:
             if len(kept) < len(lines) or bad:
                 _rewrite(path, kept)
@@ -188,19 +195,34 @@ def _reachable(factory: sessionmaker[Session]) -> bool:
         return False
 
 
-def _insert(factory: sessionmaker[Session], rows: list[dict[str, Any]]) -> int:
+Entry = tuple[list[dict[str, Any]], dict[str, Any] | None]
+
+
+def _encode(rows: list[dict[str, Any]], job: dict[str, Any] | None) -> str:
+    obj: dict[str, Any] = {"rows": rows_to_json(rows)}
+    if job is not None:
+        obj["job"] = job
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def _insert(factory: sessionmaker[Session], rows: list[dict[str, Any]],
+            job: dict[str, Any] | None = None) -> int:
     for attempt in (1, 2):
         try:
             with factory() as session, session.begin():
-                return insert_build_results(session, rows=rows)
+                n = insert_build_results(session, rows=rows)
+                if job is not None:
+                    save_compile_job(session, **job_from_json(job))
+                return n
         except IntegrityError:
             if attempt == 2:  # a concurrent drainer inserted them first: the retry skips them
                 raise
     return 0
 
 
-def _read_lines(path: Path) -> tuple[list[list[dict[str, Any]]], list[str]]:
-    good, bad = [], []
+def _read_lines(path: Path) -> tuple[list[Entry], list[str]]:
+    good: list[Entry] = []
+    bad: list[str] = []
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -209,17 +231,45 @@ def _read_lines(path: Path) -> tuple[list[list[dict[str, Any]]], list[str]]:
         if not line.strip():
             continue
         try:
-            good.append(rows_from_json(json.loads(line)["rows"]))
-        except (ValueError, KeyError, TypeError):
+            obj = json.loads(line)
+            job = obj.get("job")
+            if job is not None:
+                job_from_json(job)  # refuse a malformed job here, not at insert time
+            good.append((rows_from_json(obj["rows"]), job))
+        except (ValueError, KeyError, TypeError, AttributeError):
             bad.append(line)
     return good, bad
 
 
-def _rewrite(path: Path, lines: list[list[dict[str, Any]]]) -> None:
+def job_to_json(job: dict[str, Any]) -> dict[str, Any]:
+    """`save_compile_job` keyword arguments -> JSON-safe dict (id and time as strings)."""
+    out = dict(job)
+    out["id"] = str(out["id"])
+    if isinstance(out.get("at"), datetime):
+        out["at"] = out["at"].isoformat()
+    return out
+
+
+def job_from_json(job: dict[str, Any]) -> dict[str, Any]:
+    """Inverse of `job_to_json`.
+
+    Raises:
+        KeyError, ValueError, TypeError: not a spooled job.
+    """
+    out = dict(job)
+    out["id"] = uuid.UUID(out["id"])
+    if isinstance(out.get("at"), str):
+        out["at"] = datetime.fromisoformat(out["at"])
+    if not {"status", "backend"} <= out.keys():
+        raise KeyError("status/backend")
+    return out
+
+
+def _rewrite(path: Path, lines: list[Entry]) -> None:
     tmp = path.with_suffix(".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
-        for rows in lines:
-            fh.write(json.dumps({"rows": rows_to_json(rows)}, separators=(",", ":")) + "\n")
+        for rows, job in lines:
+            fh.write(_encode(rows, job) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)

@@ -14,6 +14,7 @@ __all__ = [
     "LoweringError",
     "VmError",
     "VerificationError",
+    "FrontendError",
 ]
 
 
@@ -85,3 +86,49 @@ class VmError(TasmoptError):
 
 class VerificationError(TasmoptError):
     """The verifier could not be run on a candidate (not: the candidate is inequivalent)."""
+
+
+class FrontendError(TasmoptError):
+    """A Trident source file that does not resolve, lex, parse or type-check
+    (spec/trident-language.md §9).
+
+    ``str()`` renders every diagnostic as ``file:line:col: error: message``, the offending
+    source line and a caret under the column (plus a ``help:`` line where there is one).
+
+    Attributes:
+        file: the file (or source name) of the first diagnostic.
+        line: 1-based line of the offending token's first byte (0 if unknown).
+        col: 1-based column of that byte (0 if unknown).
+        message: the first diagnostic's message, without position.
+        source_line: the text of that line ("" if unknown).
+        help: an optional hint for the first diagnostic.
+        errors: every diagnostic of the failing module, this one first (each a
+            `FrontendError` with one diagnostic).
+    """
+
+    def __init__(self, message: str, file: str = "<source>", line: int = 0, col: int = 0,
+                 source_line: str = "", help: str | None = None,
+                 more: tuple[FrontendError, ...] = ()) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.col = col
+        self.source_line = source_line
+        self.help = help
+        self.errors: tuple[FrontendError, ...] = (self, *more)
+        super().__init__(message)
+
+    def render(self) -> str:
+        """This diagnostic alone: position, message, source line, caret, help."""
+        where = f"{self.file}:{self.line}:{self.col}" if self.line else self.file
+        out = [f"{where}: error: {self.message}"]
+        if self.source_line and self.line:
+            text = self.source_line.rstrip("\n\r")
+            pad = "".join(c if c == "\t" else " " for c in text[: max(self.col - 1, 0)])
+            out += [f"  {text}", f"  {pad}^"]
+        if self.help:
+            out.append(f"  help: {self.help}")
+        return "\n".join(out)
+
+    def __str__(self) -> str:
+        return "\n".join(e.render() for e in self.errors)

@@ -69,25 +69,42 @@ class RulesSource:
 
 
 _LOCK = threading.Lock()
-_REGISTRY: dict[str, CandidateSource] = {"rules": RulesSource()}
+_REGISTRY: dict[str, CandidateSource] = {}
+_BUILTINS_LOADED = False
+
+
+def _builtins() -> None:
+    """Register the built-in sources on first use (the search imports this module)."""
+    global _BUILTINS_LOADED
+    if _BUILTINS_LOADED:
+        return
+    _BUILTINS_LOADED = True
+    from tasmopt.search.source import SearchSource
+
+    _REGISTRY.setdefault("rules", RulesSource())
+    _REGISTRY.setdefault("search", SearchSource())
 
 
 def register(source: CandidateSource) -> None:
     """Register (or replace) a source under ``source.name``."""
     with _LOCK:
+        _builtins()
         _REGISTRY[source.name] = source
 
 
 def unregister(name: str) -> None:
     with _LOCK:
+        _builtins()
         _REGISTRY.pop(name, None)
 
 
 def get(name: str) -> CandidateSource | None:
     with _LOCK:
+        _builtins()
         return _REGISTRY.get(name)
 
 
 def registered() -> tuple[str, ...]:
     with _LOCK:
+        _builtins()
         return tuple(_REGISTRY)

@@ -12,10 +12,20 @@ from redis import Redis
 from rq import Queue
 from rq.serializers import JSONSerializer
 
-__all__ = ["VERIFY_QUEUE", "SERIALIZER", "connect", "verify_queue"]
+__all__ = ["VERIFY_QUEUE", "COMPILE_QUEUE", "LEARN_QUEUE", "QUEUES", "SERIALIZER", "connect",
+           "verify_queue", "named_queue"]
 
 #: Name of the queue the API enqueues equivalence checks on.
 VERIFY_QUEUE = "verify"
+
+#: Async compiles (``POST /compile/jobs``): `service.jobs.compile_job`.
+COMPILE_QUEUE = "compile"
+
+#: The learning loop: `worker.jobs.finetune_job`, enqueued by the scheduler and the admin API.
+LEARN_QUEUE = "learn"
+
+#: The queues a worker listens on, in priority order (verification is on a request's path).
+QUEUES = (VERIFY_QUEUE, COMPILE_QUEUE, LEARN_QUEUE)
 
 #: Serializer of every tasmopt job (arguments and results are JSON).
 SERIALIZER = JSONSerializer
@@ -37,4 +47,9 @@ def connect(url: str, *, socket_timeout_s: float | None = SOCKET_TIMEOUT_S) -> R
 
 def verify_queue(connection: Redis, name: str = VERIFY_QUEUE) -> Queue:
     """The verify queue on `connection`, with the JSON serializer."""
+    return Queue(name, connection=connection, serializer=SERIALIZER)
+
+
+def named_queue(connection: Redis, name: str) -> Queue:
+    """Queue `name` (one of `QUEUES`) on `connection`, with the JSON serializer."""
     return Queue(name, connection=connection, serializer=SERIALIZER)

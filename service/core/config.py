@@ -1,6 +1,11 @@
 """Service settings: the one place that reads the environment (and an optional ``.env``).
 
 Every other module receives a `Settings` instance; nothing else calls ``os.environ``.
+
+**Embedded mode** (`Settings.embedded`): ``DATABASE_URL`` is a SQLite URL and ``REDIS_URL``
+is unset, i.e. one process on one machine (the zero-configuration default). Anything else
+(PostgreSQL, or a Redis worker pool) is a deployment, and the API refuses to start there
+without an ``ADMIN_TOKEN`` (`Settings.check_deployable`).
 """
 
 from __future__ import annotations
@@ -31,7 +36,18 @@ class Settings(BaseSettings):
                                   "verification runs in the API process.")
     model_store: Path = Field(Path("model_store"), description="Checkpoint directory.")
     admin_token: SecretStr | None = Field(None, description="Bearer token of the admin "
-                                          "endpoints; unset disables them.")
+                                          "endpoints; unset disables them (embedded mode "
+                                          "only: required elsewhere).")
+    admin_name: str = Field("admin", min_length=1, max_length=64, pattern=r"^[\w.@-]+$",
+                            description="Who the admin token stands for, as recorded in the "
+                            "admin audit log.")
+    model_device: str = Field("cpu", description="Torch device of the model source "
+                              "(``cpu``, ``cuda``, ``cuda:1``).")
+    model_poll_s: float = Field(5.0, gt=0, description="Seconds between two looks at the "
+                                "production checkpoint pointer (promotions are picked up "
+                                "without a restart).")
+    phase_refresh_s: float = Field(60.0, gt=0, description="Seconds between two counts of the "
+                                   "replay buffer for the phase metric.")
 
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Largest request body, bytes.")
     max_tir_ops: int = Field(200_000, ge=1, description="Most TIR ops (nested ones included) per request.")
@@ -51,6 +67,22 @@ class Settings(BaseSettings):
     spool_retry_s: float = Field(5.0, gt=0, description="Seconds between spool drain attempts.")
     db_connect_timeout_s: int = Field(3, ge=1, description="PostgreSQL connect timeout, seconds.")
     migrate_on_start: bool = Field(True, description="Run `alembic upgrade head` at start-up.")
+    async_threads: int = Field(2, ge=1, le=64, description="Threads running `POST /compile/jobs` "
+                               "in-process when REDIS_URL is unset.")
+    compile_job_timeout_s: int = Field(300, ge=1, description="Longest an async compile job may "
+                                       "run on a worker, seconds (RQ job timeout).")
+    compile_job_retries: int = Field(1, ge=0, le=10, description="Times an async compile job "
+                                     "is retried after its worker died.")
+    job_result_ttl_s: int = Field(86400, ge=60, description="Seconds RQ keeps a job's result "
+                                  "(the database keeps it for good).")
+    worker_metrics_port: int = Field(9100, ge=0, le=65535, description="Port of a worker's "
+                                     "Prometheus endpoint; 0 disables it.")
+    finetune_cron: str = Field("*/15 * * * *", description="When the scheduler enqueues the "
+                               "finetune check (cron syntax, local time).")
+    finetune_min_results: int = Field(50, ge=1, description="New replay-buffer results that "
+                                      "trigger a micro-finetune (design §4 Stage 3).")
+    finetune_max_age_h: float = Field(24.0, gt=0, description="Hours after which any new "
+                                      "result triggers a micro-finetune.")
     log_level: str = Field("INFO", description="Root log level.")
 
     @field_validator("admin_token")
@@ -68,6 +100,23 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_is_none(cls, v: str | None) -> str | None:
         return v or None
+
+    @property
+    def embedded(self) -> bool:
+        """True in the zero-configuration mode: SQLite database and no Redis."""
+        return self.database_url.startswith("sqlite") and self.redis_url is None
+
+    def check_deployable(self) -> None:
+        """Refuse a deployment without an admin token.
+
+        Raises:
+            ValueError: not `embedded` and ``ADMIN_TOKEN`` is unset.
+        """
+        if not self.embedded and self.admin_token is None:
+            raise ValueError(
+                "ADMIN_TOKEN is required outside the embedded mode (DATABASE_URL is not SQLite "
+                "or REDIS_URL is set); generate one with: python -c 'import secrets; "
+                "print(secrets.token_urlsafe(32))'")
 
     @model_validator(mode="after")
     def _deadlines_ordered(self) -> Settings:

@@ -1,12 +1,43 @@
-"""Persistence of served builds (design §2 BuildResult): SQLAlchemy models and queries.
+"""Persistence (design §2 BuildResult, §3 checkpoints): SQLAlchemy models and queries.
 
 The schema is owned by Alembic (`migrations/`); this package only declares the mapping and
 offers keyword-only query functions over a caller-provided `Session`. It never decides when
 sessions start or end, and it imports nothing from the service or the worker.
 """
 
+from tasmopt.store.checkpoints import (
+    CheckpointInfo,
+    describe_checkpoint,
+    get_checkpoint,
+    list_admin_actions,
+    list_checkpoints,
+    production_checkpoint,
+    promote_checkpoint,
+    record_admin_action,
+    register_checkpoint,
+    reject_checkpoint,
+    rollback_checkpoint,
+)
 from tasmopt.store.engine import make_engine, make_sessionmaker
-from tasmopt.store.models import SOURCES, Base, BuildResult
+from tasmopt.store.errors import Conflict, InvalidCheckpoint, NotFound, StoreError
+from tasmopt.store.jobs import (
+    buffer_counts,
+    get_compile_job,
+    last_finetune_run,
+    list_finetune_runs,
+    record_finetune_run,
+    results_since,
+    save_compile_job,
+)
+from tasmopt.store.models import (
+    SOURCES,
+    AdminAction,
+    Base,
+    BuildResult,
+    Checkpoint,
+    CompileJob,
+    FinetuneRun,
+)
 from tasmopt.store.queries import (
     count_build_results,
     existing_ids,
@@ -20,6 +51,32 @@ __all__ = [
     "SOURCES",
     "Base",
     "BuildResult",
+    "Checkpoint",
+    "AdminAction",
+    "CompileJob",
+    "FinetuneRun",
+    "StoreError",
+    "NotFound",
+    "Conflict",
+    "InvalidCheckpoint",
+    "CheckpointInfo",
+    "describe_checkpoint",
+    "register_checkpoint",
+    "get_checkpoint",
+    "list_checkpoints",
+    "production_checkpoint",
+    "promote_checkpoint",
+    "rollback_checkpoint",
+    "reject_checkpoint",
+    "record_admin_action",
+    "list_admin_actions",
+    "save_compile_job",
+    "get_compile_job",
+    "record_finetune_run",
+    "last_finetune_run",
+    "list_finetune_runs",
+    "results_since",
+    "buffer_counts",
     "make_engine",
     "make_sessionmaker",
     "build_records",

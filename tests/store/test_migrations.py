@@ -13,6 +13,8 @@ from tasmopt.store import Base, make_engine
 EXPECTED_INDEXES = {"ix_build_results_tir_hash", "ix_build_results_created_at",
                     "ix_build_results_source", "ix_build_results_request_id"}
 
+OPERATIONS_TABLES = {"checkpoints", "admin_actions", "compile_jobs", "finetune_runs"}
+
 
 @pytest.fixture(params=["postgresql", "sqlite"])
 def empty_engine(request, pg_database_factory, tmp_path):
@@ -27,11 +29,14 @@ def test_upgrade_downgrade_upgrade(empty_engine):
     assert not schema_status(empty_engine).migrated
     migrate(empty_engine)
     status = schema_status(empty_engine)
-    assert status.migrated and status.current == status.head == "0001"
+    assert status.migrated and status.current == status.head == "0002"
     insp = inspect(empty_engine)
-    assert "build_results" in insp.get_table_names()
+    assert set(insp.get_table_names()) >= {"build_results", *OPERATIONS_TABLES}
     assert EXPECTED_INDEXES <= {ix["name"] for ix in insp.get_indexes("build_results")}
+    assert "uq_checkpoints_one_production" in {ix["name"] for ix in insp.get_indexes("checkpoints")}
 
+    downgrade(empty_engine, "0001")
+    assert not set(inspect(empty_engine).get_table_names()) & OPERATIONS_TABLES
     downgrade(empty_engine, "base")
     assert "build_results" not in inspect(empty_engine).get_table_names()
     assert schema_status(empty_engine).current is None

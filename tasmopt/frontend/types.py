@@ -1,0 +1,114 @@
+"""Checked Trident types and their stack widths (spec/trident-language.md §4).
+
+A multi-element value occupies consecutive stack slots, first component deepest; nested
+aggregates are flattened. Struct types carry their fields (so widths are real, B1 fixed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = [
+    "Ty", "Prim", "ArrayTy", "TupleTy", "StructTy", "FIELD", "XFIELD", "BOOL", "U32", "DIGEST",
+    "UNIT", "width", "show", "same_type", "field_slot", "DIGEST_WIDTH", "EXT_DEGREE",
+]
+
+#: Triton digest width and extension degree (spec/tir.md §0).
+DIGEST_WIDTH = 5
+EXT_DEGREE = 3
+
+
+@dataclass(frozen=True)
+class Prim:
+    """``Field``, ``XField``, ``Bool``, ``U32``, ``Digest``, or ``()`` (unit)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ArrayTy:
+    """``[elem; size]``; ``size`` is an int, or a string for an opaque size expression of a
+    generic function body."""
+
+    elem: Ty
+    size: int | str
+
+
+@dataclass(frozen=True)
+class TupleTy:
+    elems: tuple[Ty, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class StructTy:
+    """A struct, identified by its qualified name (``module.Name``)."""
+
+    qualname: str
+    name: str
+    fields: tuple[tuple[str, Ty], ...] = field(default=(), repr=False)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StructTy) and other.qualname == self.qualname
+
+    def __hash__(self) -> int:
+        return hash(self.qualname)
+
+    def field_type(self, name: str) -> Ty | None:
+        return next((t for f, t in self.fields if f == name), None)
+
+
+Ty = Prim | ArrayTy | TupleTy | StructTy
+
+FIELD = Prim("Field")
+XFIELD = Prim("XField")
+BOOL = Prim("Bool")
+U32 = Prim("U32")
+DIGEST = Prim("Digest")
+UNIT = Prim("()")
+
+_PRIM_WIDTH = {"Field": 1, "Bool": 1, "U32": 1, "XField": EXT_DEGREE, "Digest": DIGEST_WIDTH,
+               "()": 0}
+
+
+def width(ty: Ty) -> int:
+    """Stack width in field elements. Raises ValueError for an opaque (generic) size."""
+    if isinstance(ty, Prim):
+        return _PRIM_WIDTH[ty.name]
+    if isinstance(ty, ArrayTy):
+        if not isinstance(ty.size, int):
+            raise ValueError(f"width of {show(ty)} depends on a size parameter")
+        return ty.size * width(ty.elem)
+    if isinstance(ty, TupleTy):
+        return sum(width(t) for t in ty.elems)
+    return sum(width(t) for _, t in ty.fields)
+
+
+def show(ty: Ty | None) -> str:
+    """Source spelling of a type (``[Field; 3]``, ``(U32, Digest)``, ``std.x.Point``)."""
+    if ty is None:
+        return "?"
+    if isinstance(ty, Prim):
+        return ty.name
+    if isinstance(ty, ArrayTy):
+        return f"[{show(ty.elem)}; {ty.size}]"
+    if isinstance(ty, TupleTy):
+        return "(" + ", ".join(show(t) for t in ty.elems) + ")"
+    return ty.name
+
+
+def same_type(a: Ty, b: Ty) -> bool:
+    """Exact type equality (spec §6: no implicit conversions)."""
+    return a == b
+
+
+def field_slot(sty: StructTy, name: str) -> tuple[int, int, Ty] | None:
+    """``(offset from the struct's top element, width, type)`` of a field: offset = struct
+    width - widths of the preceding fields - own width (spec §4)."""
+    total = width(sty)
+    before = 0
+    for fname, fty in sty.fields:
+        w = width(fty)
+        if fname == name:
+            return total - before - w, w, fty
+        before += w
+    return None

@@ -1,0 +1,172 @@
+"""Beam search and sampling over a batch of blocks, with the grammar mask (design §3).
+
+All blocks of a request are decoded together: G blocks x K hypotheses = N rows. Beam search
+keeps, per block, the K best hypotheses by length-normalised log-probability
+``score / len^alpha``:
+
+1. step 0 has a single live beam per block (the others start at -inf), so no two beams
+   ever share a prefix and the K results are distinct by construction (the anchor's beam
+   started with K copies of one beam and collapsed to greedy, spec/neural-anchor.md §8);
+2. each step scores every (beam, token) pair, finished beams contribute exactly one
+   candidate (themselves), and the top K per block survive;
+3. the KV cache and grammar state follow their parent beams (`index_select`).
+
+`sample` draws K independent hypotheses per block instead (temperature sampling, same mask)
+for diversity. Both return per block the finished hypotheses, best first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from tasmopt.model.model import TasmModel
+from tasmopt.tasm.program import Instr
+from tasmopt.tasm.vocab import EOS, PAD
+
+__all__ = ["Hypothesis", "beam_search", "sample"]
+
+
+@dataclass
+class Hypothesis:
+    """One decoded candidate.
+
+    Attributes:
+        tokens: token ids, EOS excluded.
+        instrs: the instructions they spell.
+        logprob: total log-probability (EOS included).
+        score: ``logprob / (len(tokens) + 1) ** alpha`` (the ranking key).
+    """
+
+    tokens: list[int]
+    instrs: list[Instr]
+    logprob: float
+    score: float
+
+
+def _limits(batch, limits: torch.Tensor | None, max_len: int) -> torch.Tensor:
+    g = int(batch.num_graphs)
+    if limits is None:
+        limits = getattr(batch, "limit", None)
+    if limits is None:
+        return torch.full((g,), max_len, dtype=torch.long, device=batch.x.device)
+    return limits.to(batch.x.device).clamp(1, max_len)
+
+
+def _collect(model: TasmModel, seqs: torch.Tensor, logprob: torch.Tensor,
+             lengths: torch.Tensor, done: torch.Tensor, k: int, alpha: float,
+             immediates: Sequence[Sequence[int]]) -> list[list[Hypothesis]]:
+    """Finished rows -> per-graph hypothesis lists, best first, distinct instruction lists."""
+    seqs, logprob, lengths, done = (t.cpu() for t in (seqs, logprob, lengths, done))
+    out: list[list[Hypothesis]] = []
+    for g in range(len(immediates)):
+        hyps: list[Hypothesis] = []
+        seen: set[tuple[int, ...]] = set()
+        for r in range(g * k, (g + 1) * k):
+            lp = float(logprob[r])
+            if not bool(done[r]) or lp == float("-inf"):
+                continue
+            ids = [int(t) for t in seqs[r, : int(lengths[r])] if int(t) not in (EOS, PAD)]
+            if tuple(ids) in seen:
+                continue
+            seen.add(tuple(ids))
+            instrs = model.vocab.decode(ids, immediates[g])
+            hyps.append(Hypothesis(ids, instrs, lp, lp / (len(ids) + 1) ** alpha))
+        hyps.sort(key=lambda h: -h.score)
+        out.append(hyps)
+    return out
+
+
+@torch.no_grad()
+def beam_search(model: TasmModel, batch, immediates: Sequence[Sequence[int]], *, k: int = 32,
+                alpha: float = 0.7, limits: torch.Tensor | None = None
+                ) -> list[list[Hypothesis]]:
+    """Beam search for every graph of ``batch`` at once.
+
+    Args:
+        model: the model (its mode is left as is; call ``model.eval()`` first).
+        batch: torch-geometric ``Batch`` of G block graphs (`tasmopt.tir.graph`).
+        immediates: per graph, the block's immediates (to decode pointer tokens).
+        k: beams per block.
+        alpha: length-normalisation exponent.
+        limits: (G,) most tokens per block, EOS included (default ``batch.limit`` or the
+            model's ``max_len``).
+
+    Returns:
+        per graph, up to ``k`` distinct finished hypotheses, best score first.
+    """
+    g_count = int(batch.num_graphs)
+    limits = _limits(batch, limits, model.config.max_len)
+    enc = model.encode(batch)
+    rows, state, cache, tok = model.start(batch, enc, k, limits)
+    tables = model.grammar(tok.device)
+    n, device = tok.shape[0], tok.device
+    steps = int(limits.max())
+    logprob = torch.full((n,), float("-inf"), device=device)
+    logprob[::k] = 0.0                                         # one live beam per block
+    done = torch.zeros(n, dtype=torch.bool, device=device)
+    lengths = torch.zeros(n, dtype=torch.long, device=device)  # tokens emitted, EOS included
+    seqs = torch.full((n, steps), PAD, dtype=torch.long, device=device)
+    offsets = (torch.arange(g_count, device=device) * k)[:, None]  # (G, 1)
+    for t in range(steps):
+        logp = model.step(rows, state, cache, tok)             # (N, V)
+        v = logp.shape[1]
+        stay = torch.full_like(logp, float("-inf"))
+        stay[:, PAD] = 0.0
+        logp = torch.where(done[:, None], stay, logp)
+        cand = logprob[:, None] + logp                         # (N, V)
+        new_len = (lengths + (~done).long()).clamp(min=1)      # (N,)
+        norm = cand / new_len.float().pow(alpha)[:, None]      # (N, V)
+        top = norm.view(g_count, k * v).topk(k, dim=1).indices  # (G, K)
+        parent = (top // v + offsets).flatten()                # (N,)
+        token = (top % v).flatten()                            # (N,)
+        logprob = cand.view(g_count, k * v).gather(1, top).flatten()
+        was_done = done.index_select(0, parent)
+        seqs = seqs.index_select(0, parent)
+        seqs[:, t] = torch.where(was_done, PAD, token)
+        lengths = lengths.index_select(0, parent) + (~was_done).long()
+        done = was_done | (token == EOS)
+        state = state.index_select(parent).step(tables, token)
+        cache = cache.index_select(parent)
+        tok = token
+        if t % 4 == 3 and bool((done | torch.isinf(logprob)).all()):
+            break
+    return _collect(model, seqs, logprob, lengths, done, k, alpha, immediates)
+
+
+@torch.no_grad()
+def sample(model: TasmModel, batch, immediates: Sequence[Sequence[int]], *, k: int = 32,
+           temperature: float = 1.0, alpha: float = 0.7, limits: torch.Tensor | None = None,
+           generator: torch.Generator | None = None) -> list[list[Hypothesis]]:
+    """``k`` samples per graph from the masked model distribution at ``temperature``;
+    duplicates removed. Arguments as `beam_search`."""
+    g_count = int(batch.num_graphs)
+    limits = _limits(batch, limits, model.config.max_len)
+    enc = model.encode(batch)
+    rows, state, cache, tok = model.start(batch, enc, k, limits)
+    tables = model.grammar(tok.device)
+    n, device = tok.shape[0], tok.device
+    steps = int(limits.max())
+    logprob = torch.zeros(n, device=device)
+    done = torch.zeros(n, dtype=torch.bool, device=device)
+    lengths = torch.zeros(n, dtype=torch.long, device=device)
+    seqs = torch.full((n, steps), PAD, dtype=torch.long, device=device)
+    for t in range(steps):
+        logp = model.step(rows, state, cache, tok)             # (N, V)
+        probs = torch.softmax(logp / temperature, dim=-1)
+        probs = torch.nan_to_num(probs, nan=0.0)
+        probs[:, PAD] = torch.where(probs.sum(-1) > 0, probs[:, PAD], 1.0)
+        token = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (N,)
+        token = torch.where(done, PAD, token)
+        picked = logp.gather(1, token[:, None]).squeeze(1)
+        logprob = logprob + torch.where(done, 0.0, picked)
+        seqs[:, t] = token
+        lengths = lengths + (~done).long()
+        done = done | (token == EOS)
+        state = state.step(tables, token)
+        tok = token
+        if t % 4 == 3 and bool(done.all()):
+            break
+    return _collect(model, seqs, logprob, lengths, done, k, alpha, immediates)

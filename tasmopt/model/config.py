@@ -1,0 +1,51 @@
+"""The model's hyper-parameters: one small dataclass, stored as ``config.json`` with every
+checkpoint (`tasmopt.model.checkpoint`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+__all__ = ["ModelConfig"]
+
+
+@dataclass
+class ModelConfig:
+    """Sizes of the encoder and decoder (design §3 defaults).
+
+    Attributes:
+        d_model: width of node embeddings and decoder states.
+        gnn_layers: GATv2 layers of the encoder.
+        gnn_heads: attention heads per GATv2 layer (``d_model`` split across them).
+        d_edge: width of the edge embedding (type embedding + slot features).
+        dec_layers, dec_heads, d_ff: decoder transformer sizes.
+        max_len: most decoded tokens per block, EOS included (block targets of the real
+            data are at most ~110 lines; longer blocks are not rewritten).
+        depth_range: relative stack depths are clamped to ``[-depth_range, depth_range]``
+            before their embedding.
+        type_window: stack slots (from the top) whose tracked types feed the decoder.
+        dropout: dropout in attention outputs and feed-forward blocks (training only).
+        isa: instruction-set variant the vocabulary was derived from.
+    """
+
+    d_model: int = 256
+    gnn_layers: int = 4
+    gnn_heads: int = 4
+    d_edge: int = 32
+    dec_layers: int = 6
+    dec_heads: int = 8
+    d_ff: int = 1024
+    max_len: int = 128
+    depth_range: int = 32
+    type_window: int = 8
+    dropout: float = 0.1
+    isa: str = "release"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelConfig:
+        """Build from a dict, ignoring keys this version does not know."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})

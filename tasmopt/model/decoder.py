@@ -1,0 +1,170 @@
+"""Transformer decoder with cross-attention to node embeddings and a KV cache (design §3).
+
+Pre-LN blocks, each: causal self-attention, cross-attention to the encoder memory (global
+context token + node embeddings), GELU feed-forward:
+
+.. math::
+
+    x \\leftarrow x + \\mathrm{SelfAttn}(\\mathrm{LN}(x)), \\quad
+    x \\leftarrow x + \\mathrm{CrossAttn}(\\mathrm{LN}(x), M), \\quad
+    x \\leftarrow x + \\mathrm{FFN}(\\mathrm{LN}(x))
+
+Incremental decoding keeps, per layer, the self-attention keys and values of every position
+emitted so far (`KVCache`, preallocated to ``max_len``) and the cross-attention keys and
+values of the memory (computed once per request), so a step costs O(T) instead of O(T^2).
+
+Shapes: B rows (blocks x beams), T positions, S memory tokens, H heads, hs = d / H.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from tasmopt.model.config import ModelConfig
+
+__all__ = ["Decoder", "KVCache"]
+
+
+@dataclass
+class KVCache:
+    """Per-layer attention state of B rows during incremental decoding.
+
+    Attributes:
+        k, v: per layer (B, H, max_len, hs) self-attention keys/values; positions < ``t``
+            are filled.
+        ck, cv: per layer (B, H, S, hs) cross-attention keys/values of the memory.
+        mask: (B, 1, 1, S) bool memory mask for cross-attention.
+        t: positions filled.
+    """
+
+    k: list[torch.Tensor]
+    v: list[torch.Tensor]
+    ck: list[torch.Tensor]
+    cv: list[torch.Tensor]
+    mask: torch.Tensor
+    t: int = 0
+
+    def index_select(self, rows: torch.Tensor) -> KVCache:
+        """Reorder the self-attention state in place to ``rows`` ((B,) parent row of each new
+        row); only the filled positions are copied.
+        The cross-attention state is shared by the beams of a block and stays as is, so
+        ``rows`` must map each row to a row of the same block."""
+        t = self.t
+        for k, v in zip(self.k, self.v):
+            k[:, :, :t] = k[:, :, :t].index_select(0, rows)
+            v[:, :, :t] = v[:, :, :t].index_select(0, rows)
+        return self
+
+
+class _Attention(nn.Module):
+    """Multi-head attention; self- or cross-, with an optional cache."""
+
+    def __init__(self, d: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.h, self.hs = heads, d // heads
+        self.q = nn.Linear(d, d)
+        self.kv = nn.Linear(d, 2 * d)
+        self.out = nn.Linear(d, d)
+        self.dropout = dropout
+
+    def split(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.h, self.hs).transpose(1, 2)            # (B, H, T, hs)
+
+    def keys_values(self, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        k, v = self.kv(m).chunk(2, dim=-1)                               # (B, S, d) each
+        return self.split(k), self.split(v)                              # (B, H, S, hs)
+
+    def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+        b, t, d = x.shape
+        q = self.split(self.q(x))                                        # (B, H, T, hs)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                           dropout_p=self.dropout if self.training else 0.0)
+        y = y.transpose(1, 2).reshape(b, t, d)                           # (B, T, d)
+        return F.dropout(self.out(y), self.dropout, self.training)
+
+
+class _Block(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        d = config.d_model
+        self.ln1, self.ln2, self.ln3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+        self.self_attn = _Attention(d, config.dec_heads, config.dropout)
+        self.cross_attn = _Attention(d, config.dec_heads, config.dropout)
+        self.ff = nn.Sequential(nn.Linear(d, config.d_ff), nn.GELU(),
+                                nn.Linear(config.d_ff, d), nn.Dropout(config.dropout))
+
+    def forward(self, x: torch.Tensor, ck: torch.Tensor, cv: torch.Tensor,
+                mask: torch.Tensor) -> torch.Tensor:
+        """Teacher forcing: x (B, T, d), all positions at once."""
+        y = self.ln1(x)
+        k, v = self.self_attn.keys_values(y)
+        x = x + self.self_attn.attend(y, k, v, causal=True)
+        x = x + self.cross_attn.attend(self.ln2(x), ck, cv, mask)
+        return x + self.ff(self.ln3(x))
+
+    def step(self, x: torch.Tensor, cache: KVCache, layer: int) -> torch.Tensor:
+        """One position: x (B, 1, d); appends its keys/values to the cache."""
+        y = self.ln1(x)
+        k, v = self.self_attn.keys_values(y)                             # (B, H, 1, hs)
+        t = cache.t
+        cache.k[layer][:, :, t:t + 1] = k
+        cache.v[layer][:, :, t:t + 1] = v
+        x = x + self.self_attn.attend(y, cache.k[layer][:, :, :t + 1],
+                                      cache.v[layer][:, :, :t + 1])
+        x = x + self.cross_attn.attend(self.ln2(x), cache.ck[layer], cache.cv[layer],
+                                       cache.mask)
+        return x + self.ff(self.ln3(x))
+
+
+class Decoder(nn.Module):
+    """The decoder stack (inputs are embedded by `tasmopt.model.model.TasmModel`).
+
+    Args:
+        config: `ModelConfig` (``d_model``, ``dec_layers``, ``dec_heads``, ``d_ff``).
+
+    Shapes:
+        forward: x (B, T, d), memory (B, S, d), memory_mask (B, S) -> (B, T, d).
+        step: x (B, 1, d) with a `KVCache` -> (B, 1, d).
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.blocks = nn.ModuleList(_Block(config) for _ in range(config.dec_layers))
+        self.ln_f = nn.LayerNorm(config.d_model)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor,
+                memory_mask: torch.Tensor) -> torch.Tensor:
+        mask = memory_mask[:, None, None, :]                             # (B, 1, 1, S)
+        for block in self.blocks:
+            ck, cv = block.cross_attn.keys_values(memory)
+            x = block(x, ck, cv, mask)
+        return self.ln_f(x)
+
+    def init_cache(self, memory: torch.Tensor, memory_mask: torch.Tensor,
+                   max_len: int) -> KVCache:
+        """An empty cache for B rows with their memory (B, S, d)."""
+        b = memory.shape[0]
+        c = self.config
+        hs = c.d_model // c.dec_heads
+        shape = (b, c.dec_heads, max_len, hs)
+        ks, vs, cks, cvs = [], [], [], []
+        for block in self.blocks:
+            ks.append(memory.new_zeros(shape))
+            vs.append(memory.new_zeros(shape))
+            ck, cv = block.cross_attn.keys_values(memory)                # (B, H, S, hs)
+            cks.append(ck)
+            cvs.append(cv)
+        return KVCache(ks, vs, cks, cvs, memory_mask[:, None, None, :])
+
+    def step(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        for i, block in enumerate(self.blocks):
+            x = block.step(x, cache, i)
+        cache.t += 1
+        return self.ln_f(x)

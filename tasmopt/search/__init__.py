@@ -1,0 +1,1 @@
+"""Block superoptimizer: finds cheaper verified TASM for straight-line blocks (issue 4)."""

@@ -1,0 +1,214 @@
+"""The dataflow graph of a straight-line block: what it computes, without how it shuffles.
+
+A value-numbering run over the block's instructions: every op-stack slot holds a value id;
+``dup``/``swap``/``pick``/``place``/``pop`` only move ids, every other instruction becomes a
+`Node` that consumes the slots it reads and produces fresh values. Pure nodes are
+hash-consed (common subexpressions merge), constants are values of their own, and effectful
+nodes (input, output, RAM, sponge) keep their original relative order. The result is what the
+scheduler re-emits with cheaper stack traffic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tasmopt.isa import instruction_set
+from tasmopt.tasm.program import Instr
+
+__all__ = ["Node", "Dataflow", "extract", "UnsupportedBlock", "COMMUTATIVE", "EFFECTS",
+           "GUARDED"]
+
+#: Binary instructions whose two operands may be swapped (Triton VM spec §5.6, §5.7).
+COMMUTATIVE = frozenset({"add", "mul", "eq", "and", "xor"})
+#: Instructions with an effect outside the op stack; they keep their relative order.
+EFFECTS = frozenset({"read_io", "write_io", "divine", "read_mem", "write_mem", "sponge_init",
+                     "sponge_absorb", "sponge_absorb_mem", "sponge_squeeze", "merkle_step",
+                     "merkle_step_mem", "xx_dot_step", "xb_dot_step", "b_horner_step",
+                     "x_horner_step"})
+#: Pure instructions that can fail (u32 checks, zero checks, asserts): never dropped.
+GUARDED = frozenset({"lt", "and", "xor", "log_2_floor", "pop_count", "pow", "div_mod",
+                     "invert", "x_invert", "assert", "assert_vector"})
+_SHUFFLES = frozenset({"dup", "swap", "pick", "place", "pop", "nop"})
+
+#: Instructions that read or rewrite slots below what they pop (Triton VM spec §5.10,
+#: §5.5): ``(reach, passthrough)`` — the node consumes ``reach`` slots and produces
+#: ``reach + delta``; ``passthrough`` maps output positions to input positions they keep.
+_REACH: dict[str, tuple[int, dict[int, int]]] = {
+    "assert_vector": (10, {k: k + 5 for k in range(5)}),
+    "sponge_absorb_mem": (5, {}),
+    "merkle_step": (6, {}),
+    "merkle_step_mem": (8, {6: 6}),
+    "xx_dot_step": (5, {}),
+    "xb_dot_step": (5, {}),
+    "b_horner_step": (10, {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 6: 6}),
+    "x_horner_step": (10, {0: 0, 1: 1, 2: 2, 3: 3, 4: 4, 6: 6}),
+}
+
+
+class UnsupportedBlock(Exception):
+    """The fragment contains control flow or something else the search does not handle."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """One operation of the block.
+
+    Attributes:
+        id: node index (topological: inputs come from lower ids).
+        instr: the instruction that performs it (``push c`` for constants).
+        inputs: value ids consumed, st0 first.
+        outputs: value ids produced, st0 first (after the instruction).
+        effect: position in the block's effect order, or None for pure nodes.
+        guarded: may fail, so it must run even if its results are unused.
+    """
+
+    id: int
+    instr: Instr
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    effect: int | None = None
+    guarded: bool = False
+
+    @property
+    def commutative(self) -> bool:
+        return self.instr.name in COMMUTATIVE
+
+
+@dataclass
+class Dataflow:
+    """A block's dataflow.
+
+    Attributes:
+        entry: value ids of the entry stack region, bottom..top (``entry[-1]`` was st0).
+        final: value ids of the final stack region, bottom..top; below both regions the
+            stack is untouched.
+        nodes: operations in the block's order.
+        producer: value id -> (node id, output index); entry values are absent.
+        constants: value id -> field element, for values made by ``push``.
+        low_water: lowest stack length relative to the entry any shrinking instruction
+            reached (<= 0); a schedule must not go lower.
+        length: instructions in the block.
+    """
+
+    entry: list[int]
+    final: list[int]
+    nodes: list[Node]
+    producer: dict[int, tuple[int, int]] = field(default_factory=dict)
+    constants: dict[int, int] = field(default_factory=dict)
+    low_water: int = 0
+    length: int = 0
+
+    def needed_nodes(self) -> list[Node]:
+        """Nodes that must run: effects, guarded nodes, and producers of values needed by
+        them or by the final stack (dead pure nodes are dropped)."""
+        need_vals = set(self.final)
+        keep: set[int] = set()
+        for node in reversed(self.nodes):
+            if (node.effect is not None or node.guarded
+                    or any(v in need_vals for v in node.outputs)):
+                keep.add(node.id)
+                need_vals.update(node.inputs)
+        return [n for n in self.nodes if n.id in keep]
+
+
+def extract(instrs: Sequence[Instr], isa: str = "release") -> Dataflow:
+    """Value-number a straight-line fragment.
+
+    Raises:
+        UnsupportedBlock: control flow in the fragment.
+    """
+    table = instruction_set(isa)  # type: ignore[arg-type]
+    next_value = 0
+    entry: list[int] = []  # bottom..top
+    stack: list[int] = []
+    nodes: list[Node] = []
+    producer: dict[int, tuple[int, int]] = {}
+    constants: dict[int, int] = {}
+    const_value: dict[int, int] = {}
+    cse: dict[tuple, tuple[int, ...]] = {}
+    effects = 0
+    delta = low = 0
+
+    def fresh() -> int:
+        nonlocal next_value
+        next_value += 1
+        return next_value - 1
+
+    def ensure(n: int) -> None:
+        missing = n - len(stack)
+        if missing > 0:
+            deeper = [fresh() for _ in range(missing)]  # deeper[k] is the (k)th new deeper slot
+            stack[:0] = list(reversed(deeper))
+            entry[:0] = list(reversed(deeper))
+
+    for ins in instrs:
+        name, arg = ins.name, ins.arg
+        if name not in table or name in ("halt", "skiz", "call", "return", "recurse",
+                                         "recurse_or_return"):
+            raise UnsupportedBlock(f"{name} is not straight-line code")
+        d = table[name].stack_delta(arg if isinstance(arg, int) else None)
+        if d < 0:
+            low = min(low, delta + d)
+        delta += d
+        if name == "push":
+            v = const_value.get(arg)  # type: ignore[arg-type]
+            if v is None:
+                v = fresh()
+                const_value[arg] = v  # type: ignore[index]
+                constants[v] = arg  # type: ignore[assignment]
+                node = Node(len(nodes), Instr("push", arg), (), (v,))
+                nodes.append(node)
+                producer[v] = (node.id, 0)
+            stack.append(v)
+        elif name == "dup":
+            ensure(arg + 1)
+            stack.append(stack[-1 - arg])
+        elif name == "swap":
+            ensure(arg + 1)
+            stack[-1], stack[-1 - arg] = stack[-1 - arg], stack[-1]
+        elif name == "pick":
+            ensure(arg + 1)
+            stack.append(stack.pop(-1 - arg))
+        elif name == "place":
+            ensure(arg + 1)
+            v = stack.pop()
+            stack.insert(len(stack) - arg, v)
+        elif name == "pop":
+            ensure(arg)
+            del stack[-arg:]
+        elif name == "nop":
+            pass
+        else:
+            spec = table[name]
+            narg = arg if isinstance(arg, int) else None
+            reach, through = _REACH.get(name, (spec.pops(narg), {}))
+            n_out = reach + d
+            ensure(reach)
+            inputs = tuple(stack[-1 - k] for k in range(reach))
+            effect = None
+            if name in EFFECTS:
+                effect = effects
+                effects += 1
+            guarded = name in GUARDED
+            key = None
+            if effect is None:
+                key = (name, arg, inputs)
+                if name in COMMUTATIVE:
+                    key = (name, arg, tuple(sorted(inputs)))
+            if key is not None and key in cse:
+                outputs = cse[key]
+            else:
+                outputs = tuple(inputs[through[k]] if k in through else fresh()
+                                for k in range(n_out))
+                node = Node(len(nodes), ins, inputs, outputs, effect, guarded)
+                nodes.append(node)
+                for k, v in enumerate(outputs):
+                    if k not in through:
+                        producer[v] = (node.id, k)
+                if key is not None:
+                    cse[key] = outputs
+            if reach:
+                del stack[-reach:]
+            stack.extend(reversed(outputs))
+    return Dataflow(entry, list(stack), nodes, producer, constants, low, len(instrs))

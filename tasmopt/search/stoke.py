@@ -1,0 +1,135 @@
+"""Stochastic superoptimization (STOKE-style MCMC) over straight-line instruction sequences.
+
+The chain moves through programs by deleting, inserting, replacing or swapping
+instructions, or changing an argument. The cost of a program is its length plus a penalty
+for every observable it gets wrong on a few concrete test inputs (op stack slots, outputs,
+input consumption, failure). Proposals are accepted by the Metropolis rule at inverse
+temperature ``beta``. A program that matches every test input and is shorter than the best
+so far must also pass the symbolic check (`tasmopt.vm.equivalence.compare_symbolic`) before it
+is kept; the optimizer then verifies it once more like any other candidate.
+
+Deterministic for a seed and an iteration count.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+from tasmopt.tasm.program import Instr, Program
+from tasmopt.vm.equivalence import compare_symbolic
+from tasmopt.vm.expr import ExprContext
+from tasmopt.vm.symbolic import run_symbolic
+from tasmopt.vm.witness import witness
+
+__all__ = ["stoke"]
+
+_WRONG = 4          # penalty per wrong observable
+_FAIL = 16          # penalty when failing differs
+
+
+def _pool(baseline: Sequence[Instr], depth: int) -> list[Instr]:
+    """Instructions the chain may insert: the baseline's own non-shuffle instructions and
+    constants, and every shuffle within reach."""
+    reach = min(15, max(depth, 1))
+    pool = {i for i in baseline if i.name not in ("dup", "swap", "pick", "place", "pop")}
+    pool |= {Instr("dup", k) for k in range(reach + 1)}
+    pool |= {Instr("swap", k) for k in range(1, reach + 1)}
+    pool |= {Instr("pick", k) for k in range(2, reach + 1)}
+    pool |= {Instr("place", k) for k in range(2, reach + 1)}
+    pool |= {Instr("pop", k) for k in range(1, 6)}
+    return sorted(pool, key=str)
+
+
+def _observe(instrs: Sequence[Instr], tests: list, isa: str) -> list[tuple]:
+    from tasmopt.vm.simulator import VmInput, run
+
+    prog = Program.from_items(list(instrs) + [Instr("halt")], isa)  # type: ignore[arg-type]
+    out = []
+    for w in tests:
+        r = run(prog, VmInput(public_input=w.public_input, secret_input=w.secret_input,
+                              secret_digests=w.secret_digests, ram=w.ram(),
+                              initial_stack=w.stack), step_limit=len(instrs) + 2,
+                measure=False)
+        if r.error is not None:
+            out.append(("error",))
+        else:
+            out.append((tuple(r.stack), tuple(r.public_output), r.public_input_consumed,
+                        r.secret_input_consumed, tuple(sorted(r.ram.items()))))
+    return out
+
+
+def _penalty(got: list[tuple], want: list[tuple]) -> int:
+    cost = 0
+    for g, w in zip(got, want):
+        if (g[0] == "error") != (w[0] == "error"):
+            cost += _FAIL
+            continue
+        if g[0] == "error":
+            continue
+        gs, ws = g[0], w[0]
+        cost += _WRONG * abs(len(gs) - len(ws))
+        cost += _WRONG * sum(1 for a, b in zip(reversed(gs), reversed(ws)) if a != b)
+        cost += sum(_WRONG for a, b in zip(g[1:], w[1:]) if a != b)
+    return cost
+
+
+def _mutate(prog: list[Instr], pool: list[Instr], rng: random.Random) -> list[Instr]:
+    out = list(prog)
+    move = rng.randrange(5)
+    if move == 0 and out:                                   # delete
+        del out[rng.randrange(len(out))]
+    elif move == 1:                                         # insert
+        out.insert(rng.randrange(len(out) + 1), rng.choice(pool))
+    elif move == 2 and out:                                 # replace
+        out[rng.randrange(len(out))] = rng.choice(pool)
+    elif move == 3 and len(out) > 1:                        # swap neighbours
+        i = rng.randrange(len(out) - 1)
+        out[i], out[i + 1] = out[i + 1], out[i]
+    elif out:                                               # change an argument
+        i = rng.randrange(len(out))
+        ins = out[i]
+        if ins.name in ("dup", "swap", "pick", "place", "pop"):
+            lo = 1 if ins.name in ("swap", "pop") else 0
+            hi = 5 if ins.name == "pop" else 15
+            out[i] = Instr(ins.name, max(lo, min(hi, ins.arg + rng.choice((-1, 1)))))
+    return out
+
+
+def stoke(baseline: Sequence[Instr], start: Sequence[Instr], *, iterations: int, seed: int,
+          isa: str = "release", beta: float = 1.0, tests: int = 4) -> list[Instr] | None:
+    """Run the chain from ``start``; the shortest program shorter than ``start`` that matched
+    every test and passed the symbolic check, or None.
+
+    Args:
+        baseline: the reference block.
+        start: where the chain starts (e.g. the best schedule found).
+        iterations: proposals to make.
+        seed: chain and test-input seed.
+        tests: concrete test inputs for the cost function.
+    """
+    rng = random.Random(seed)
+    sym_base = run_symbolic(baseline, ctx := ExprContext(), isa)
+    if sym_base.unsupported:
+        return None
+    depth = 16 + max(sym_base.base, -sym_base.low_water) + 2
+    inputs = max(sym_base.consumed["public"], sym_base.consumed["secret"]) + 2
+    cases = [witness(i, seed + 7919, depth=depth, inputs=inputs,
+                     digests=sym_base.consumed["digests"] + 1) for i in range(3, 3 + tests)]
+    want = _observe(baseline, cases, isa)
+    pool = _pool(baseline, sym_base.base)
+    cur = list(start)
+    cur_cost = len(cur) + _penalty(_observe(cur, cases, isa), want)
+    best: list[Instr] | None = None
+    best_len = len(start)
+    for _ in range(iterations):
+        cand = _mutate(cur, pool, rng)
+        cost = len(cand) + _penalty(_observe(cand, cases, isa), want)
+        if cost <= cur_cost or rng.random() < math.exp(-beta * (cost - cur_cost)):
+            cur, cur_cost = cand, cost
+            if cost == len(cand) and len(cand) < best_len:
+                run_c = run_symbolic(cand, ctx, isa)
+                if compare_symbolic(ctx, sym_base, run_c).status in ("proven", "testable"):
+                    best, best_len = list(cand), len(cand)
+    return best

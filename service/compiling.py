@@ -25,10 +25,11 @@ from tasmopt.report import CompileOptions, CompileResult
 from tasmopt.store import build_records, fallback_records, insert_build_results, save_compile_job
 from tasmopt.tir import codec
 from tasmopt.tir.ops import BODY_FIELDS
+from tasmopt.tir.validate import validate
 from tasmopt.vm.equivalence import BlockCheck, Verdict
 
 __all__ = ["Compiler", "Verifier", "Served", "DbBreaker", "parse_request", "check_limits",
-           "make_options", "serve", "persist", "to_response"]
+           "make_options", "precheck", "serve", "persist", "to_response"]
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +176,18 @@ def make_options(given: CompileOptionsIn | None, settings: Settings) -> CompileO
         raise InvalidRequest(f"options.search_budget_s: {budget:g} s is above the server's "
                              f"limit of {settings.max_search_budget_s:g} s")
     return replace(opts, **overrides)
+
+
+def precheck(req: CompileRequest, settings: Settings) -> None:
+    """What can be refused before compiling: limits, options, and the TIR itself.
+
+    Raises:
+        LimitExceeded, InvalidRequest: as `check_limits` and `make_options`.
+        TirError: malformed or invalid TIR (with the op's path).
+    """
+    check_limits(req.tir, max_ops=settings.max_tir_ops, max_depth=settings.max_tir_depth)
+    make_options(req.options, settings)
+    validate(codec.decode(req.tir))
 
 
 # -- compile, with the baseline as the safety net -----------------------------------------------

@@ -42,8 +42,8 @@ from service.spool import Spool
 from tasmopt.store import get_compile_job, save_compile_job
 from worker.queue import COMPILE_QUEUE, named_queue
 
-__all__ = ["JobContext", "JobView", "JobFailed", "execute", "compile_job", "ThreadRunner",
-           "RqRunner", "lookup"]
+__all__ = ["JobContext", "JobView", "JobFailed", "record_status", "execute", "compile_job",
+           "ThreadRunner", "RqRunner", "submit", "lookup"]
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +83,9 @@ class JobView:
     error: str | None = None
 
 
-def _mark(ctx: JobContext, job_id: uuid.UUID, backend: str, body: dict[str, Any],
+def record_status(ctx: JobContext, job_id: uuid.UUID, backend: str, body: dict[str, Any],
           status: str, error: str | None = None) -> None:
-    """Best-effort status write (a failure here never fails the job)."""
+    """Best-effort status write of a job (a failure here never fails the job)."""
     if not ctx.breaker.allow():
         return
     try:
@@ -113,7 +113,7 @@ def execute(job_id: uuid.UUID, body: dict[str, Any], ctx: JobContext, *,
         JobFailed: the request is refused (``code: message``); recorded as failed.
         Exception: not even the baseline could be served; recorded as failed.
     """
-    _mark(ctx, job_id, backend, body, "started")
+    record_status(ctx, job_id, backend, body, "started")
     if ctx.watcher is not None:
         ctx.watcher.refresh_if_due()
     if ctx.spool.files() and ctx.breaker.allow():  # a worker drains what it spooled earlier
@@ -334,6 +334,25 @@ def _rq_error(job: Job) -> str:
     if "AbandonedJobError" in text or "Moved to FailedJobRegistry" in text:
         return "internal_error: the worker running the job died"
     return f"internal_error: {line[:300]}"
+
+
+def submit(job_id: uuid.UUID, body: dict[str, Any], ctx: JobContext,
+           runner: ThreadRunner | RqRunner) -> str:
+    """Record the job as queued and hand it to `runner` (the thread pool if Redis refuses it).
+
+    Returns:
+        The backend that took it: ``rq`` or ``thread``.
+    """
+    record_status(ctx, job_id, runner.backend, body, "queued")
+    if isinstance(runner, RqRunner):
+        try:
+            runner.enqueue(job_id, body)
+            return "rq"
+        except RedisError as exc:
+            log.warning("Redis unavailable (%s); job %s runs in the API process", exc, job_id)
+            runner = runner.fallback
+    runner.submit(job_id, lambda: execute(job_id, body, ctx, backend="thread"))
+    return "thread"
 
 
 def lookup(job_id: uuid.UUID, *, session_factory: sessionmaker[Session],

@@ -6,20 +6,26 @@ Everything a route needs comes from ``app.state`` (built once by the lifespan in
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from service.compiling import Compiler, DbBreaker, Verifier, parse_request
 from service.core.config import Settings
+from service.errors import Forbidden, Unauthorized
+from service.jobs import RqRunner, ThreadRunner
+from service.model_watcher import ModelWatcher
 from service.schemas import CompileRequest
 from service.spool import Spool
 
 __all__ = ["SettingsDep", "SessionDep", "SpoolDep", "BreakerDep", "CompilerDep", "VerifierDep",
-           "BaselineDep", "CompileBody", "get_settings", "get_session", "get_spool", "get_breaker",
-           "get_compiler", "get_verifier", "get_baseline", "get_compile_request"]
+           "BaselineDep", "CompileBody", "WatcherDep", "RunnerDep", "FactoryDep", "AdminDep",
+           "get_settings", "get_session", "get_spool", "get_breaker", "get_compiler",
+           "get_verifier", "get_baseline", "get_compile_request", "get_watcher", "get_runner",
+           "get_session_factory", "require_admin"]
 
 
 def get_settings(request: Request) -> Settings:
@@ -59,6 +65,44 @@ def get_baseline() -> Callable[[list[Any], str | None], str]:
     return baseline_tasm
 
 
+def get_session_factory(request: Request) -> sessionmaker[Session]:
+    """For work that outlives the request (async jobs)."""
+    return request.app.state.session_factory
+
+
+def get_watcher(request: Request) -> ModelWatcher:
+    """The production-checkpoint watcher of this process."""
+    return request.app.state.watcher
+
+
+def get_runner(request: Request) -> ThreadRunner | RqRunner:
+    """Where async jobs run: RQ when REDIS_URL is set, else the API's thread pool."""
+    return request.app.state.runner
+
+
+def require_admin(request: Request) -> str:
+    """Check ``Authorization: Bearer <ADMIN_TOKEN>``; returns who acts (ADMIN_NAME).
+
+    Raises:
+        Unauthorized: no header, or not a bearer token (401).
+        Forbidden: a wrong token, or ADMIN_TOKEN unset (403).
+    """
+    settings: Settings = request.app.state.settings
+    header = request.headers.get("authorization")
+    if settings.admin_token is None:
+        raise Forbidden("admin endpoints are disabled: ADMIN_TOKEN is not set")
+    if not header:
+        raise Unauthorized("admin endpoint: send Authorization: Bearer <ADMIN_TOKEN>")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("admin endpoint: malformed Authorization header; expected "
+                           "'Bearer <token>'")
+    expected = settings.admin_token.get_secret_value().encode()
+    if not secrets.compare_digest(token.strip().encode(), expected):
+        raise Forbidden("admin endpoint: wrong token")
+    return settings.admin_name
+
+
 async def get_compile_request(request: Request) -> CompileRequest:
     """Parse the body ourselves, for messages that name line/column and unknown fields."""
     return parse_request(await request.body())
@@ -72,3 +116,7 @@ CompilerDep = Annotated[Compiler, Depends(get_compiler)]
 VerifierDep = Annotated[Verifier, Depends(get_verifier)]
 BaselineDep = Annotated[Callable[[list[Any], str | None], str], Depends(get_baseline)]
 CompileBody = Annotated[CompileRequest, Depends(get_compile_request)]
+FactoryDep = Annotated[sessionmaker[Session], Depends(get_session_factory)]
+WatcherDep = Annotated[ModelWatcher, Depends(get_watcher)]
+RunnerDep = Annotated[ThreadRunner | RqRunner, Depends(get_runner)]
+AdminDep = Annotated[str, Depends(require_admin)]

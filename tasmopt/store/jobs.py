@@ -91,18 +91,25 @@ def list_finetune_runs(session: Session, *, limit: int = 20) -> list[FinetuneRun
 
 
 def results_since(session: Session, *, after: datetime | None
-                  ) -> tuple[int, datetime | None]:
+                  ) -> tuple[int, datetime | None, datetime | None]:
     """Block results (the unit the learner trains on) served after `after` (all if None).
 
     Returns:
-        (count, created_at of the newest one, or None when there are none).
+        (count, created_at of the oldest and of the newest one; None when there are none).
     """
-    stmt = select(func.count(), func.max(BuildResult.created_at)).where(
-        BuildResult.block_index.is_not(None))
+    stmt = select(func.count(), func.min(BuildResult.created_at),
+                  func.max(BuildResult.created_at)).where(BuildResult.block_index.is_not(None))
     if after is not None:
         stmt = stmt.where(BuildResult.created_at > after)
-    count, newest = session.execute(stmt).one()
-    return int(count or 0), newest
+    count, oldest, newest = session.execute(stmt).one()
+    return int(count or 0), _utc(oldest), _utc(newest)
+
+
+def _utc(when: datetime | None) -> datetime | None:
+    # SQLite hands timezone-aware columns back naive; they were written in UTC.
+    if when is not None and when.tzinfo is None:
+        return when.replace(tzinfo=UTC)
+    return when
 
 
 def buffer_counts(session: Session) -> dict[str, Any]:

@@ -19,16 +19,17 @@ from service.api.deps import (
     VerifierDep,
 )
 from service.errors import ERROR_RESPONSES
+from service.metrics import observe_compile
 from service.schemas import CompileResponse
 
 router = APIRouter(tags=["compile"])
 
-_BODY_DOC = {"requestBody": {"required": True, "content": {"application/json": {
+BODY_DOC = {"requestBody": {"required": True, "content": {"application/json": {
     "schema": {"$ref": "#/components/schemas/CompileRequest"}}}}}
 
 
 @router.post("/compile", response_model=CompileResponse, responses=ERROR_RESPONSES,
-             openapi_extra=_BODY_DOC)
+             openapi_extra=BODY_DOC)
 def compile_tir(request: Request, body: CompileBody, settings: SettingsDep,
                 compiler: CompilerDep, verify: VerifierDep, baseline: BaselineDep,
                 session: SessionDep, spool: SpoolDep, breaker: BreakerDep) -> CompileResponse:
@@ -43,4 +44,6 @@ def compile_tir(request: Request, body: CompileBody, settings: SettingsDep,
     t0 = time.perf_counter()
     stored = compiling.persist(served.rows, session=session, spool=spool, breaker=breaker)
     served.timings["persist"] = time.perf_counter() - t0
+    observe_compile(result=served.result, timings=served.timings, rows=len(served.rows),
+                    stored=stored, mode="sync")
     return compiling.to_response(served, stored)

@@ -1,0 +1,41 @@
+"""Model inputs of one block: its graph (`tasmopt.tir.graph`) with the decoding limits the
+grammar needs (floor, token limit), built the same way for training, evaluation and serving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch_geometric.data import Data
+
+from tasmopt.isa import instruction_set
+from tasmopt.tasm.program import Instr
+from tasmopt.tir.graph import tir_graph
+from tasmopt.tir.ops import Op
+
+__all__ = ["low_water", "block_data"]
+
+
+def low_water(instrs: Sequence[Instr], isa: str = "release") -> int:
+    """Lowest stack length relative to entry that any shrinking instruction reaches (<= 0);
+    the verifier's ``SymbolicRun.low_water`` from the ISA deltas alone."""
+    table = instruction_set(isa)  # type: ignore[arg-type]
+    depth = low = 0
+    for ins in instrs:
+        d = table[ins.name].stack_delta(ins.arg if isinstance(ins.arg, int) else None)
+        depth += d
+        if d < 0:
+            low = min(low, depth)
+    return low
+
+
+def block_data(ops: Sequence[Op], entry_depth: int, net_effect: int,
+               baseline: Sequence[Instr], *, max_len: int, isa: str = "release"
+               ) -> tuple[Data, list[int]]:
+    """The graph ``Data`` of a block, with ``limit`` (1,) = most tokens to decode, EOS
+    included (``len(baseline) + 1`` capped at ``max_len``), and its immediates."""
+    g = tir_graph(ops, entry_depth, net_effect, floor=low_water(baseline, isa))
+    data = g.to_data(isa)
+    data.limit = torch.tensor([min(len(baseline) + 1, max_len)])
+    return data, g.immediates

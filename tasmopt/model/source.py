@@ -1,0 +1,111 @@
+"""The model as a candidate source (`tasmopt.sources`): K beam hypotheses per block, all
+blocks of a request decoded as one batch. Load and register it with::
+
+    from tasmopt import sources
+    from tasmopt.model.source import load_model_source
+    sources.register(load_model_source(Path("model_store/s1-real-v1")))
+
+after which ``CompileOptions(sources=(..., "model"))`` consults it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from tasmopt.model.beam import beam_search, sample
+from tasmopt.model.checkpoint import load_model, read_config
+from tasmopt.model.inputs import block_data
+from tasmopt.model.model import TasmModel
+from tasmopt.report import CompileOptions
+from tasmopt.sources import BlockTask, CandidateSource
+from tasmopt.tasm.program import Instr
+from tasmopt.tir.graph import batch_graphs
+
+__all__ = ["ModelSource", "load_model_source"]
+
+log = logging.getLogger(__name__)
+
+
+class ModelSource:
+    """Candidate source ``"model"``.
+
+    Args:
+        model: a loaded `TasmModel` (eval mode).
+        version: checkpoint version, reported with results.
+        k: beams per block.
+        samples: extra sampled hypotheses per block (0: beam search only).
+        temperature: sampling temperature.
+        max_blocks: blocks per forward batch (bounds memory: rows = blocks x k).
+    """
+
+    name = "model"
+
+    def __init__(self, model: TasmModel, version: str, *, k: int = 32, samples: int = 0,
+                 temperature: float = 1.0, max_blocks: int = 64) -> None:
+        self.model = model
+        self.version = version
+        self.k = k
+        self.samples = samples
+        self.temperature = temperature
+        self.max_blocks = max_blocks
+        self.last_latency_s = 0.0
+
+    def __repr__(self) -> str:
+        return f"ModelSource(version={self.version!r}, k={self.k})"
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def propose(self, tasks: Sequence[BlockTask],
+                options: CompileOptions) -> list[list[list[Instr]]]:
+        """Up to ``k`` (+ ``samples``) distinct candidates per task, best first."""
+        t0 = time.perf_counter()
+        out: list[list[list[Instr]]] = [[] for _ in tasks]
+        isa = self.model.config.isa
+        if options.isa != isa:
+            log.warning("model trained for ISA %s, request is %s: no model candidates",
+                        isa, options.isa)
+            return out
+        items = []
+        for i, t in enumerate(tasks):
+            if not t.baseline:
+                continue
+            data, imms = block_data(t.ops, t.entry_depth, t.net_effect, t.baseline,
+                                    max_len=self.model.config.max_len, isa=isa)
+            items.append((i, data, imms))
+        for s in range(0, len(items), self.max_blocks):
+            chunk = items[s:s + self.max_blocks]
+            batch = batch_graphs([d for _, d, _ in chunk]).to(self.device)
+            imms = [m for _, _, m in chunk]
+            hyps = beam_search(self.model, batch, imms, k=self.k)
+            if self.samples:
+                extra = sample(self.model, batch, imms, k=self.samples,
+                               temperature=self.temperature)
+                hyps = [h + e for h, e in zip(hyps, extra)]
+            for (i, _, _), hs in zip(chunk, hyps):
+                seen: set[tuple[str, ...]] = set()
+                for h in hs:
+                    key = tuple(map(str, h.instrs))
+                    if key not in seen:
+                        seen.add(key)
+                        out[i].append(list(h.instrs))
+        self.last_latency_s = time.perf_counter() - t0
+        return out
+
+
+def load_model_source(checkpoint_dir: Path, device: str = "cpu", *, k: int = 32,
+                      samples: int = 0) -> CandidateSource:
+    """Load the checkpoint in ``checkpoint_dir`` as candidate source ``"model"``.
+
+    Raises:
+        CheckpointError: the directory is not a loadable checkpoint.
+    """
+    config = read_config(checkpoint_dir)
+    model = load_model(checkpoint_dir, device)
+    return ModelSource(model, str(config["version"]), k=k, samples=samples)

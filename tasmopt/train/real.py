@@ -1,0 +1,115 @@
+"""Training pairs from the real Trident toolchain data (``shared/data/trident-std/*.json``).
+
+Each module is lowered and optimized with `tasmopt.optimizer.compile` (candidate sources
+``rules`` and, when registered, ``search``; never ``model``, so targets never come from the
+model being trained), and every block's best verified TASM becomes its target: never worse
+than the baseline, since the optimizer only accepts verified candidates with cycles <= the
+baseline's. Rows are deduplicated by ``tir_hash`` and split by module: a block whose TIR
+occurs in a training module is only ever a training row, so validation and holdout hold
+blocks the model has not seen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tasmopt import sources as source_registry
+from tasmopt.lower.triton import lower
+from tasmopt.optimizer import compile as compile_tir
+from tasmopt.report import CompileOptions
+from tasmopt.tir.codec import decode, encode
+from tasmopt.train.dataset import SPLITS, PairRow, write_pairs
+
+__all__ = ["module_split", "real_rows", "build_real_pairs"]
+
+log = logging.getLogger(__name__)
+
+
+def module_split(module: str, *, holdout: float = 0.2, validation: float = 0.15,
+                 seed: int = 0) -> str:
+    """Deterministic split of a module by a hash of its name: ``holdout`` and
+    ``validation`` are the expected fractions of modules."""
+    u = int(hashlib.sha256(f"{seed}:{module}".encode()).hexdigest()[:8], 16) / 2**32
+    if u < holdout:
+        return "holdout"
+    if u < holdout + validation:
+        return "validation"
+    return "train"
+
+
+def _available_sources(wanted: Sequence[str]) -> tuple[str, ...]:
+    if "search" in wanted and source_registry.get("search") is None:
+        try:  # the search package registers itself on import, where it exists
+            mod = importlib.import_module("tasmopt.search.source")
+            if source_registry.get("search") is None and hasattr(mod, "SearchSource"):
+                source_registry.register(mod.SearchSource())
+        except ImportError:
+            log.info("no block search available; targets from rules only")
+    return tuple(s for s in wanted if s != "model" and source_registry.get(s) is not None)
+
+
+def real_rows(path: Path, split: str, *, sources: Sequence[str] = ("rules", "search"),
+              search_budget_s: float = 2.0, seed: int = 0) -> list[PairRow]:
+    """Rows of one module file (``{"module", "tir", ...}``), all in ``split``."""
+    data = json.loads(path.read_text())
+    module = data.get("module", path.stem)
+    ops = decode(data["tir"])
+    low = lower(ops)
+    where = {(f.name, b.path): b for f in low.functions for b in f.blocks}
+    options = CompileOptions(sources=_available_sources(sources),
+                             search_budget_s=search_budget_s, seed=seed)
+    result = compile_tir(ops, options=options)
+    rows: list[PairRow] = []
+    for fn in result.functions:
+        for rep in fn.blocks:
+            block = where.get((fn.name, rep.path))
+            if block is None or not rep.baseline_tasm:
+                continue
+            rows.append(PairRow(
+                id=f"{module}:{fn.name}:{rep.index}", tir_hash=rep.tir_hash, origin="real",
+                module=module, function=fn.name, block_index=rep.index, path=rep.path,
+                split=split, tir=encode(block.ops), entry_depth=block.entry_depth,
+                net_effect=block.net_effect, baseline=list(rep.baseline_tasm),
+                target=list(rep.tasm), target_source=rep.source,
+                baseline_cycles=rep.baseline_cycles, target_cycles=rep.cycles,
+                heights=dict(rep.heights)))
+    return rows
+
+
+def build_real_pairs(data_dir: Path, out_dir: Path, *, name: str,
+                     sources: Sequence[str] = ("rules", "search"), holdout: float = 0.2,
+                     validation: float = 0.15, seed: int = 0, search_budget_s: float = 2.0,
+                     splits: dict[str, str] | None = None) -> dict[str, Any]:
+    """Build a pairs directory from every ``*.json`` module of ``data_dir``.
+
+    Args:
+        splits: explicit module -> split assignments (others by `module_split`).
+
+    Returns:
+        the written manifest.
+    """
+    files = sorted(Path(data_dir).glob("*.json"))
+    if not files:
+        raise FileNotFoundError(f"no module files (*.json) in {data_dir}")
+    by_split: dict[str, list[PairRow]] = {s: [] for s in SPLITS}
+    for path in files:
+        module = path.stem
+        split = (splits or {}).get(module) or module_split(
+            module, holdout=holdout, validation=validation, seed=seed)
+        rows = real_rows(path, split, sources=sources, search_budget_s=search_budget_s,
+                         seed=seed)
+        log.info("%s: %d blocks -> %s", module, len(rows), split)
+        by_split[split].extend(rows)
+    # a block seen in training is a training row only; likewise validation before holdout
+    ordered = by_split["train"] + by_split["validation"] + by_split["holdout"]
+    used = sorted(_available_sources(sources))
+    return write_pairs(out_dir, ordered, name=name,
+                       description=f"real toolchain blocks from {data_dir}",
+                       extra={"source_dir": str(data_dir), "target_sources_used": used,
+                              "split_seed": seed, "search_budget_s": search_budget_s})

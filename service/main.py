@@ -1,8 +1,11 @@
 """The FastAPI application: `create_app(settings)` and its lifespan.
 
-Start-up: engine and session factory, ``alembic upgrade head`` (failures are logged and
-retried; the service serves compiles meanwhile and spools their rows), the verify backend
-(in-process, or RQ when REDIS_URL is set), and a background task that drains the spool.
+Start-up: refuse a deployment without ADMIN_TOKEN (`Settings.check_deployable`), engine and
+session factory, ``alembic upgrade head`` (failures are logged and retried; the service
+serves compiles meanwhile and spools their rows), in the embedded mode the shipped
+checkpoint registered and promoted if the registry is empty, the verify backend (in-process,
+or RQ when REDIS_URL is set), the async-job runner, and two background tasks: one drains the
+spool, one follows the production checkpoint and the learning phase.
 Run with ``tasmopt serve`` or ``uvicorn service.main:create_app --factory``.
 """
 
@@ -11,33 +14,52 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
+from prometheus_client import CollectorRegistry
 
-from service import errors
+from service import errors, metrics
+from service.api.routes import admin, health, jobs
 from service.api.routes import compile as compile_routes
-from service.api.routes import health
+from service.api.routes import metrics as metrics_routes
 from service.compiling import DbBreaker
 from service.core.config import Settings
 from service.core.db import engine_from_settings, migrate
+from service.jobs import RqRunner, ThreadRunner
 from service.limits import BodyLimit
+from service.model_watcher import Loader, ModelWatcher, bootstrap_embedded, default_loader
 from service.schemas import CompileRequest
 from service.spool import Spool
+from tasmopt import sources
 from tasmopt.store import make_sessionmaker
 from tasmopt.vm.equivalence import check_blocks
+from worker import context as worker_context
+from worker.queue import QUEUES, named_queue
 
 __all__ = ["create_app"]
 
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the app. `settings` defaults to the environment (`Settings()`)."""
+def create_app(settings: Settings | None = None, *, model_loader: Loader | None = None
+               ) -> FastAPI:
+    """Build the app.
+
+    Args:
+        settings: defaults to the environment (`Settings()`).
+        model_loader: the checkpoint loader hook (default: ``tasmopt.model.source.
+            load_model_source``, imported lazily).
+
+    Raises:
+        ValueError: outside the embedded mode without ADMIN_TOKEN.
+    """
     settings = settings or Settings()
+    settings.check_deployable()
     if not logging.getLogger().handlers:  # uvicorn configures only its own loggers
         logging.basicConfig(level=settings.log_level.upper(),
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -52,17 +74,33 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state.migrated = not settings.migrate_on_start
         if settings.migrate_on_start:
             state.migrated = await asyncio.to_thread(_try_migrate, state.engine)
+        if settings.embedded and state.migrated:
+            await asyncio.to_thread(_try_bootstrap, state.session_factory, settings)
+        worker_context.configure(session_factory=state.session_factory)
+        state.watcher = ModelWatcher(session_factory=state.session_factory,
+                                     model_store=settings.model_store,
+                                     device=settings.model_device,
+                                     loader=model_loader or default_loader,
+                                     poll_s=settings.model_poll_s)
         state.redis, state.verifier = _verify_backend(settings)
-        drainer = asyncio.create_task(_drain_forever(app, settings.spool_retry_s))
+        threads = ThreadRunner(settings.async_threads)
+        state.runner = (RqRunner(state.redis, settings, threads) if state.redis is not None
+                        else threads)
+        tasks = [asyncio.create_task(_drain_forever(app, settings.spool_retry_s)),
+                 asyncio.create_task(_watch_forever(app, settings))]
         log.info("tasmopt service up: database %s, verification %s",
                  state.engine.url.render_as_string(hide_password=True),
                  "RQ" if state.redis is not None else "in-process")
         try:
             yield
         finally:
-            drainer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await drainer
+            for task in tasks:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await asyncio.to_thread(threads.shutdown)
+            if state.watcher.version is not None:
+                sources.unregister("model")
             if state.redis is not None:
                 state.redis.close()
             state.engine.dispose()
@@ -74,15 +112,29 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.metrics_registry = _metrics_registry(app)
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.include_router(compile_routes.router)
+    app.include_router(jobs.router)
+    app.include_router(admin.router)
     app.include_router(health.router)
+    app.include_router(metrics_routes.router)
 
     @app.middleware("http")
     async def request_id(request: Request, call_next: Any) -> Any:
         request.state.request_id = uuid.uuid4()
-        response = await call_next(request)
+        start = time.perf_counter()
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+        finally:
+            route = request.scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            metrics.HTTP_REQUESTS.labels(request.method, template, str(status)).inc()
+            metrics.HTTP_SECONDS.labels(request.method, template).observe(
+                time.perf_counter() - start)
         response.headers["X-Request-ID"] = str(request.state.request_id)
         return response
 
@@ -100,6 +152,56 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def _metrics_registry(app: FastAPI) -> CollectorRegistry:
+    """The app's own registry: gauges read from its state at scrape time."""
+    state = app.state
+
+    def queue_depths() -> dict[str, int]:
+        redis = getattr(state, "redis", None)
+        if redis is not None:
+            return {name: named_queue(redis, name).count for name in QUEUES}
+        runner = getattr(state, "runner", None)
+        return {"compile": runner.pending()} if isinstance(runner, ThreadRunner) else {}
+
+    def spool_rows() -> int:
+        spool = getattr(state, "spool", None)
+        return spool.pending_rows() if spool is not None else 0
+
+    def model() -> tuple[str | None, str, dict[str, Any] | None]:
+        watcher = getattr(state, "watcher", None)
+        return watcher.snapshot() if watcher is not None else (None, "A", None)
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(metrics.StateCollector(queue_depths=queue_depths, spool_rows=spool_rows,
+                                             model=model))
+    return registry
+
+
+def _try_bootstrap(session_factory: Any, settings: Settings) -> None:
+    try:
+        bootstrap_embedded(session_factory, settings.model_store)
+    except Exception:
+        log.exception("could not register the shipped checkpoint; continuing without it")
+
+
+async def _watch_forever(app: FastAPI, settings: Settings) -> None:
+    """Follow the production checkpoint every MODEL_POLL_S seconds and recount the replay
+    buffer every PHASE_REFRESH_S seconds; failures are logged and retried."""
+    watcher: ModelWatcher = app.state.watcher
+    next_phase = 0.0
+    while True:
+        try:
+            if app.state.migrated:
+                await asyncio.to_thread(watcher.refresh)
+                if time.monotonic() >= next_phase:
+                    await asyncio.to_thread(watcher.refresh_phase)
+                    next_phase = time.monotonic() + settings.phase_refresh_s
+        except Exception as exc:
+            log.warning("production checkpoint not read (%s); will retry",
+                        str(exc).splitlines()[0][:200])
+        await asyncio.sleep(settings.model_poll_s)
 
 
 def _try_migrate(engine: Any) -> bool:

@@ -25,7 +25,6 @@ from tasmopt.frontend.types import (
     UNIT,
     XFIELD,
     ArrayTy,
-    Prim,
     StructTy,
     TupleTy,
     Ty,
@@ -336,5 +335,3 @@ def check_module(unit: ModuleUnit, loaded: dict[str, ModuleEnv]) -> ModuleEnv:
     """
     return ModuleChecker(unit, loaded).run()
 
-
-_ = Prim  # Prim is part of the checked-type vocabulary used in annotations

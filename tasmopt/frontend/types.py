@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "Ty", "Prim", "ArrayTy", "TupleTy", "StructTy", "FIELD", "XFIELD", "BOOL", "U32", "DIGEST",
-    "UNIT", "width", "show", "same_type", "field_slot", "DIGEST_WIDTH", "EXT_DEGREE",
+    "UNIT", "ERROR", "width", "show", "same_type", "returns_as", "field_slot", "DIGEST_WIDTH", "EXT_DEGREE",
 ]
 
 #: Triton digest width and extension degree (spec/tir.md §0).
@@ -65,9 +65,11 @@ BOOL = Prim("Bool")
 U32 = Prim("U32")
 DIGEST = Prim("Digest")
 UNIT = Prim("()")
+#: The type of an expression that already produced an error (matches everything).
+ERROR = Prim("<error>")
 
 _PRIM_WIDTH = {"Field": 1, "Bool": 1, "U32": 1, "XField": EXT_DEGREE, "Digest": DIGEST_WIDTH,
-               "()": 0}
+               "()": 0, "<error>": 1}
 
 
 def width(ty: Ty) -> int:
@@ -97,8 +99,16 @@ def show(ty: Ty | None) -> str:
 
 
 def same_type(a: Ty, b: Ty) -> bool:
-    """Exact type equality (spec §6: no implicit conversions)."""
-    return a == b
+    """Exact type equality (spec §6: no implicit conversions); `ERROR` matches anything."""
+    return a == b or a == ERROR or b == ERROR
+
+
+def returns_as(declared: Ty, actual: Ty) -> bool:
+    """``actual`` may be returned as ``declared``: equal, or a tuple of exactly five Fields
+    where ``Digest`` is declared (spec §6)."""
+    if same_type(declared, actual):
+        return True
+    return declared == DIGEST and actual == TupleTy((FIELD,) * DIGEST_WIDTH)
 
 
 def field_slot(sty: StructTy, name: str) -> tuple[int, int, Ty] | None:

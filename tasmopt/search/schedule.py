@@ -243,9 +243,11 @@ def _drop_dead_top(stack: list[int], need: Counter, low: int, code: list[Instr])
         k -= m
 
 
-def beam(df: Dataflow, *, width: int, budget: Budget, arrange_budget: int = 4000
-         ) -> list[Instr] | None:
-    """Best schedule found by a beam of ``width`` over operation orders (see module doc)."""
+def beam(df: Dataflow, *, width: int, budget: Budget, finals: int = 4) -> list[Instr] | None:
+    """Best schedule found by a beam of ``width`` over operation orders (see module doc).
+
+    Every child state generated costs one unit of ``budget``; the final arrangement of the
+    ``finals`` most promising complete states shares what is left (at most 2000 units)."""
     p = _problem(df)
     layer: list[tuple[int, tuple, tuple[int, ...], frozenset[int], tuple[Instr, ...]]] = [
         (0, (), p.entry, frozenset(), ())]
@@ -258,6 +260,8 @@ def beam(df: Dataflow, *, width: int, budget: Budget, arrange_budget: int = 4000
             produced = _produced(p, done)
             for node in _ready(p, done, stack, produced):
                 for order in _operand_orders(node):
+                    if not budget.spend():
+                        break
                     s, c = list(stack), list(code)
                     need = _demand(p, done)
                     if not _fetch(s, order, need, p.constants, c):
@@ -277,14 +281,26 @@ def beam(df: Dataflow, *, width: int, budget: Budget, arrange_budget: int = 4000
             return None
         layer = heapq.nsmallest(width, nxt, key=lambda e: (e[0], len(e[2]), e[1]))
     best: list[Instr] | None = None
-    for _cost, _tie, stack, _done, code in layer:
-        tail = arrange(stack, p.final, p.constants, p.low, budget=Budget(arrange_budget))
+    closest = sorted(layer, key=lambda e: (e[0] + _distance(e[2], p.final), e[1]))[:finals]
+    share = max(50, min(2000, budget.left) // max(1, len(closest)))
+    for _cost, _tie, stack, _done, code in closest:
+        part = Budget(share)
+        tail = arrange(stack, p.final, p.constants, p.low, budget=part)
+        budget.spend(share - max(part.left, 0))
         if tail is None:
             continue
         cand = list(code) + tail
         if best is None or len(cand) < len(best):
             best = cand
     return best
+
+
+def _distance(stack: Sequence[int], final: Sequence[int]) -> int:
+    """A cheap estimate of the instructions still needed to turn ``stack`` into ``final``."""
+    keep = 0
+    while keep < min(len(stack), len(final)) and stack[keep] == final[keep]:
+        keep += 1
+    return (len(stack) - keep) + (len(final) - keep)
 
 
 # -- final arrangement ----------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from tasmopt.errors import TasmoptError
 from tasmopt.store.errors import Conflict, InvalidCheckpoint, NotFound
 from tasmopt.store.models import AdminAction, Checkpoint
 
@@ -95,8 +96,9 @@ def describe_checkpoint(directory: Path, *, store: Path | None = None) -> Checkp
         metrics = (json.loads(metrics_path.read_text(encoding="utf-8"))
                    if metrics_path.is_file() else {})
         digest = file_sha256(model)
-    except (OSError, ValueError) as exc:
-        raise InvalidCheckpoint(f"{directory}: {exc}") from None
+    except (OSError, ValueError, TasmoptError) as exc:
+        raise InvalidCheckpoint(str(exc) if str(directory) in str(exc)
+                                else f"{directory}: {exc}") from None
     version = config.get("version")
     if not isinstance(version, str | int) or not str(version).strip():
         raise InvalidCheckpoint(f"{directory / CONFIG_FILE}: no 'version'")

@@ -26,7 +26,7 @@ from tasmopt.report import CompileOptions
 from tasmopt.tir.codec import decode, encode
 from tasmopt.train.dataset import SPLITS, PairRow, write_pairs
 
-__all__ = ["module_split", "real_rows", "build_real_pairs"]
+__all__ = ["module_split", "choose_split", "real_rows", "build_real_pairs"]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,30 @@ def real_rows(path: Path, split: str, *, sources: Sequence[str] = ("rules", "sea
     return rows
 
 
+def choose_split(sizes: dict[str, int], *, holdout: float = 0.2, validation: float = 0.15,
+                 tolerance: float = 0.05, seed: int = 0, tries: int = 2000) -> dict[str, str]:
+    """Module -> split, by `module_split` with the first seed (from ``seed`` on) whose
+    holdout and validation shares of *rows* are within ``tolerance`` of the targets (module
+    sizes differ by 100x, so a split by module count alone can be very lopsided).
+
+    Args:
+        sizes: module -> rows it contributes (after deduplication).
+    """
+    total = max(1, sum(sizes.values()))
+    best: tuple[float, dict[str, str]] | None = None
+    for s in range(seed, seed + tries):
+        split = {m: module_split(m, holdout=holdout, validation=validation, seed=s)
+                 for m in sizes}
+        share = {k: sum(n for m, n in sizes.items() if split[m] == k) / total for k in SPLITS}
+        err = max(abs(share["holdout"] - holdout), abs(share["validation"] - validation))
+        if best is None or err < best[0]:
+            best = (err, split)
+        if err <= tolerance:
+            break
+    assert best is not None
+    return best[1]
+
+
 def build_real_pairs(data_dir: Path, out_dir: Path, *, name: str,
                      sources: Sequence[str] = ("rules", "search"), holdout: float = 0.2,
                      validation: float = 0.15, seed: int = 0, search_budget_s: float = 2.0,
@@ -89,7 +113,9 @@ def build_real_pairs(data_dir: Path, out_dir: Path, *, name: str,
     """Build a pairs directory from every ``*.json`` module of ``data_dir``.
 
     Args:
-        splits: explicit module -> split assignments (others by `module_split`).
+        holdout, validation: target shares of rows (modules are assigned whole, by
+            `choose_split`).
+        splits: explicit module -> split assignments (overrides `choose_split`).
 
     Returns:
         the written manifest.
@@ -97,15 +123,25 @@ def build_real_pairs(data_dir: Path, out_dir: Path, *, name: str,
     files = sorted(Path(data_dir).glob("*.json"))
     if not files:
         raise FileNotFoundError(f"no module files (*.json) in {data_dir}")
-    by_split: dict[str, list[PairRow]] = {s: [] for s in SPLITS}
+    per_module: dict[str, list[PairRow]] = {}
     for path in files:
-        module = path.stem
-        split = (splits or {}).get(module) or module_split(
-            module, holdout=holdout, validation=validation, seed=seed)
-        rows = real_rows(path, split, sources=sources, search_budget_s=search_budget_s,
-                         seed=seed)
-        log.info("%s: %d blocks -> %s", module, len(rows), split)
-        by_split[split].extend(rows)
+        per_module[path.stem] = real_rows(path, "train", sources=sources,
+                                          search_budget_s=search_budget_s, seed=seed)
+        log.info("%s: %d blocks", path.stem, len(per_module[path.stem]))
+    # sizes after deduplication in file order: a repeated block counts where first seen
+    seen: set[str] = set()
+    sizes: dict[str, int] = {}
+    for module, rows in per_module.items():
+        fresh = {r.tir_hash for r in rows} - seen
+        sizes[module] = len(fresh)
+        seen |= fresh
+    assignment = choose_split(sizes, holdout=holdout, validation=validation, seed=seed)
+    assignment.update(splits or {})
+    by_split: dict[str, list[PairRow]] = {s: [] for s in SPLITS}
+    for module, rows in per_module.items():
+        for r in rows:
+            r.split = assignment[module]
+        by_split[assignment[module]].extend(rows)
     # a block seen in training is a training row only; likewise validation before holdout
     ordered = by_split["train"] + by_split["validation"] + by_split["holdout"]
     used = sorted(_available_sources(sources))

@@ -29,18 +29,27 @@ def timelock_request() -> dict:
     return json.loads((EXAMPLES / "lock_timelock.json").read_text())
 
 
+#: Admin token of the test apps (a deployment refuses to start without one).
+ADMIN_TOKEN = "test-admin-token-0123456789"
+AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
 @pytest.fixture()
 def make_client(pg_url, tmp_path):
-    """``make_client(**settings) -> TestClient`` (lifespan running), closed after the test.
+    """``make_client(model_loader=None, **settings) -> TestClient`` (lifespan running), closed
+    after the test.
 
-    Defaults: the session's PostgreSQL, no Redis, a spool under tmp_path retried every 0.2 s.
+    Defaults: the session's PostgreSQL, no Redis, a spool under tmp_path retried every 0.2 s,
+    an empty MODEL_STORE under tmp_path, ADMIN_TOKEN `ADMIN_TOKEN`.
     """
     stack = contextlib.ExitStack()
 
-    def make(**overrides) -> TestClient:
+    def make(model_loader=None, **overrides) -> TestClient:
         values = {"database_url": pg_url, "redis_url": None, "spool_dir": tmp_path / "spool",
-                  "spool_retry_s": 0.2, **overrides}
-        client = TestClient(create_app(Settings(**values)), raise_server_exceptions=False)
+                  "spool_retry_s": 0.2, "model_store": tmp_path / "model_store",
+                  "admin_token": ADMIN_TOKEN, **overrides}
+        app = create_app(Settings(**values), model_loader=model_loader)
+        client = TestClient(app, raise_server_exceptions=False)
         return stack.enter_context(client)
 
     with stack:

@@ -1,5 +1,5 @@
-"""The ``tasmopt`` command: serve the API, compile a file, run TASM in the simulator, run a
-verify worker.
+"""The ``tasmopt`` command: serve the API, compile a file, run TASM in the simulator, run an RQ
+worker or the scheduler, register checkpoints.
 
 Output on stdout is the command's product (TASM, a run report); diagnostics go to stderr.
 The service and the worker are imported only inside their commands, so the core library
@@ -30,7 +30,9 @@ Examples:
   tasmopt serve                                  # API on http://127.0.0.1:8000 (docs: /docs)
   tasmopt compile examples/lock_generation.json  # TASM + cost table
   tasmopt run prog.tasm --input 3,4              # simulate, print outputs and table heights
-  tasmopt worker                                 # verify worker for REDIS_URL
+  tasmopt worker                                 # RQ worker for REDIS_URL
+  tasmopt scheduler                              # RQ cron: the finetune check
+  tasmopt checkpoint register model_store/v3 --promote --reason "..."
 """)
 @click.option("-v", "--verbose", count=True, help="More logging on stderr (-v info, -vv debug).")
 def main(verbose: int) -> None:
@@ -248,34 +250,277 @@ def run(file: Path, public: list[int] | None, secret: list[int] | None,
         sys.exit(1)
 
 
+# -- train / eval (the neural candidate source) ------------------------------------------
+
+@main.group(epilog="""\b
+Examples:
+  tasmopt train pairs-real --out data/pairs/real-v1     # pairs from the real toolchain data
+  tasmopt train stage1 --data data/pairs/real-v1 --version s1-real-v1 --max-minutes 12
+""")
+def train() -> None:
+    """Build training pairs and train the model (design §4)."""
+
+
+@train.command("pairs-real", epilog="""\b
+Compiles every module of DATA_DIR (default: ../shared/data/trident-std) with the rules and
+search sources and writes one row per distinct block: its best verified TASM as target.
+Modules are split whole into train / validation / holdout (about 65 / 15 / 20 % of rows).
+""")
+@click.option("--data-dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              default=Path("../shared/data/trident-std"), show_default=True,
+              help="Directory of module files (*.json with \"tir\").")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Pairs directory to write (pairs.jsonl + manifest.json).")
+@click.option("--name", help="Dataset name for the manifest (default: the directory name).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Split and search seed.")
+@click.option("--budget", "search_budget_s", type=click.FloatRange(0), default=2.0,
+              show_default=True, help="Search seconds per module.")
+def train_pairs_real(data_dir: Path, out: Path, name: str | None, seed: int,
+                     search_budget_s: float) -> None:
+    """Write training pairs built from real toolchain modules."""
+    from tasmopt.train.real import build_real_pairs
+
+    manifest = build_real_pairs(data_dir, out, name=name or out.name, seed=seed,
+                                search_budget_s=search_budget_s)
+    click.echo(json.dumps({k: manifest[k] for k in ("name", "rows", "splits",
+                                                     "target_sources", "improved")}, indent=2))
+
+
+@train.command("stage1", epilog="""\b
+Examples:
+  tasmopt train stage1 --data data/pairs/real-v1 --version s1-real-v1
+  tasmopt train stage1 --data DIR --version v --epochs 100 --batch-size 64 --device cuda
+  tasmopt train stage1 --data DIR --version tiny --set d_model=64 --set dec_layers=2
+Writes OUT/VERSION/ (model.safetensors, config.json, metrics.json), OUT/metrics.jsonl and
+OUT/loss.png; the checkpoint is the epoch with the best validation loss.
+""")
+@click.option("--data", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Pairs directory.")
+@click.option("--version", required=True, help="Checkpoint version (directory name).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("model_store"),
+              show_default=True, help="Where the checkpoint directory goes.")
+@click.option("--epochs", type=click.IntRange(1), default=60, show_default=True)
+@click.option("--batch-size", type=click.IntRange(1), default=32, show_default=True)
+@click.option("--lr", type=float, default=3e-4, show_default=True)
+@click.option("--patience", type=click.IntRange(1), default=8, show_default=True,
+              help="Epochs without a better validation loss before stopping.")
+@click.option("--max-minutes", type=click.FloatRange(0), help="Wall-clock budget.")
+@click.option("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available).")
+@click.option("--threads", type=click.IntRange(1), help="CPU threads for torch.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Model config override, e.g. d_model=128 (repeatable).")
+def train_stage1_cmd(data: Path, version: str, out: Path, epochs: int, batch_size: int,
+                     lr: float, patience: int, max_minutes: float | None, device: str | None,
+                     threads: int | None, seed: int, overrides: tuple[str, ...]) -> None:
+    """Stage 1: supervised training (teacher forcing) on a pairs directory."""
+    from tasmopt.model.config import ModelConfig
+    from tasmopt.train.supervised import TrainConfig, train_stage1
+
+    model: dict[str, Any] = {}
+    defaults = ModelConfig().to_dict()
+    for item in overrides:
+        key, _, value = item.partition("=")
+        if key not in defaults:
+            raise click.BadParameter(f"unknown model setting {key!r}; known: {sorted(defaults)}")
+        model[key] = type(defaults[key])(value)
+    cfg = TrainConfig(data=data, out_dir=out, version=version, epochs=epochs,
+                      batch_size=batch_size, lr=lr, patience=patience, max_minutes=max_minutes,
+                      device=device, threads=threads, seed=seed, model=model)
+    res = train_stage1(cfg, progress=sys.stderr.isatty())
+    click.echo(json.dumps({"checkpoint": str(res.checkpoint), "best_val_loss": res.best_val_loss,
+                           "best_epoch": res.best_epoch, "epochs_run": res.epochs_run,
+                           "seconds_per_epoch": round(res.seconds_per_epoch, 2),
+                           "coverage": res.coverage}, indent=2))
+
+
+@main.command("eval", epilog="""\b
+Examples:
+  tasmopt eval --data data/pairs/real-v1 --checkpoint model_store/s1-real-v1
+  tasmopt eval --data DIR --checkpoint DIR --split validation --k 8 --out reports/v1
+Prints the Markdown table; --out also writes report.json, report.md, blocks.jsonl and
+report.png. Exit status 0 whether or not the Phase A gate passes (see report.json).
+""")
+@click.option("--data", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Pairs directory.")
+@click.option("--checkpoint", required=True,
+              type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--split", type=click.Choice(["train", "validation", "holdout"]),
+              default="holdout", show_default=True)
+@click.option("--k", type=click.IntRange(1), default=32, show_default=True, help="Beams per block.")
+@click.option("--witnesses", type=click.IntRange(16), default=16, show_default=True)
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--limit", type=click.IntRange(1), help="Evaluate only the first N rows.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Directory for the report files.")
+def eval_cmd(data: Path, checkpoint: Path, split: str, k: int, witnesses: int, device: str,
+             limit: int | None, out: Path | None) -> None:
+    """Evaluate a checkpoint: validity, gains over the compiler, latency, Phase A gate."""
+    from tasmopt.train.evaluate import evaluate, markdown, write_report
+
+    report, results = evaluate(checkpoint, data, split=split, k=k, witnesses=witnesses,
+                               device=device, limit=limit, progress=sys.stderr.isatty())
+    if out is not None:
+        write_report(report, results, out)
+    click.echo(markdown(report))
+
+
 # -- worker -----------------------------------------------------------------------------------
 
 @main.command(epilog="""\b
 Examples:
   tasmopt worker                                   # REDIS_URL, or redis://127.0.0.1:6379/0
   tasmopt worker --url redis://cache:6379/2 --burst
-Equivalent RQ command:
-  rq worker verify --url $REDIS_URL --serializer rq.serializers.JSONSerializer \\
-    --worker-class rq.SimpleWorker
+  tasmopt worker --queues verify --metrics-port 9101
+Queues, in priority order: verify (equivalence checks), compile (POST /compile/jobs),
+learn (the finetune job). Metrics: http://<host>:<metrics-port>/metrics.
+Equivalent RQ command (no metrics, no learning-loop database):
+  rq worker verify compile learn --url $REDIS_URL \\
+    --serializer rq.serializers.JSONSerializer --worker-class rq.SimpleWorker
 """)
 @click.option("--url", help="Redis URL (default: REDIS_URL, else redis://127.0.0.1:6379/0).")
-@click.option("--burst", is_flag=True, help="Exit when the queue is empty.")
+@click.option("--queues", default="verify,compile,learn", show_default=True,
+              help="Comma-separated queues to work on, highest priority first.")
+@click.option("--burst", is_flag=True, help="Exit when the queues are empty.")
 @click.option("--name", help="Worker name (default: host and pid).")
 @click.option("--fork", is_flag=True,
               help="Run each job in a forked child (isolation; ~40 ms more per job).")
-def worker(url: str | None, burst: bool, name: str | None, fork: bool) -> None:
-    """Run an RQ worker that checks candidate blocks from the `verify` queue."""
-    from rq import SimpleWorker, Worker
-
+@click.option("--metrics-port", type=click.IntRange(0, 65535),
+              help="Port of this worker's /metrics (default: WORKER_METRICS_PORT, 9100; "
+                   "0: none).")
+def worker(url: str | None, queues: str, burst: bool, name: str | None, fork: bool,
+           metrics_port: int | None) -> None:
+    """Run an RQ worker: equivalence checks, async compiles and the finetune job."""
     from service.core.config import Settings
-    from worker.queue import SERIALIZER, VERIFY_QUEUE, connect
+    from worker import context
+    from worker.metrics import MeteredSimpleWorker, MeteredWorker, start_metrics_server
+    from worker.queue import QUEUES, SERIALIZER, connect
 
-    url = url or Settings().redis_url or "redis://127.0.0.1:6379/0"
+    settings = Settings()
+    names = [q.strip() for q in queues.split(",") if q.strip()]
+    unknown = sorted(set(names) - set(QUEUES))
+    if unknown or not names:
+        raise click.BadParameter(f"unknown queue(s) {unknown}; known: {list(QUEUES)}",
+                                 param_hint="--queues")
+    url = url or settings.redis_url or "redis://127.0.0.1:6379/0"
+    context.configure(database_url=settings.database_url,
+                      connect_timeout_s=settings.db_connect_timeout_s)
+    port = settings.worker_metrics_port if metrics_port is None else metrics_port
+    if port:
+        try:
+            port = start_metrics_server(port)
+        except OSError as exc:  # a busy port must not take the worker pool down
+            logging.getLogger(__name__).error("worker metrics disabled: port %d: %s", port, exc)
+            port = 0
     conn = connect(url, socket_timeout_s=None)
-    cls = Worker if fork else SimpleWorker  # checks are pure computations: no fork needed
-    w = cls([VERIFY_QUEUE], connection=conn, serializer=SERIALIZER, name=name)
-    click.echo(f"worker {w.name} on {VERIFY_QUEUE!r} at {url}", err=True)
+    cls = MeteredWorker if fork else MeteredSimpleWorker  # checks are pure: no fork needed
+    w = cls(names, connection=conn, serializer=SERIALIZER, name=name)
+    click.echo(f"worker {w.name} on {names} at {url}"
+               + (f", metrics on :{port}" if port else ""), err=True)
     w.work(burst=burst, logging_level="WARNING")
+
+
+# -- scheduler --------------------------------------------------------------------------------
+
+@main.command(epilog="""\b
+Examples:
+  tasmopt scheduler                    # FINETUNE_CRON (default every 15 minutes)
+  tasmopt scheduler --interval 60      # every minute instead (demos, tests)
+Run exactly one scheduler per Redis; the jobs run on `tasmopt worker` (queue learn).
+""")
+@click.option("--url", help="Redis URL (default: REDIS_URL, else redis://127.0.0.1:6379/0).")
+@click.option("--cron", "cron_expr", help="Cron expression (default: FINETUNE_CRON).")
+@click.option("--interval", type=click.IntRange(1), help="Period in seconds instead of cron.")
+def scheduler(url: str | None, cron_expr: str | None, interval: int | None) -> None:
+    """Run the RQ cron scheduler that enqueues the finetune check (design §4 Stage 3)."""
+    from service.core.config import Settings
+    from worker.cron import build_scheduler
+    from worker.queue import connect
+
+    settings = Settings()
+    url = url or settings.redis_url or "redis://127.0.0.1:6379/0"
+    cron_expr = cron_expr or settings.finetune_cron
+    sched = build_scheduler(connect(url, socket_timeout_s=None),
+                            cron=None if interval else cron_expr, interval_s=interval,
+                            min_results=settings.finetune_min_results,
+                            max_age_h=settings.finetune_max_age_h)
+    click.echo(f"scheduler {sched.name} at {url}: finetune check "
+               + (f"every {interval} s" if interval else f"on cron {cron_expr!r}"), err=True)
+    sched.start()
+
+
+# -- checkpoint -------------------------------------------------------------------------------
+
+@main.group(epilog="""\b
+Examples:
+  tasmopt checkpoint register model_store/v3 --reason "stage 2 run 14"
+  tasmopt checkpoint register model_store/v3 --promote --reason "beats v2 on holdout"
+  tasmopt checkpoint list
+The registry is the DATABASE_URL database (migrated); actions are audited as cli:<user>.
+Promote and roll back through the admin API too (POST /admin/checkpoints/{version}/promote).
+""")
+def checkpoint() -> None:
+    """Register and list model checkpoints (the production pointer lives in the database)."""
+
+
+def _session_factory() -> Any:
+    from service.core.config import Settings
+    from service.core.db import engine_from_settings
+    from tasmopt.store import make_sessionmaker
+
+    settings = Settings()
+    return make_sessionmaker(engine_from_settings(settings)), settings
+
+
+@checkpoint.command("register")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--reason", required=True, help="Why (kept in the audit log).")
+@click.option("--promote", is_flag=True, help="Make it production right away.")
+def checkpoint_register(directory: Path, reason: str, promote: bool) -> None:
+    """Register DIRECTORY (config.json, model.safetensors, metrics.json) as a candidate."""
+    import getpass
+
+    from tasmopt.store import (
+        StoreError,
+        describe_checkpoint,
+        promote_checkpoint,
+        record_admin_action,
+        register_checkpoint,
+    )
+
+    factory, settings = _session_factory()
+    actor = f"cli:{getpass.getuser()}"
+    try:
+        info = describe_checkpoint(directory, store=settings.model_store)
+        with factory() as session, session.begin():
+            row, created = register_checkpoint(session, info=info)
+            if created:
+                record_admin_action(session, actor=actor, action="register", target=row.version,
+                                    reason=reason, detail={"path": row.path, "sha256": row.sha256})
+            if promote and row.status != "production":
+                _, previous = promote_checkpoint(session, version=row.version)
+                record_admin_action(session, actor=actor, action="promote", target=row.version,
+                                    reason=reason,
+                                    detail={"previous": previous.version if previous else None})
+            status, version = row.status, row.version
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{version}: {status} ({info.path}, sha256 {info.sha256[:12]}…)"
+               + ("" if created else " (already registered)"))
+
+
+@checkpoint.command("list")
+def checkpoint_list() -> None:
+    """Print the registered checkpoints, newest first."""
+    from tasmopt.store import list_checkpoints
+
+    factory, _settings = _session_factory()
+    with factory() as session:
+        rows = list_checkpoints(session)
+        for c in rows:
+            click.echo(f"{c.version}\t{c.status}\t{c.stage}\t{c.sha256[:12]}\t{c.path}")
+    if not rows:
+        click.echo("no checkpoints registered", err=True)
 
 
 if __name__ == "__main__":

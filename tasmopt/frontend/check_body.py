@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from tasmopt.frontend import ast as A
 from tasmopt.frontend.intrinsics import INTRINSICS
+from tasmopt.frontend.source import Pos
 from tasmopt.frontend.symbols import CallTarget, ConstRef, FnSig, Var, VarRef, call_label
 from tasmopt.frontend.types import (
     BOOL,
@@ -25,7 +26,6 @@ from tasmopt.frontend.types import (
     UNIT,
     XFIELD,
     ArrayTy,
-    Prim,
     StructTy,
     TupleTy,
     Ty,
@@ -89,9 +89,9 @@ class BodyChecker:
         self.diags = mc.diags
         self.sig = sig
         self.scopes: list[dict[str, Var]] = []
-        self.local_calls: list[tuple[str, A.Pos]] = []
+        self.local_calls: list[tuple[str, Pos]] = []
 
-    def error(self, message: str, pos: A.Pos, help: str | None = None) -> Ty:
+    def error(self, message: str, pos: Pos, help: str | None = None) -> Ty:
         self.diags.error(message, pos, help)
         return ERROR
 
@@ -306,7 +306,7 @@ class BodyChecker:
         s.loop_var = var if var is not None and var.used else None
 
     def field_values(self, kind: str, name: str, declared: list[tuple[str, Ty]],
-                     given: list[tuple[str, A.Expr, A.Pos]], pos: A.Pos) -> list[A.Expr] | None:
+                     given: list[tuple[str, A.Expr, Pos]], pos: Pos) -> list[A.Expr] | None:
         """Check ``{f: e, ...}`` against declared fields; values in declaration order."""
         names = {f for f, _ in declared}
         by_name: dict[str, A.Expr] = {}
@@ -584,12 +584,11 @@ class BodyChecker:
         if values is None:
             return ERROR
         written = [v for _, v, _ in e.fields]
-        if written != values and any(_has_call(v) for v in written):
+        reordered = any(a is not b for a, b in zip(written, values, strict=True))
+        if reordered and any(_has_call(v) for v in written):
             self.error(f"fields of struct literal '{t.name}' with calls must be written in "
                        "declaration order", e.pos,
                        "order: " + ", ".join(f for f, _ in t.fields))
         e.ordered = values
         return t
 
-
-_ = Prim  # for isinstance checks by callers

@@ -20,6 +20,7 @@ the baseline's low-water mark. Candidates still go through the verifier.
 from __future__ import annotations
 
 import heapq
+import random
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from tasmopt.tasm.program import Instr
 __all__ = ["exact", "beam", "arrange", "Budget"]
 
 _MAX_INDEX = 15
+_SHUFFLE_NAMES = frozenset({"dup", "swap", "pick", "place", "pop", "push"})
 
 
 class Budget:
@@ -103,9 +105,12 @@ def _produced(p: _Problem, done: frozenset[int]) -> set[int]:
 
 # -- exact breadth-first search --------------------------------------------------------------
 
-def exact(df: Dataflow, *, max_length: int, budget: Budget) -> list[Instr] | None:
+def exact(df: Dataflow, *, max_length: int, budget: Budget,
+          shuffles: frozenset[str] = frozenset({"dup", "swap", "pick", "place", "pop", "push"})
+          ) -> list[Instr] | None:
     """The shortest schedule of at most ``max_length`` instructions, or None if there is none
-    or the budget ran out first."""
+    or the budget ran out first. ``shuffles`` limits the data-movement instructions used
+    (e.g. without ``pick``/``place``, which TIR cannot express)."""
     p = _problem(df)
     start = (p.entry, frozenset())
     goal_done = frozenset(n.id for n in p.nodes)
@@ -122,6 +127,8 @@ def exact(df: Dataflow, *, max_length: int, budget: Budget) -> list[Instr] | Non
         if not budget.spend():
             return None
         for ins, nxt in _moves(p, stack, done):
+            if ins.name in _SHUFFLE_NAMES and ins.name not in shuffles:
+                continue
             if nxt not in prev:
                 prev[nxt] = (state, ins)
                 depth[nxt] = depth[state] + 1
@@ -243,11 +250,14 @@ def _drop_dead_top(stack: list[int], need: Counter, low: int, code: list[Instr])
         k -= m
 
 
-def beam(df: Dataflow, *, width: int, budget: Budget, finals: int = 4) -> list[Instr] | None:
+def beam(df: Dataflow, *, width: int, budget: Budget, finals: int = 4,
+         rng: random.Random | None = None) -> list[Instr] | None:
     """Best schedule found by a beam of ``width`` over operation orders (see module doc).
 
     Every child state generated costs one unit of ``budget``; the final arrangement of the
-    ``finals`` most promising complete states shares what is left (at most 2000 units)."""
+    ``finals`` most promising complete states shares what is left (at most 2000 units).
+    With ``rng``, ties between equally short partial schedules are broken at random instead
+    of by text (used to sample alternative schedules of the same cost)."""
     p = _problem(df)
     layer: list[tuple[int, tuple, tuple[int, ...], frozenset[int], tuple[Instr, ...]]] = [
         (0, (), p.entry, frozenset(), ())]
@@ -276,7 +286,8 @@ def beam(df: Dataflow, *, width: int, budget: Budget, finals: int = 4) -> list[I
                     if key in seen and seen[key] <= len(c):
                         continue
                     seen[key] = len(c)
-                    nxt.append((len(c), tuple(str(i) for i in c), tuple(s), done2, tuple(c)))
+                    tie = (rng.random(),) if rng is not None else tuple(str(i) for i in c)
+                    nxt.append((len(c), tie, tuple(s), done2, tuple(c)))
         if not nxt:
             return None
         layer = heapq.nsmallest(width, nxt, key=lambda e: (e[0], len(e[2]), e[1]))

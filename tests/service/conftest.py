@@ -184,7 +184,8 @@ def rq_worker(redis_url, redis_conn) -> Iterator[subprocess.Popen]:
     """A real ``tasmopt worker`` process on the session's Redis db, up when yielded."""
     from rq import Worker
 
-    proc = subprocess.Popen([sys.executable, "-m", "tasmopt.cli", "worker", "--url", redis_url],
+    proc = subprocess.Popen([sys.executable, "-m", "tasmopt.cli", "worker", "--url", redis_url,
+                             "--metrics-port", "0"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     while not Worker.all(connection=redis_conn):

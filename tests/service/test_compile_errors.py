@@ -28,7 +28,8 @@ def nest(depth: int) -> list:
 @pytest.fixture(scope="module")
 def client(pg_url, tmp_path_factory):
     settings = Settings(database_url=pg_url, spool_dir=tmp_path_factory.mktemp("spool"),
-                        max_body_bytes=64 * 1024, max_tir_ops=1000, max_tir_depth=16)
+                        admin_token="test-admin-token-0123456789", max_body_bytes=64 * 1024,
+                        max_tir_ops=1000, max_tir_depth=16)
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         yield c
 

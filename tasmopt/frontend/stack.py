@@ -1,0 +1,279 @@
+"""The builder's compile-time stack model: named and anonymous entries, LRU spilling to RAM
+past 16 live elements, reloads, and reconciling a branch or loop body back to the layout
+it started from (spec/trident-language.md §7.2, CF fix B18).
+
+CF spill: the spilled variable's elements are stored top element first, each brought to
+the top by ``Swap(1), Swap(2), ..., Swap(e)`` (which keeps the order of everything else),
+then ``Push(addr + i), WriteMem(1), Pop(1)`` (pointer on st0, as the ISA wants); element
+i (deepest = 0) lives at ``addr + i``. Reload is upstream's ``Push(addr + i), ReadMem(1),
+Pop(1)`` for i = 0.. w-1. A variable keeps its RAM home once it has one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from tasmopt.frontend.symbols import Var
+from tasmopt.tir.ops import Op
+
+__all__ = ["CAPACITY", "Allocator", "Entry", "Snapshot", "StackModel", "OutOfReach",
+           "pop_chunks"]
+
+#: Op-stack elements reachable by dup/swap (spec/tir.md §0).
+CAPACITY = 16
+#: Spill base (spec/tir.md §0) and the runtime-index scratch base (spec §7.1).
+SPILL_BASE = 2**30
+INDEX_BASE = 2**29
+
+
+class OutOfReach(Exception):
+    """An element the code needs is deeper than 15 (the builder reports it with a position)."""
+
+
+@dataclass
+class Allocator:
+    """RAM addresses for spills/scratch and for runtime-indexed arrays. One per project
+    (CF: upstream's per-module allocators let one module's spills overwrite another's)."""
+
+    spill_next: int = SPILL_BASE
+    index_next: int = INDEX_BASE
+
+    def spill(self, n: int) -> int:
+        addr = self.spill_next
+        self.spill_next += n
+        return addr
+
+    def index(self, n: int) -> int:
+        addr = self.index_next
+        self.index_next += n
+        return addr
+
+
+@dataclass(eq=False)
+class Entry:
+    """A model entry: a variable (or None for an anonymous temp), its width, LRU tick."""
+
+    var: Var | None
+    width: int
+    tick: int = 0
+
+
+@dataclass
+class Snapshot:
+    entries: list[tuple[Var | None, int, int]]
+    spilled: dict[Var, int]
+    ram_valid: set[Var] = field(default_factory=set)
+
+    @property
+    def on_stack(self) -> list[Var | None]:
+        return [v for v, _, _ in self.entries]
+
+
+def pop_chunks(n: int) -> list[Op]:
+    """``Pop`` ops of at most 5 totalling n."""
+    out = []
+    while n > 0:
+        out.append(Op("Pop", min(5, n)))
+        n -= min(5, n)
+    return out
+
+
+class StackModel:
+    """Entries bottom to top; ops go to ``emit``."""
+
+    def __init__(self, emit: Callable[[Op], None], alloc: Allocator) -> None:
+        self.emit = emit
+        self.alloc = alloc
+        self.entries: list[Entry] = []
+        self.spilled: dict[Var, int] = {}
+        self.home: dict[Var, int] = {}
+        self.ram_valid: set[Var] = set()
+        self.tick = 0
+
+    # -- queries ----------------------------------------------------------------------------
+
+    @property
+    def total(self) -> int:
+        return sum(e.width for e in self.entries)
+
+    def index_of(self, var: Var) -> int | None:
+        for i in range(len(self.entries) - 1, -1, -1):
+            if self.entries[i].var is var:
+                return i
+        return None
+
+    def depth(self, var: Var) -> int:
+        """Elements above the variable's top element."""
+        i = self.index_of(var)
+        assert i is not None, var
+        return sum(e.width for e in self.entries[i + 1:])
+
+    # -- pushes and pops --------------------------------------------------------------------
+
+    def stamp(self) -> int:
+        self.tick += 1
+        return self.tick
+
+    def push(self, var: Var | None, width: int) -> None:
+        """Model a value the code just pushed (nothing for width 0)."""
+        if width > 0:
+            self.entries.append(Entry(var, width, self.stamp()))
+
+    def pop_entries(self, n: int) -> int:
+        """Forget the top n entries (their ops are emitted by the caller); their width."""
+        w = 0
+        for _ in range(n):
+            w += self.entries.pop().width
+        return w
+
+    def merge_top(self, n: int) -> None:
+        """The top n entries become one anonymous temp (tuple, array, struct literal)."""
+        if n > 1:
+            w = self.pop_entries(n)
+            self.push(None, w)
+
+    def name_top(self, var: Var | None) -> None:
+        self.entries[-1].var = var
+        self.entries[-1].tick = self.stamp()
+
+    # -- spilling ---------------------------------------------------------------------------
+
+    def ensure_space(self, w: int, protect: Iterable[Var] = ()) -> None:
+        """Spill least recently used variables until ``w`` more elements fit in 16."""
+        keep = set(protect)
+        while self.total + w > CAPACITY:
+            victim = self.victim(keep)
+            if victim is None:
+                return
+            self.spill(victim)
+
+    def victim(self, keep: set[Var]) -> Entry | None:
+        best: Entry | None = None
+        above = 0
+        for e in reversed(self.entries):
+            if (e.var is not None and e.var not in keep and above + e.width - 1 < CAPACITY
+                    and (best is None or e.tick < best.tick)):
+                best = e
+            above += e.width
+        return best
+
+    def spill(self, entry: Entry) -> None:
+        """Store a variable to its RAM home and drop it from the stack (order-preserving)."""
+        var = entry.var
+        assert var is not None
+        i = self.entries.index(entry)
+        above = sum(e.width for e in self.entries[i + 1:])
+        addr = self.home.get(var)
+        if addr is None:
+            addr = self.home[var] = self.alloc.spill(entry.width)
+        for k in range(entry.width - 1, -1, -1):
+            self.emit_swap_chain(above)
+            self.emit(Op("Push", addr + k))
+            self.emit(Op("WriteMem", 1))
+            self.emit(Op("Pop", 1))
+        del self.entries[i]
+        self.spilled[var] = addr
+        self.ram_valid.add(var)
+
+    def emit_swap_chain(self, e: int) -> None:
+        """Bring st_e to the top, shifting st0..st_{e-1} down by one."""
+        if e >= CAPACITY:
+            raise OutOfReach(e)
+        for k in range(1, e + 1):
+            self.emit(Op("Swap", k))
+
+    def reload(self, var: Var, make_room: bool = True) -> None:
+        """Bring a spilled variable back on top of the stack."""
+        addr = self.spilled.pop(var)
+        w = var.width
+        if make_room:
+            self.ensure_space(w, (var,))
+        for k in range(w):
+            self.emit(Op("Push", addr + k))
+            self.emit(Op("ReadMem", 1))
+            self.emit(Op("Pop", 1))
+        self.push(var, w)
+        self.ram_valid.add(var)
+
+    def store_top_to(self, var: Var, first: int, w: int) -> None:
+        """Pop the top w elements into elements first..first+w-1 of a spilled variable."""
+        addr = self.spilled[var]
+        for k in range(first + w - 1, first - 1, -1):
+            self.emit(Op("Push", addr + k))
+            self.emit(Op("WriteMem", 1))
+            self.emit(Op("Pop", 1))
+
+    def spill_all(self) -> None:
+        """Spill every variable (before an ``asm`` block, as upstream does)."""
+        while True:
+            named = [e for e in self.entries if e.var is not None]
+            if not named:
+                return
+            self.spill(named[-1])
+
+    # -- regions ----------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot([(e.var, e.width, e.tick) for e in self.entries], dict(self.spilled),
+                        set(self.ram_valid))
+
+    def restore(self, snap: Snapshot, ram_valid: set[Var] | None = None) -> None:
+        self.entries = [Entry(v, w, t) for v, w, t in snap.entries]
+        self.spilled = dict(snap.spilled)
+        self.ram_valid = set(snap.ram_valid if ram_valid is None else ram_valid)
+
+    def fast_extra(self, target: Snapshot, below: list[Entry]) -> int | None:
+        """Width of entries to pop if ``target`` is a prefix of ``below`` and every entry
+        above it can simply be dropped; None otherwise."""
+        want = target.entries
+        if len(below) < len(want):
+            return None
+        for e, (v, w, _) in zip(below, want, strict=False):
+            if e.var is not v or e.width != w:
+                return None
+        extra = 0
+        on_target = {v for v, _, _ in want if v is not None}
+        for e in below[len(want):]:
+            v = e.var
+            if v is not None and (v in on_target
+                                  or (v in target.spilled and v not in self.ram_valid)):
+                return None
+            extra += e.width
+        for v in target.spilled:
+            if v not in self.spilled and not any(e.var is v for e in below[len(want):]):
+                return None
+        return extra
+
+    def rebuild(self, target: Snapshot) -> None:
+        """General reconcile (no value on top): store/drop everything above the common
+        prefix, then reload the target's entries in order."""
+        want = target.entries
+        k = 0
+        while (k < len(want) and k < len(self.entries) and self.entries[k].var is want[k][0]
+               and want[k][0] is not None and self.entries[k].width == want[k][1]):
+            k += 1
+        on_target = {v for v, _, _ in want[k:] if v is not None}
+        pending = 0
+        while len(self.entries) > k:
+            e = self.entries[-1]
+            v = e.var
+            keep = v is not None and (v in on_target or (v in target.spilled
+                                                         and v not in self.ram_valid))
+            if keep:
+                for op in pop_chunks(pending):
+                    self.emit(op)
+                pending = 0
+                self.spill(e)
+            else:
+                pending += e.width
+                self.entries.pop()
+        for op in pop_chunks(pending):
+            self.emit(op)
+        for v, w, _ in want[k:]:
+            if v is None or v not in self.spilled:
+                raise OutOfReach(f"cannot rebuild the stack layout ({v})")
+            self.reload(v, make_room=False)
+        for v in target.spilled:
+            if v not in self.spilled:  # on the stack here but spilled in the target
+                raise OutOfReach(f"cannot rebuild the stack layout ({v})")

@@ -385,6 +385,7 @@ def _finish_function(f: _Fn, ours: ModuleText, options: CompileOptions) -> None:
             m = check_function(f.reference, None, witnesses=options.witnesses,
                                seed=options.seed + 2)
             rep.cycles = rep.baseline_cycles = m.baseline_cycles
+            rep.halted = m.halted
             rep.heights = rep.baseline_heights = m.baseline_heights
             rep.padded_height = rep.baseline_padded_height = padded_height(m.baseline_heights)
         return
@@ -424,6 +425,7 @@ def _finish_function(f: _Fn, ours: ModuleText, options: CompileOptions) -> None:
         rep.reason = rep.reason or ("no verified improvement" if measured.equivalent
                                     else measured.reason)
     rep.cycles, rep.baseline_cycles = measured.cycles, measured.baseline_cycles
+    rep.halted = measured.halted
     rep.heights, rep.baseline_heights = measured.heights, measured.baseline_heights
     rep.padded_height = padded_height(measured.heights)
     rep.baseline_padded_height = padded_height(measured.baseline_heights)

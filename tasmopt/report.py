@@ -92,7 +92,11 @@ class FunctionReport:
             returned unchanged, else the source of the best block (``rules``/``search``/
             ``model``; mixed functions report the source that saved most cycles).
         cycles, baseline_cycles: clock cycles of a call of the function, max over the
-            verifier's witnesses (excluding the harness ``call``/``halt``).
+            verifier's witnesses on which the baseline halted (on failing runs, up to the
+            failure, if it never halted: see ``halted``), excluding the harness
+            ``call``/``halt``.
+        halted: of the witnesses measured, how many ran the baseline to a successful
+            ``return`` (0 when, e.g., a random witness never satisfies an ``assert``).
         heights, baseline_heights: AET table heights of the same runs (max over witnesses).
         padded_height, baseline_padded_height: next power of two of the tallest table.
         fallback: True if the function was returned as the baseline (no verified gain, or a
@@ -113,6 +117,7 @@ class FunctionReport:
     baseline_heights: dict[str, int] = field(default_factory=dict)
     padded_height: int = 0
     baseline_padded_height: int = 0
+    halted: int = 0
     fallback: bool = True
     reason: str | None = None
     mismatch: BaselineMismatch | None = None

@@ -268,6 +268,8 @@ class StackModel:
             else:
                 pending += e.width
                 self.entries.pop()
+                if v is not None and v in target.spilled:  # its RAM copy is current
+                    self.spilled[v] = target.spilled[v]
         for op in pop_chunks(pending):
             self.emit(op)
         for v, w, _ in want[k:]:

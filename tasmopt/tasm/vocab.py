@@ -42,9 +42,10 @@ PAD, BOS, EOS = 0, 1, 2
 MAX_POINTERS = 32
 #: Small ``push`` constants (signed view of the field element): what the lowering and the
 #: rewrite rules emit most (``push -1`` for Sub/Neg, ``push 0`` for Seal padding, small
-#: counters) plus every power of two up to 2^63 (split/shift constants, the 2^30 spill base).
+#: counters), every power of two up to 2^63 (split/shift constants, the 2^30 spill base) and
+#: the inverses of 2..16 (division by a small constant, as the block search writes it).
 PUSH_CONSTANTS: tuple[int, ...] = tuple(range(-8, 33)) + tuple(
-    1 << k for k in range(6, 64) if (1 << k) < P)
+    1 << k for k in range(6, 64) if (1 << k) < P) + tuple(pow(c, P - 2, P) for c in range(2, 17))
 #: Small ``addi`` constants (``addi 0`` is a no-op and left out).
 ADDI_CONSTANTS: tuple[int, ...] = tuple(k for k in range(-8, 17) if k != 0)
 #: Pointer kinds: (mnemonic, negated). ``push -<imm>`` is ``push (p - imm)``.
@@ -108,8 +109,8 @@ class Vocab:
                 add(ins.name)
             elif ins.arg_kind == "field_element":
                 consts = PUSH_CONSTANTS if ins.name == "push" else ADDI_CONSTANTS
-                for c in consts:
-                    add(ins.name, c % P)
+                for c in dict.fromkeys(c % P for c in consts):
+                    add(ins.name, c)
             else:
                 rng = ins.arg_range()
                 assert rng is not None, ins.name

@@ -120,7 +120,7 @@ def evaluate_loss(model: TasmModel, ds: PairDataset, batch_size: int,
         batch, tokens = batch.to(device), tokens.to(device)
         logits, loss = model(batch, tokens)
         n = int((tokens != PAD).sum())
-        loss_sum += float(loss) * n
+        loss_sum += loss.item() * n
         correct += int(((logits.argmax(-1) == tokens) & (tokens != PAD)).sum())
         total += n
     model.train(was)
@@ -207,9 +207,9 @@ def train_stage1(cfg: TrainConfig, *, progress: bool = True) -> TrainResult:
             opt.step()
             step += 1
             n = int((tokens != PAD).sum())
-            loss_sum += float(loss) * n
+            loss_sum += loss.item() * n
             n_tok += n
-            bar.set_postfix(loss=f"{float(loss):.3f}")
+            bar.set_postfix(loss=f"{loss.item():.3f}")
         train_loss = loss_sum / max(1, n_tok)
         val_loss, val_acc = evaluate_loss(model, val, cfg.batch_size, device) if len(val) \
             else (train_loss, float("nan"))

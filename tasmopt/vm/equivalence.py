@@ -314,6 +314,8 @@ class FunctionVerdict:
         reason: the first difference, or why the check was inconclusive.
         witness: index of the distinguishing witness (-1 if none).
         conclusive: witnesses on which the baseline finished within its step limit.
+        halted: conclusive witnesses on which the baseline halted without failing (cycles
+            and heights are measured on those; on failing runs only if there are none).
         cycles, baseline_cycles: max clock cycles over conclusive witnesses on which the
             baseline succeeded (all conclusive ones if it never succeeded), minus the
             harness's ``call`` and ``halt``.
@@ -324,6 +326,7 @@ class FunctionVerdict:
     reason: str | None = None
     witness: int = -1
     conclusive: int = 0
+    halted: int = 0
     cycles: int = 0
     baseline_cycles: int = 0
     heights: dict[str, int] = field(default_factory=dict)
@@ -381,6 +384,7 @@ def check_function(baseline: Program, candidate: Program | None, *, depth: int =
             verdict.witness = i
             return verdict
         if rb.error is None:
+            verdict.halted += 1
             if not any_ok:
                 any_ok, hb, hc, ok_cycles_b, ok_cycles_c = True, {}, {}, 0, 0
             ok_cycles_b = max(ok_cycles_b, rb.cycles)

@@ -325,18 +325,6 @@ def ref_u128(ah, al, bh, bl):
     m = A * 4000000000
     return (limbs(A) + limbs((A + B) & M) + [(A + B) >> 128] + limbs((A - B) & M)
             + [bit(A < B), bit(A < B), bit(A == B)] + limbs(m & M) + [m >> 128]
-            + limbs(al * bh) + [ah >> 32])[:-0 or None] if False else _u128(A, B, al, bh, ah)
-
-
-def _u128(A, B, al, bh, ah):
-    M = 2**128 - 1
-
-    def limbs(v):
-        return [(v >> (32 * i)) & MASK32 for i in range(4)]
-
-    m = A * 4000000000
-    return (limbs(A) + limbs((A + B) & M) + [(A + B) >> 128] + limbs((A - B) & M)
-            + [bit(A < B), bit(A < B), bit(A == B)] + limbs(m & M) + [m >> 128]
             + limbs(al * bh) + [ah >> 32])
 
 

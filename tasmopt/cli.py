@@ -29,6 +29,8 @@ _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 Examples:
   tasmopt serve                                  # API on http://127.0.0.1:8000 (docs: /docs)
   tasmopt compile examples/lock_generation.json  # TASM + cost table
+  tasmopt compile prog.tri -I lib                # Trident source: frontend, then optimizer
+  tasmopt tir prog.tri -I lib                    # Trident source to TIR JSON
   tasmopt run prog.tasm --input 3,4              # simulate, print outputs and table heights
   tasmopt worker                                 # RQ worker for REDIS_URL
   tasmopt scheduler                              # RQ cron: the finetune check
@@ -124,6 +126,8 @@ def cost_table(result: CompileResult) -> list[str]:
 
 
 @main.command("compile", epilog="""\b
+FILE.tri is Trident source: the frontend compiles it and its imports (-I adds library
+roots) and the linked TIR is optimized with our own lowering as the baseline.
 FILE.json is one of:
   a request     {"tir": [...], "baseline_tasm": "...", "options": {"seed": 1}}
   a TIR array   [{"FnStart": "f"}, {"Push": 1}, "Return", "FnEnd"]
@@ -139,6 +143,10 @@ Stdout is TASM followed by the cost table as // comments (still valid TASM); -o 
 the TASM to a file and prints only the table. Exit status 1 on invalid input.
 """)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-I", "--include", "include", multiple=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="FILE.tri only: a library root (holding std/, vm/, os/ or modules); "
+                   "repeatable.")
 @click.option("--baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="The compiler's TASM for the same TIR (what to beat and fall back to).")
 @click.option("--ours", is_flag=True, help="Ignore any baseline in FILE; use our own lowering.")
@@ -149,13 +157,17 @@ the TASM to a file and prints only the table. Exit status 1 on invalid input.
 @click.option("--seed", type=int, help="Witness seed (results are deterministic for a seed).")
 @click.option("--witnesses", type=click.IntRange(16, 1024), help="Differential witnesses.")
 @click.option("--budget", "search_budget_s", type=click.FloatRange(0), help="Search seconds.")
-def compile_cmd(file: Path, baseline: Path | None, ours: bool, as_json: bool,
-                output: Path | None, isa: str | None, seed: int | None,
+def compile_cmd(file: Path, include: tuple[Path, ...], baseline: Path | None, ours: bool,
+                as_json: bool, output: Path | None, isa: str | None, seed: int | None,
                 witnesses: int | None, search_budget_s: float | None) -> None:
-    """Optimize FILE.json and print the cheapest verified TASM with a cost table."""
+    """Optimize FILE.json (TIR) or FILE.tri (Trident source, through the frontend) and print
+    the cheapest verified TASM with a cost table."""
     from tasmopt.optimizer import compile as compile_tir
 
-    tir, base, given = _load_request(file, baseline, ours)
+    if file.suffix == ".tri":
+        tir, base, given = _frontend_tir(file, include, linked=True), None, {}
+    else:
+        tir, base, given = _load_request(file, baseline, ours)
     opts = _options(given, isa=isa, seed=seed, witnesses=witnesses,
                     search_budget_s=search_budget_s)
     try:
@@ -179,6 +191,44 @@ def compile_cmd(file: Path, baseline: Path | None, ours: bool, as_json: bool,
     else:
         click.echo(result.tasm.rstrip("\n"))
         click.echo(table)
+
+
+# -- tir --------------------------------------------------------------------------------------
+
+def _frontend_tir(file: Path, include: tuple[Path, ...], linked: bool = False) -> list[Any]:
+    """Wire TIR of a Trident project; frontend errors print their diagnostics and exit 1."""
+    from tasmopt.errors import FrontendError
+    from tasmopt.frontend import compile_modules, link
+    from tasmopt.tir.codec import encode
+
+    try:
+        modules = compile_modules(file, include)
+    except FrontendError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(1)
+    ops = link(modules) if linked else tuple(op for m in modules for op in m.ops)
+    return encode(ops)
+
+
+@main.command(epilog="""\b
+Examples:
+  tasmopt tir prog.tri                       # TIR JSON of prog.tri and its imports
+  tasmopt tir prog.tri -I lib -I ../trident  # library roots for std./vm./os. modules
+  tasmopt tir prog.tri --linked --indent 2   # labels made unique per module (runnable)
+
+The TIR is what the Trident toolchain would send (dependencies first, module-local labels,
+cross-module calls as @module__fn), built by our frontend: correct where the upstream builder
+is not. Errors print as file:line:col diagnostics (exit 1).
+""")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-I", "--include", "include", multiple=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="A library root (holding std/, vm/, os/ or modules); repeatable.")
+@click.option("--linked", is_flag=True, help="Prefix labels per module (one runnable list).")
+@click.option("--indent", type=int, help="Pretty-print the JSON with this indent.")
+def tir(file: Path, include: tuple[Path, ...], linked: bool, indent: int | None) -> None:
+    """Compile Trident source FILE.tri to TIR and print it as JSON."""
+    click.echo(json.dumps(_frontend_tir(file, include, linked=linked), indent=indent))
 
 
 # -- run --------------------------------------------------------------------------------------

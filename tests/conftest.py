@@ -9,9 +9,15 @@ TASMOPT_TEST_POSTGRES (an admin URL) and TASMOPT_TEST_REDIS (a server URL withou
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import secrets
+import shutil
+import socket
+import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -160,3 +166,150 @@ def example_request() -> dict:
     import json
 
     return json.loads((EXAMPLES / "lock_generation.json").read_text())
+
+
+# -- checkpoints (registry, admin API, model watcher) ------------------------------------------
+
+@pytest.fixture()
+def make_checkpoint(tmp_path):
+    """``make(version, *, store=None, metrics=None, weights=None) -> Path``: a checkpoint
+    directory ``<store>/<version>/`` with config.json, metrics.json and model.safetensors
+    (`weights` bytes, random by default: registrable, not loadable by the real model)."""
+
+    def make(version: str, *, store: Path | None = None, metrics: dict | None = None,
+             weights: bytes | None = None, stage: str = "supervised",
+             parent: str | None = None) -> Path:
+        import json
+
+        directory = (store or tmp_path / "model_store") / version
+        directory.mkdir(parents=True, exist_ok=True)
+        config = {"version": version, "model": {"d": 8}, "stage": stage}
+        if parent:
+            config["parent"] = parent
+        (directory / "config.json").write_text(json.dumps(config))
+        (directory / "metrics.json").write_text(json.dumps(metrics or {"holdout_validity": 0.5}))
+        (directory / "model.safetensors").write_bytes(weights if weights is not None
+                                                      else secrets.token_bytes(256))
+        return directory
+
+    return make
+
+
+# -- faults: a TCP proxy that can make PostgreSQL unreachable, a redis-server we can stop ------
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:<port> to a target; `stop` closes the port and every connection
+    (clients then get "connection refused"), `start` opens it again on the same port; with
+    `blackhole` set, new connections are accepted and then left unanswered."""
+
+    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
+        self.target = (target_host, target_port)
+        self.port = free_port()
+        self.blackhole = False  # accept connections but never answer (a dead host)
+        self._listener: socket.socket | None = None
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        srv = socket.socket()
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("127.0.0.1", self.port))
+        srv.listen(64)
+        self._listener = srv
+        threading.Thread(target=self._accept, args=(srv,), daemon=True).start()
+
+    def stop(self) -> None:
+        if self._listener is not None:
+            with contextlib.suppress(OSError):  # wakes the thread blocked in accept()
+                self._listener.shutdown(socket.SHUT_RDWR)
+            self._listener.close()
+            self._listener = None
+        with self._lock:
+            for c in self._conns:
+                with contextlib.suppress(OSError):
+                    c.shutdown(socket.SHUT_RDWR)
+                c.close()
+            self._conns.clear()
+
+    def _accept(self, srv: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = srv.accept()
+            except OSError:
+                return
+            if self.blackhole:
+                with self._lock:
+                    self._conns.add(client)
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=3)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns.update((client, upstream))
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
+
+
+@pytest.fixture()
+def pg_proxy(pg_url) -> Iterator[tuple[TcpProxy, str]]:
+    """(proxy, database URL through the proxy) to the session's database."""
+    from sqlalchemy.engine import make_url
+
+    u = make_url(pg_url)
+    proxy = TcpProxy(u.port or 5432, u.host or "127.0.0.1")
+    proxy.start()
+    try:
+        yield proxy, u.set(host="127.0.0.1", port=proxy.port).render_as_string(False)
+    finally:
+        proxy.stop()
+
+
+@pytest.fixture()
+def private_redis(tmp_path) -> Iterator[tuple[str, subprocess.Popen]]:
+    """(URL, process) of a redis-server of our own on a free port, so stopping it disturbs
+    nobody. Stopped at the end if the test has not stopped it."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server not installed")
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+         "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from redis import Redis
+
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            Redis.from_url(url, socket_connect_timeout=0.2).ping()
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail("private redis-server did not start")
+            time.sleep(0.02)
+    try:
+        yield url, proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(10)

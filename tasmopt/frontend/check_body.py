@@ -33,6 +33,7 @@ from tasmopt.frontend.types import (
     returns_as,
     same_type,
     show,
+    unify,
     width,
 )
 
@@ -200,7 +201,7 @@ class BodyChecker:
             ty = ERROR
         if s.ann is not None:
             ann = self.mc.resolve_type(s.ann)
-            if ann is not None and not same_type(ann, ty):
+            if ann is not None and not returns_as(ann, ty):
                 self.error(f"type mismatch in let: annotated {show(ann)}, value is "
                            f"{show(ty)}", s.value.pos)
         elems: list[Ty] = [ty]
@@ -243,7 +244,7 @@ class BodyChecker:
         if not var.mutable:
             self.error(f"cannot assign to immutable variable '{var.name}'", e.pos,
                        f"declare it with 'let mut {var.name}'")
-        elif not same_type(ref.ty, value_ty):
+        elif not returns_as(ref.ty, value_ty):
             self.error(f"assignment type mismatch: '{e.dotted}' is {show(ref.ty)}, value is "
                        f"{show(value_ty)}", e.pos)
         return ref
@@ -277,11 +278,12 @@ class BodyChecker:
         e = self.block(s.els, value_pos) if s.els is not None else UNIT
         s.ty = UNIT
         if value_pos and s.els is not None and (t != UNIT or e != UNIT):
-            if not same_type(t, e):
+            common = unify(t, e)
+            if common is None:
                 self.error(f"if and else branches have different types: {show(t)} and "
                            f"{show(e)}", s.pos)
                 return ERROR
-            s.ty = t if t != ERROR else e
+            s.ty = common
         return s.ty
 
     def for_stmt(self, s: A.ForStmt) -> None:
@@ -321,7 +323,7 @@ class BodyChecker:
                 ok = False
             else:
                 fty = next(t for f, t in declared if f == fname)
-                if not same_type(fty, vt):
+                if not returns_as(fty, vt):
                     self.error(f"field '{fname}' of {kind} '{name}' is {show(fty)}, value is "
                                f"{show(vt)}", value.pos)
                 by_name[fname] = value
@@ -373,11 +375,14 @@ class BodyChecker:
             self.error("match is not exhaustive (add a '_' arm)", s.pos)
         s.ty = UNIT
         if value_pos and any(t != UNIT for t in types):
-            if any(not same_type(t, types[0]) for t in types):
+            common: Ty | None = types[0]
+            for t in types[1:]:
+                common = unify(common, t) if common is not None else None
+            if common is None:
                 self.error("match arms have different types: "
                            + ", ".join(show(t) for t in types), s.pos)
                 return ERROR
-            s.ty = types[0]
+            s.ty = common
         return s.ty
 
     # -- expressions ------------------------------------------------------------------------
@@ -504,7 +509,7 @@ class BodyChecker:
                               f"{'s' if len(target.params) != 1 else ''}, got {len(args)}",
                               e.pos)
         for k, (a, want, got) in enumerate(zip(e.args, target.params, args, strict=True)):
-            if not same_type(want, got):
+            if not returns_as(want, got):
                 self.error(f"argument {k + 1} of '{e.dotted}': expected {show(want)}, found "
                            f"{show(got)}", a.pos)
         return target.ret

@@ -195,6 +195,8 @@ class ModuleChecker:
         ty = self.resolve_type(it.type)
         v = it.value
         if not isinstance(v, A.IntLit | A.BoolLit):
+            while isinstance(v, A.BinExpr):
+                v = v.lhs  # type: ignore[assignment]
             self.diags.error(f"constant '{it.name}' must be an integer literal or true/false",
                              v.pos)
             return

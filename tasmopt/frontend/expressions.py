@@ -99,10 +99,10 @@ class ExpressionParser:
     def postfix(self, no_struct: bool) -> A.Expr:
         expr = self.primary(no_struct)
         while self.at("["):
-            pos = self.next().pos
+            self.next()
             index = self.expr()
             self.expect("]")
-            expr = A.IndexExpr(pos, base=expr, index=index)
+            expr = A.IndexExpr(expr.pos, base=expr, index=index)
         return expr
 
     def primary(self, no_struct: bool) -> A.Expr:
@@ -208,10 +208,14 @@ class ExpressionParser:
         while not self.at("}"):
             name = self.expect("IDENT", "a field name")
             if self.accept(":"):
-                if pattern and self.peek().kind not in ("IDENT", "INT", "true", "false", "_"):
-                    raise ParseError("bad field pattern: expected a name or a literal",
-                                     self.peek().pos)
-                value = self.expr()
+                if pattern:
+                    value = self.primary(no_struct=True)
+                    bad = not isinstance(value, A.PathExpr | A.IntLit | A.BoolLit | A.Wildcard)
+                    if bad or self.peek().kind not in (",", "}"):
+                        raise ParseError("bad field pattern: expected a name or a literal",
+                                         value.pos if bad else self.peek().pos)
+                else:
+                    value = self.expr()
             else:
                 value = A.PathExpr(name.pos, segments=(name.text,))
             fields.append((name.text, value, name.pos))

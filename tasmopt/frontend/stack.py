@@ -152,11 +152,20 @@ class StackModel:
         best: Entry | None = None
         above = 0
         for e in reversed(self.entries):
-            if (e.var is not None and e.var not in keep and above + e.width - 1 < CAPACITY
+            # stored top element first, each element is at depth `above` when its turn comes
+            if (e.var is not None and e.var not in keep and above < CAPACITY
                     and (best is None or e.tick < best.tick)):
                 best = e
             above += e.width
         return best
+
+    def spill_var(self, var: Var) -> bool:
+        """Spill this variable if it is on the stack and within reach; True if it was."""
+        i = self.index_of(var)
+        if i is None or sum(e.width for e in self.entries[i + 1:]) >= CAPACITY:
+            return False
+        self.spill(self.entries[i])
+        return True
 
     def spill(self, entry: Entry) -> None:
         """Store a variable to its RAM home and drop it from the stack (order-preserving)."""
@@ -272,7 +281,7 @@ class StackModel:
                     self.spilled[v] = target.spilled[v]
         for op in pop_chunks(pending):
             self.emit(op)
-        for v, w, _ in want[k:]:
+        for v, _w, _ in want[k:]:
             if v is None or v not in self.spilled:
                 raise OutOfReach(f"cannot rebuild the stack layout ({v})")
             self.reload(v, make_room=False)

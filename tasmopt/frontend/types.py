@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "Ty", "Prim", "ArrayTy", "TupleTy", "StructTy", "FIELD", "XFIELD", "BOOL", "U32", "DIGEST",
-    "UNIT", "ERROR", "width", "show", "same_type", "returns_as", "field_slot", "DIGEST_WIDTH", "EXT_DEGREE",
+    "UNIT", "ERROR", "width", "show", "same_type", "returns_as", "unify", "field_slot", "DIGEST_WIDTH", "EXT_DEGREE",
 ]
 
 #: Triton digest width and extension degree (spec/tir.md §0).
@@ -104,11 +104,20 @@ def same_type(a: Ty, b: Ty) -> bool:
 
 
 def returns_as(declared: Ty, actual: Ty) -> bool:
-    """``actual`` may be returned as ``declared``: equal, or a tuple of exactly five Fields
-    where ``Digest`` is declared (spec §6)."""
+    """``actual`` may be returned as (or passed, bound, assigned to) ``declared``: equal,
+    or a tuple of exactly five Fields where ``Digest`` is expected (spec §6 allows it for
+    returns; CF extends it to arguments, ``let`` annotations, assignments and struct
+    fields: the layout is the same)."""
     if same_type(declared, actual):
         return True
-    return declared == DIGEST and actual == TupleTy((FIELD,) * DIGEST_WIDTH)
+    if declared == DIGEST:
+        return actual == TupleTy((FIELD,) * DIGEST_WIDTH)
+    if isinstance(declared, TupleTy) and isinstance(actual, TupleTy):
+        return len(declared.elems) == len(actual.elems) and all(
+            returns_as(d, a) for d, a in zip(declared.elems, actual.elems, strict=True))
+    if isinstance(declared, ArrayTy) and isinstance(actual, ArrayTy):
+        return declared.size == actual.size and returns_as(declared.elem, actual.elem)
+    return False
 
 
 def field_slot(sty: StructTy, name: str) -> tuple[int, int, Ty] | None:
@@ -121,4 +130,18 @@ def field_slot(sty: StructTy, name: str) -> tuple[int, int, Ty] | None:
         if fname == name:
             return total - before - w, w, fty
         before += w
+    return None
+
+
+def unify(a: Ty, b: Ty) -> Ty | None:
+    """The type of a value that is ``a`` on one branch and ``b`` on another (Digest absorbs a
+    five-Field tuple; `ERROR` absorbs anything), or None if they differ."""
+    if a == ERROR:
+        return b
+    if b == ERROR or a == b:
+        return a
+    if returns_as(a, b):
+        return a
+    if returns_as(b, a):
+        return b
     return None

@@ -25,6 +25,9 @@ class ModelConfig:
             before their embedding.
         type_window: stack slots (from the top) whose tracked types feed the decoder.
         dropout: dropout in attention outputs and feed-forward blocks (training only).
+        baseline_memory: the decoder also cross-attends to the baseline's tokens (the
+            compiler's lowering of the same block, which every request has): the model
+            learns to copy and edit it instead of re-deriving the lowering from the graph.
         isa: instruction-set variant the vocabulary was derived from.
     """
 
@@ -39,6 +42,7 @@ class ModelConfig:
     depth_range: int = 32
     type_window: int = 8
     dropout: float = 0.1
+    baseline_memory: bool = True
     isa: str = "release"
 
     def to_dict(self) -> dict[str, Any]:

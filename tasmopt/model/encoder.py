@@ -40,6 +40,8 @@ class EncodedGraphs:
         context: (G, d) global context.
         imm: (G, MAX_POINTERS, d) embeddings of the immediate nodes (zeros where none).
         imm_mask: (G, MAX_POINTERS) bool.
+        base_tokens: (G, L) int64 the baseline's token ids (PAD-padded), or None; set by
+            `tasmopt.model.model.TasmModel` when it uses the baseline.
     """
 
     memory: torch.Tensor
@@ -47,11 +49,13 @@ class EncodedGraphs:
     context: torch.Tensor
     imm: torch.Tensor
     imm_mask: torch.Tensor
+    base_tokens: torch.Tensor | None = None
 
     def repeat(self, k: int) -> EncodedGraphs:
         """Each graph's outputs repeated ``k`` times consecutively (G -> G*k rows: beams)."""
-        return EncodedGraphs(*(t.repeat_interleave(k, dim=0) for t in (
-            self.memory, self.memory_mask, self.context, self.imm, self.imm_mask)))
+        return EncodedGraphs(*(None if t is None else t.repeat_interleave(k, dim=0) for t in (
+            self.memory, self.memory_mask, self.context, self.imm, self.imm_mask,
+            self.base_tokens)))
 
 
 class _GatLayer(nn.Module):

@@ -12,11 +12,10 @@ is allowed in state ``(h, E, net, floor)`` of a block with entry depth ``E``, ne
 .. math::
 
     need_t \\le E + h, \\qquad h + delta_t \\ge floor, \\qquad
-    h + delta_t - net \\le 10 s, \\qquad net - h - delta_t \\le 10 s
+    h + delta_t - net \\le 5 s, \\qquad net - h - delta_t \\le 5 s
 
 where ``s`` is the number of instruction tokens still possible after it (so EOS stays
-reachable: no token lowers or raises the stack by more than 10, `GrammarTables.max_drop`,
-``max_rise``); pointer
+reachable by ``pop 5`` / ``divine 5`` steps, `GrammarTables.max_drop`, ``max_rise``); pointer
 tokens also need their slot to be valid for the block; ``<eos>`` is allowed iff
 ``h == net``; ``<pad>``/``<bos>`` never; and no row emits more than its ``limit``
 (the baseline's length: a longer candidate costs more cycles) before EOS. The first rule keeps a candidate inside the
@@ -78,8 +77,9 @@ class GrammarTables:
         gather: (V, WINDOW) int64: the old slot each new slot comes from; ``WINDOW`` = fresh
             value, ``WINDOW + 1`` = an untracked deeper slot.
         fresh: (V, WINDOW) int64 type of fresh values.
-        max_drop, max_rise: largest fall (``sponge_absorb``: 10) and rise
-            (``sponge_squeeze``: 10) of the stack in one token, for EOS reachability.
+        max_drop, max_rise: the largest fall (``pop 5``) and rise (``divine 5``) of the
+            stack one token can make in any state: with them EOS is always reachable, so
+            decoding never reaches a state where every token is forbidden.
     """
 
     delta: torch.Tensor
@@ -124,8 +124,11 @@ class GrammarTables:
                     old = i - d
                     gather[tok.id, i] = old if 0 <= old < WINDOW else WINDOW + 1
         assert len(POINTER_KINDS) * MAX_POINTERS == int((ptr_slot >= 0).sum())
-        return cls(delta, need, instr, ptr_slot, gather, fresh,
-                   int(-delta.min()), int(delta.max()))
+        # the largest fall / rise that is allowed in *every* state: ``pop n`` (needs only
+        # the n elements above the exit depth) and ``divine n`` (needs nothing)
+        pops = [t.arg for t in vocab.tokens if t.name == "pop"]
+        divines = [t.arg for t in vocab.tokens if t.name == "divine"]
+        return cls(delta, need, instr, ptr_slot, gather, fresh, max(pops), max(divines))
 
     def to(self, device: torch.device | str) -> GrammarTables:
         return GrammarTables(*(t.to(device) for t in (self.delta, self.need, self.instr,

@@ -11,6 +11,7 @@ from torch_geometric.data import Data
 
 from tasmopt.isa import instruction_set
 from tasmopt.tasm.program import Instr
+from tasmopt.tasm.vocab import PAD, VocabError, vocab
 from tasmopt.tir.graph import tir_graph
 from tasmopt.tir.ops import Op
 
@@ -33,9 +34,24 @@ def low_water(instrs: Sequence[Instr], isa: str = "release") -> int:
 def block_data(ops: Sequence[Op], entry_depth: int, net_effect: int,
                baseline: Sequence[Instr], *, max_len: int, isa: str = "release"
                ) -> tuple[Data, list[int]]:
-    """The graph ``Data`` of a block, with ``limit`` (1,) = most tokens to decode, EOS
-    included (``len(baseline) + 1`` capped at ``max_len``), and its immediates."""
+    """The graph ``Data`` of a block and its immediates.
+
+    Besides the graph (`tasmopt.tir.graph.TirGraph.to_data`) the data holds ``limit`` (1,):
+    most tokens to decode, EOS included (``len(baseline) + 1`` capped at ``max_len``), and
+    ``base_tokens`` (1, max_len): the baseline's token ids, PAD-padded (lines without a
+    token are left out), which the model reads as a second memory.
+    """
     g = tir_graph(ops, entry_depth, net_effect, floor=low_water(baseline, isa))
     data = g.to_data(isa)
     data.limit = torch.tensor([min(len(baseline) + 1, max_len)])
+    voc = vocab(isa)
+    ids = []
+    for ins in baseline[:max_len]:
+        try:
+            ids.append(voc.encode_instr(ins, g.immediates))
+        except VocabError:
+            continue
+    base = torch.full((1, max_len), PAD, dtype=torch.long)
+    base[0, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+    data.base_tokens = base
     return data, g.immediates

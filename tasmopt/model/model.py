@@ -10,7 +10,13 @@ Decoder input at position t (the token emitted at t-1, BOS at t = 0), all summed
 
 with ``h_t`` the relative stack depth and ``tau_t`` the slot types from the grammar state
 (`tasmopt.model.grammar`), ``n_k`` the embedding of the k-th immediate node and ``c`` the
-global graph context. Output logits are ``W_{out} z_t``; pointer tokens add a pointer score
+global graph context. The decoder cross-attends to a memory of the global context token,
+the node embeddings and (``baseline_memory``) the baseline's tokens
+``E_{tok}[b_i] + E_{pos}[i] + s_b`` (positions shared with the decoder's, so aligning them
+is easy), and its input at t also gets ``H_0[b_t] + H_1[b_{t+1}]``: the baseline tokens at
+the same position. Where the target follows the baseline the next token is right there;
+where an edit shifted it, cross-attention finds it. The model learns to copy the compiler's
+lowering and edit it. Output logits are ``W_{out} z_t``; pointer tokens add a pointer score
 ``(W_{q,j} z_t) \\cdot (W_k n_k) / \\sqrt{d}`` per pointer kind j, so constants are copied from
 the input by attention rather than memorised.
 
@@ -65,6 +71,9 @@ class TasmModel(nn.Module):
         self.types = nn.Linear(config.type_window * len(TYPES), d)
         self.ctx = nn.Linear(d, d)
         self.ptr_in = nn.Linear(d, d)
+        if config.baseline_memory:
+            self.base_seg = nn.Parameter(torch.zeros(d))
+            self.hint = nn.ModuleList(nn.Embedding(v, d) for _ in range(2))
         self.decoder = Decoder(config)
         self.head = nn.Linear(d, v)
         self.ptr_q = nn.Linear(d, len(POINTER_KINDS) * d)
@@ -91,19 +100,42 @@ class TasmModel(nn.Module):
         return self.tables
 
     # -- pieces ---------------------------------------------------------------------------
+    def _tokens(self, tokens: torch.Tensor, enc: EncodedGraphs) -> torch.Tensor:
+        """Token embeddings (B, T, d) of ids (B, T); pointer tokens add their node's."""
+        base = self.vocab.pointer_base
+        is_ptr = tokens >= base
+        slot = ((tokens - base).clamp(min=0) % MAX_POINTERS)                   # (B, T)
+        idx = slot[:, :, None].expand(-1, -1, enc.imm.shape[-1])             # (B, T, d)
+        node = enc.imm.gather(1, idx)                                        # (B, T, d)
+        return self.tok(tokens) + self.ptr_in(node) * is_ptr[:, :, None]
+
+    def _encode(self, batch) -> EncodedGraphs:
+        """Encoder outputs, with the baseline's tokens appended to the memory."""
+        enc = self.encoder(batch)
+        if not self.config.baseline_memory:
+            return enc
+        base = batch.base_tokens                                             # (G, L)
+        pos = torch.arange(base.shape[1], device=base.device)
+        emb = self._tokens(base, enc) + self.pos(pos)[None] + self.base_seg   # (G, L, d)
+        enc.memory = torch.cat([enc.memory, emb], dim=1)                     # (G, S + L, d)
+        enc.memory_mask = torch.cat([enc.memory_mask, base != PAD], dim=1)   # (G, S + L)
+        enc.base_tokens = base
+        return enc
+
     def _embed(self, tokens: torch.Tensor, positions: torch.Tensor, state_h: torch.Tensor,
                state_types: torch.Tensor, enc: EncodedGraphs, entry: torch.Tensor,
                net: torch.Tensor) -> torch.Tensor:
         """Decoder inputs. tokens, positions, state_h: (B, T); state_types (B, T, W);
         entry, net: (B,); enc rows = B. Returns (B, T, d)."""
         r = self.config.depth_range
-        x = self.tok(tokens) + self.pos(positions.clamp(max=self.config.max_len))
-        base = self.vocab.pointer_base
-        is_ptr = tokens >= base
-        slot = ((tokens - base).clamp(min=0) % MAX_POINTERS)                   # (B, T)
-        idx = slot[:, :, None].expand(-1, -1, enc.imm.shape[-1])             # (B, T, d)
-        node = enc.imm.gather(1, idx)                                        # (B, T, d)
-        x = x + self.ptr_in(node) * is_ptr[:, :, None]
+        x = self._tokens(tokens, enc) + self.pos(positions.clamp(max=self.config.max_len))
+        if enc.base_tokens is not None:
+            # the baseline's tokens at the same and the next position: where the target
+            # follows the baseline, the next token is right there
+            base = F.pad(enc.base_tokens, (0, 2), value=PAD)                 # (B, L + 2)
+            for j, emb in enumerate(self.hint):
+                at = (positions + j).clamp(max=base.shape[1] - 1)            # (B, T)
+                x = x + emb(base.gather(1, at))
         x = x + self.depth((state_h + r).clamp(0, 2 * r))
         x = x + self.exit((state_h - net[:, None] + r).clamp(0, 2 * r))
         x = x + self.window((entry[:, None] + state_h).clamp(0, 2 * r))
@@ -152,7 +184,7 @@ class TasmModel(nn.Module):
         return state, torch.stack(hs, 1), torch.stack(ts, 1), torch.stack(masks, 1)
 
     def forward(self, batch, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        enc = self.encoder(batch)
+        enc = self._encode(batch)
         entry, net, _, _ = self._graph_rows(batch)
         _, h, types, allowed = self.teacher_states(batch, tokens)
         inputs = torch.cat([torch.full_like(tokens[:, :1], BOS), tokens[:, :-1]], dim=1)
@@ -165,7 +197,7 @@ class TasmModel(nn.Module):
 
     # -- incremental ----------------------------------------------------------------------
     def encode(self, batch) -> EncodedGraphs:
-        return self.encoder(batch)
+        return self._encode(batch)
 
     def start(self, batch, enc: EncodedGraphs, k: int, limits: torch.Tensor
               ) -> tuple[EncodedGraphs, GrammarState, KVCache, torch.Tensor]:
@@ -198,5 +230,6 @@ class TasmModel(nn.Module):
         z = self.decoder.step(x, cache)                                      # (B, 1, d)
         logits = self._logits(z, enc)[:, 0]                                 # (B, V)
         allowed = state.allowed(self.grammar(tokens.device))
-        return torch.log_softmax(logits.masked_fill(~allowed, float("-inf")), dim=-1)
+        logp = torch.log_softmax(logits.masked_fill(~allowed, float("-inf")), dim=-1)
+        return logp.masked_fill(~allowed, float("-inf"))  # a row with nothing allowed: no NaN
 

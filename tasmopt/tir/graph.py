@@ -8,7 +8,9 @@ Edges are typed:
   their ISA value flow (`tasmopt.tasm.vocab.dataflow`), so every effect is the real one
   (``ExtMul`` 4 -> 3, ``MerkleLoad`` in-place writes, ``Sub`` = ``push -1 mul add``). The
   entry stack is produced by the context node, so parameters get edges too (the anchor's
-  graph started from an empty stack, spec/neural-anchor.md §18.10). The edge attribute holds
+  graph started from an empty stack, spec/neural-anchor.md §18.10). Values moved by a
+  permutation (``Swap``) keep their producer; a copy (``Dup``) is produced by the copying op,
+  so consumers link to it. The edge attribute holds
   the stack slot read (the entry slot for context edges): operand order and parameter index.
 * **ControlFlow** (1): program order, context -> op 1 -> op 2 -> ...
 * **MemOrder** (2): a chain through the ops with side effects on RAM, I/O, secret input or
@@ -197,7 +199,7 @@ def tir_graph(ops: Sequence[Op], entry_depth: int, net_effect: int,
     seen: set[tuple[int, int, int]] = set()
 
     def edge(u: int, v: int, t: int, slot: float = 0.0, ctx: float = 0.0) -> None:
-        key = (u, v, t if t != DATA_DEP else int(slot * 16) + 100 * int(ctx))
+        key = (u, v, t, round(slot * 16), int(ctx))
         if u == v or key in seen:
             return
         seen.add(key)
@@ -249,7 +251,8 @@ def tir_graph(ops: Sequence[Op], entry_depth: int, net_effect: int,
                     edge(u, node, DATA_DEP, entry / 16, 1.0)
                 else:
                     edge(u, node, DATA_DEP, r / 16, 0.0)
-            new = [stack[s] if s >= 0 else (node, -1) for s in flow.src]
+            # moved values keep their producer; copies (dup) and fresh values are this op's
+            new = [stack[s] if 0 <= s < flow.consumed else (node, -1) for s in flow.src]
             stack[:flow.consumed] = new
     return TirGraph(
         x=x,

@@ -9,6 +9,9 @@ on the validation loss. Writes into ``out_dir``:
 * ``metrics.jsonl`` — one line per epoch (losses, token accuracy, lr, seconds);
 * ``loss.png`` — training and validation loss curves.
 
+Both are also copied into the checkpoint directory (``train_metrics.jsonl``,
+``train_loss.png``) at the end.
+
 Runs on CUDA when available, else CPU.
 """
 
@@ -18,6 +21,7 @@ import json
 import logging
 import math
 import random
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -245,4 +249,7 @@ def train_stage1(cfg: TrainConfig, *, progress: bool = True) -> TrainResult:
                "skipped": {"train": dict(train.skipped), "validation": dict(val.skipped)},
                "parameters": model.num_parameters()}
     (ckpt / "metrics.json").write_text(json.dumps({"training": metrics}, indent=2) + "\n")
+    for name in ("metrics.jsonl", "loss.png"):  # the curves travel with the checkpoint
+        if (out / name).exists():
+            shutil.copy(out / name, ckpt / f"train_{name}")
     return TrainResult(ckpt, best, best_epoch, len(history), per_epoch, history, coverage)

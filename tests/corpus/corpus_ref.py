@@ -211,3 +211,9 @@ class MerkleTree:
             out.append(tuple(self.node[i ^ 1]))
             i //= 2
         return out
+
+
+def x_inv(a: Sequence[int]) -> list[int]:
+    """Inverse in the cubic extension as a^(p^3 - 2) (a != 0)."""
+    assert any(x % P for x in a)
+    return x_pow_fast(a, P**3 - 2)

@@ -1,0 +1,232 @@
+"""Load run against a real uvicorn: N compile requests at concurrency C from an httpx async
+client; counts 5xx answers and BuildResults lost (served but not in the database once the
+spool is empty), and prints throughput and P50/P90/P99 latency. Usage::
+
+    python benchmarks/load.py                                  # spawns uvicorn on a temp SQLite
+    python benchmarks/load.py --database-url postgresql://postgres@127.0.0.1/tasmopt
+    python benchmarks/load.py --url http://127.0.0.1:8000 --database-url postgresql://...
+    python benchmarks/load.py --requests 2000 --concurrency 32 --out var/load.json
+
+Loopback only. The request mix is small real TIR functions (spec/tir.md §2.1 example A and
+variants) with varying witness seeds, so every request is compiled and verified.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: spec/tir.md §2.1 example A and small variants (straight-line, one function each).
+PROGRAMS = [
+    [{"FnStart": "add_mul"}, {"Dup": 1}, {"Dup": 1}, "Add", {"Dup": 0}, {"Dup": 3}, "Mul",
+     {"Swap": 3}, {"Pop": 3}, "Return", "FnEnd"],
+    [{"FnStart": "sum3"}, {"Dup": 2}, {"Dup": 2}, "Add", {"Dup": 1}, "Add", {"Swap": 3},
+     {"Pop": 3}, "Return", "FnEnd"],
+    [{"FnStart": "sq"}, {"Dup": 0}, {"Dup": 0}, "Mul", {"Swap": 1}, {"Pop": 1}, "Return",
+     "FnEnd"],
+    [{"FnStart": "k"}, {"Push": 7}, {"Push": 5}, "Add", {"Dup": 1}, "Mul", {"Swap": 1},
+     {"Pop": 1}, "Return", "FnEnd"],
+]
+
+
+@dataclass
+class LoadReport:
+    """Figures of one run (latencies in seconds, throughput in requests per second)."""
+
+    requests: int
+    concurrency: int
+    seconds: float
+    throughput_rps: float
+    p50_s: float
+    p90_s: float
+    p99_s: float
+    status_counts: dict[str, int]
+    server_errors: int
+    transport_errors: int
+    rows_served: int
+    rows_persisted: int | None
+    rows_lost: int | None
+    stored: dict[str, int] = field(default_factory=dict)
+
+
+def quantile(xs: list[float], q: float) -> float:
+    """Nearest-rank quantile of `xs` (q in [0, 1])."""
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, round(q * len(xs) + 0.5) - 1))]
+
+
+def body(i: int) -> dict:
+    """The i-th request of the mix."""
+    return {"tir": PROGRAMS[i % len(PROGRAMS)], "options": {"seed": i % 16}}
+
+
+async def drive(url: str, n: int, concurrency: int, timeout_s: float = 60.0
+                ) -> tuple[list[float], dict[str, int], list[str], dict[str, int], int, float]:
+    """Send `n` requests with `concurrency` in flight.
+
+    Returns:
+        (latencies, status counts, build_result_ids served, `stored` counts, transport
+        errors, wall seconds).
+    """
+    latencies: list[float] = []
+    statuses: dict[str, int] = {}
+    ids: list[str] = []
+    stored: dict[str, int] = {}
+    errors = 0
+    counter = iter(range(n))
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+
+    async def client_loop(client: httpx.AsyncClient) -> None:
+        nonlocal errors
+        for i in counter:
+            t0 = time.perf_counter()
+            try:
+                r = await client.post("/compile", json=body(i))
+            except httpx.HTTPError:
+                errors += 1
+                continue
+            latencies.append(time.perf_counter() - t0)
+            statuses[str(r.status_code)] = statuses.get(str(r.status_code), 0) + 1
+            if r.status_code == 200:
+                out = r.json()
+                ids.extend(out["build_result_ids"])
+                stored[out["stored"]] = stored.get(out["stored"], 0) + 1
+
+    async with httpx.AsyncClient(base_url=url, timeout=timeout_s, limits=limits) as client:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(client_loop(client) for _ in range(concurrency)))
+        wall = time.perf_counter() - t0
+    return latencies, statuses, ids, stored, errors, wall
+
+
+def persisted(database_url: str, ids: list[str]) -> int:
+    """How many of `ids` are BuildResult rows in the database."""
+    from tasmopt.store import make_engine, make_sessionmaker
+    from tasmopt.store.queries import existing_ids
+
+    engine = make_engine(database_url)
+    try:
+        with make_sessionmaker(engine)() as session:
+            return len(existing_ids(session, ids=[uuid.UUID(i) for i in ids]))
+    finally:
+        engine.dispose()
+
+
+def wait_spool_empty(url: str, timeout_s: float = 60.0) -> None:
+    """Wait until /readyz reports no spooled rows (the drainer caught up)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=5).json().get("spooled_rows", 0) == 0:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+
+
+def run(url: str, *, requests: int, concurrency: int, database_url: str | None) -> LoadReport:
+    """One load run against the API at `url`."""
+    latencies, statuses, ids, stored, errors, wall = asyncio.run(
+        drive(url, requests, concurrency))
+    rows = None
+    if database_url:
+        wait_spool_empty(url)
+        rows = persisted(database_url, ids)
+    return LoadReport(
+        requests=requests, concurrency=concurrency, seconds=round(wall, 3),
+        throughput_rps=round(len(latencies) / wall, 1) if wall else 0.0,
+        p50_s=round(quantile(latencies, 0.50), 4), p90_s=round(quantile(latencies, 0.90), 4),
+        p99_s=round(quantile(latencies, 0.99), 4), status_counts=statuses,
+        server_errors=sum(v for k, v in statuses.items() if k.startswith("5")),
+        transport_errors=errors, rows_served=len(ids), rows_persisted=rows,
+        rows_lost=None if rows is None else len(ids) - rows, stored=stored)
+
+
+def spawn_api(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """uvicorn on a free loopback port with `env`; returns (process, URL) once /healthz
+    answers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "service.main:create_app",
+                             "--factory", "--host", "127.0.0.1", "--port", str(port),
+                             "--log-level", "warning", "--no-access-log"],
+                            cwd=ROOT, env={**os.environ, **env})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("uvicorn did not start")
+
+
+def format_report(r: LoadReport) -> str:
+    lost = "n/a" if r.rows_lost is None else str(r.rows_lost)
+    return (f"{r.requests} requests, concurrency {r.concurrency}: {r.seconds:.1f} s, "
+            f"{r.throughput_rps:.1f} req/s; latency P50 {1000 * r.p50_s:.1f} ms, "
+            f"P90 {1000 * r.p90_s:.1f} ms, P99 {1000 * r.p99_s:.1f} ms; "
+            f"5xx {r.server_errors}, transport errors {r.transport_errors}; BuildResults "
+            f"served {r.rows_served}, persisted {r.rows_persisted}, lost {lost}; "
+            f"statuses {r.status_counts}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--url", help="API already running (default: spawn uvicorn).")
+    ap.add_argument("--database-url", help="Database to check for lost rows (default: the "
+                    "spawned API's temporary SQLite).")
+    ap.add_argument("--requests", type=int, default=2000)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--out", type=Path, default=ROOT / "var" / "load.json",
+                    help="Where to write the figures as JSON.")
+    args = ap.parse_args(argv)
+    proc = None
+    tmp = None
+    url, database_url = args.url, args.database_url
+    if url is None:
+        tmp = tempfile.TemporaryDirectory()
+        database_url = database_url or f"sqlite:///{tmp.name}/load.db"
+        env = {"DATABASE_URL": database_url, "SPOOL_DIR": f"{tmp.name}/spool",
+               "MODEL_STORE": f"{tmp.name}/store", "LOG_LEVEL": "WARNING"}
+        if not database_url.startswith("sqlite"):
+            env["ADMIN_TOKEN"] = "load-benchmark-admin-token"
+        proc, url = spawn_api(env)
+    try:
+        report = run(url, requests=args.requests, concurrency=args.concurrency,
+                     database_url=database_url)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(30)
+        if tmp is not None:
+            tmp.cleanup()
+    print(format_report(report))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(asdict(report), indent=2) + "\n")
+    print(f"written to {args.out}")
+    return 0 if report.server_errors == 0 and not report.rows_lost else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Model inference cost: encoder and decoder time per step, beams/s, end-to-end latency per
+function (P50/P90) at K=8 and K=32, peak memory.
+
+Decodes every function of the real toolchain data (or of a pairs directory's split) as one
+batch of its blocks, the way `tasmopt.model.source.ModelSource` does for a request. Usage::
+
+    python benchmarks/model.py --checkpoint model_store/s1-real-v1
+    python benchmarks/model.py --checkpoint DIR --data data/pairs/real-v1 --split holdout \\
+        --k 8 32 --functions 40 --threads 2 --device cpu
+
+Without ``--checkpoint`` a randomly initialized model of the default size is timed (the
+cost does not depend on the weights, only on the hypotheses' lengths, which are bounded by
+the baseline's). Peak memory is the process's max RSS on CPU and the allocator's peak on CUDA.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tasmopt.model.beam import beam_search
+from tasmopt.model.checkpoint import load_model
+from tasmopt.model.config import ModelConfig
+from tasmopt.model.inputs import block_data
+from tasmopt.model.model import TasmModel
+from tasmopt.tasm.parser import parse_instructions
+from tasmopt.tir.codec import decode
+from tasmopt.tir.graph import batch_graphs
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data" / "trident-std"
+
+
+def functions_from_modules(directory: Path, limit: int) -> list[list[tuple]]:
+    """Per function, its blocks as (ops, entry_depth, net_effect, baseline instrs)."""
+    from tasmopt.lower.triton import lower
+
+    out: list[list[tuple]] = []
+    for path in sorted(directory.glob("*.json")):
+        ops = decode(json.loads(path.read_text())["tir"])
+        low = lower(ops)
+        for f in low.functions:
+            if f.unlowerable or not f.name:
+                continue
+            blocks = []
+            for b in f.blocks:
+                text = "\n".join(ln for ln in low.lines[b.start:b.end]
+                                 if ln.strip() and not ln.strip().startswith("//"))
+                base = parse_instructions(text)
+                if base:
+                    blocks.append((b.ops, b.entry_depth, b.net_effect, base))
+            if blocks:
+                out.append(blocks)
+    return out[:limit]
+
+
+def functions_from_pairs(directory: Path, split: str, limit: int) -> list[list[tuple]]:
+    from tasmopt.train.dataset import read_pairs
+
+    _, rows = read_pairs(directory, [split])
+    groups: dict[tuple[str, str], list[tuple]] = defaultdict(list)
+    for r in rows:
+        groups[(r.module, r.function)].append(
+            (decode(r.tir), r.entry_depth, r.net_effect,
+             parse_instructions("\n".join(r.baseline))))
+    return list(groups.values())[:limit]
+
+
+def q(xs: list[float], p: float) -> float:
+    return float(np.percentile(xs, p)) if xs else float("nan")
+
+
+def peak_memory_mb(device: str) -> float:
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--checkpoint", type=Path, help="checkpoint directory (default: random)")
+    ap.add_argument("--data", type=Path, help="pairs directory (default: the real modules)")
+    ap.add_argument("--split", default="holdout", help="split of --data (default holdout)")
+    ap.add_argument("--k", type=int, nargs="+", default=[8, 32], help="beam widths")
+    ap.add_argument("--functions", type=int, default=60, help="functions to decode")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = args.device
+    model = load_model(args.checkpoint, device) if args.checkpoint else \
+        TasmModel(ModelConfig()).to(device).eval()
+    fns = functions_from_pairs(args.data, args.split, args.functions) if args.data else \
+        functions_from_modules(SHARED, args.functions)
+    max_len = model.config.max_len
+    print(f"model: {model.num_parameters() / 1e6:.2f}M parameters, device {device}, "
+          f"threads {torch.get_num_threads()}, {len(fns)} functions, "
+          f"{sum(len(f) for f in fns)} blocks")
+    sync = (lambda: torch.cuda.synchronize()) if device.startswith("cuda") else (lambda: None)
+    rows_out = []
+    for k in args.k:
+        lat: list[float] = []
+        enc_t: list[float] = []
+        step_t: list[float] = []
+        beams = 0
+        for blocks in fns:
+            datas, imms = zip(*(block_data(o, e, n, b, max_len=max_len) for o, e, n, b in blocks))
+            batch = batch_graphs(list(datas)).to(device)
+            with torch.no_grad():
+                sync()
+                t0 = time.perf_counter()
+                enc = model.encode(batch)
+                sync()
+                enc_t.append(time.perf_counter() - t0)
+                rows, state, cache, tok = model.start(batch, enc, k, batch.limit)
+                t1 = time.perf_counter()
+                model.step(rows, state, cache, tok)
+                sync()
+                step_t.append(time.perf_counter() - t1)
+            t0 = time.perf_counter()
+            hyps = beam_search(model, batch, list(imms), k=k)
+            sync()
+            dt = time.perf_counter() - t0
+            lat.append(dt)
+            steps = int(batch.limit.max())
+            beams += k * len(blocks) * steps
+            del hyps
+        total = sum(lat)
+        row = {"k": k, "latency_p50_ms": 1000 * q(lat, 50), "latency_p90_ms": 1000 * q(lat, 90),
+               "encoder_ms": 1000 * statistics.median(enc_t),
+               "decoder_step_ms": 1000 * statistics.median(step_t),
+               "beam_steps_per_s": beams / total if total else float("nan"),
+               "peak_memory_mb": peak_memory_mb(device)}
+        rows_out.append(row)
+        print(f"K={k:3d}  function latency P50 {row['latency_p50_ms']:8.1f} ms  "
+              f"P90 {row['latency_p90_ms']:8.1f} ms  encoder {row['encoder_ms']:6.1f} ms  "
+              f"decoder step {row['decoder_step_ms']:6.1f} ms  "
+              f"beam-steps/s {row['beam_steps_per_s']:9.0f}  peak {row['peak_memory_mb']:.0f} MB")
+    print(json.dumps(rows_out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

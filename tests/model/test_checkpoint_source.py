@@ -1,0 +1,66 @@
+"""Checkpoints (safetensors + config.json) and the model as a candidate source."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from modelkit import EXAMPLES, tiny_config
+
+from tasmopt import sources
+from tasmopt.model.beam import beam_search
+from tasmopt.model.checkpoint import CheckpointError, load_model, read_config, save_checkpoint
+from tasmopt.model.inputs import block_data
+from tasmopt.model.model import TasmModel
+from tasmopt.model.source import load_model_source
+from tasmopt.optimizer import compile as compile_tir
+from tasmopt.report import CompileOptions
+from tasmopt.tir.graph import batch_graphs
+
+
+def test_save_load_gives_identical_outputs(tmp_path, example_blocks) -> None:
+    torch.manual_seed(0)
+    model = TasmModel(tiny_config()).eval()
+    save_checkpoint(model, tmp_path / "v1", "v1", metrics={"x": 1})
+    cfg = read_config(tmp_path / "v1")
+    assert cfg["version"] == "v1" and cfg["vocab"]["size"] == len(model.vocab)
+    assert not list(tmp_path.glob("v1/*.pt")) and (tmp_path / "v1/model.safetensors").exists()
+    loaded = load_model(tmp_path / "v1", "cpu")
+    datas, imms = zip(*(block_data(o, e, n, b, max_len=64) for o, e, n, b in example_blocks[:5]))
+    batch = batch_graphs(list(datas))
+    tokens = torch.tensor([[3, 4, 2]] * len(datas))
+    a, _ = model(batch, tokens)
+    b, _ = loaded(batch, tokens)
+    assert torch.equal(a, b)
+    ha = beam_search(model, batch, imms, k=4)
+    hb = beam_search(loaded, batch, imms, k=4)
+    assert [[h.tokens for h in x] for x in ha] == [[h.tokens for h in x] for x in hb]
+
+
+def test_load_refuses_another_vocabulary(tmp_path) -> None:
+    model = TasmModel(tiny_config())
+    save_checkpoint(model, tmp_path / "v", "v")
+    cfg = json.loads((tmp_path / "v/config.json").read_text())
+    cfg["vocab"]["fingerprint"] = "0" * 64
+    (tmp_path / "v/config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError):
+        load_model(tmp_path / "v")
+    with pytest.raises(CheckpointError):
+        read_config(tmp_path / "missing")
+
+
+def test_model_source_in_compile(tmp_path) -> None:
+    torch.manual_seed(0)
+    save_checkpoint(TasmModel(tiny_config()), tmp_path / "m", "m-test")
+    src = load_model_source(tmp_path / "m", "cpu", k=4)
+    assert src.name == "model"
+    req = json.loads((EXAMPLES / "u32_ops.json").read_text())
+    sources.register(src)
+    try:
+        result = compile_tir(req["tir"], options=CompileOptions(sources=("model",)))
+    finally:
+        sources.unregister("model")
+    blocks = [b for f in result.functions for b in f.blocks]
+    assert blocks and all("model" in b.candidates for b in blocks)
+    assert all(b.cycles <= b.baseline_cycles for b in blocks)

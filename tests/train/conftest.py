@@ -1,0 +1,30 @@
+"""Fixtures for the training tests: a small pairs directory built from ``examples/``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tasmopt.train.dataset import write_pairs
+from tasmopt.train.real import real_rows
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+#: Small hand-written examples: fast to compile, varied blocks.
+FILES = ("u32_ops", "events", "ram_writes", "sponge", "xfield_scale_invert", "call")
+
+
+@pytest.fixture(scope="session")
+def example_rows() -> list:
+    rows = []
+    for i, name in enumerate(FILES):
+        split = "holdout" if i == len(FILES) - 1 else "train"
+        rows.extend(real_rows(EXAMPLES / f"{name}.json", split, sources=("rules",)))
+    return rows
+
+
+@pytest.fixture(scope="session")
+def pairs_dir(tmp_path_factory, example_rows) -> Path:
+    out = tmp_path_factory.mktemp("pairs") / "examples-v1"
+    write_pairs(out, example_rows, name="examples-v1")
+    return out

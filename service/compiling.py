@@ -6,8 +6,10 @@ Kept free of FastAPI types so it can be read, and tested, as plain functions.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -206,11 +208,14 @@ class Served:
 
 
 def serve(req: CompileRequest, *, request_id: uuid.UUID, compiler: Compiler, verify: Verifier,
-          settings: Settings, baseline: Callable[[list[Any], str | None], str]) -> Served:
+          settings: Settings, baseline: Callable[[list[Any], str | None], str],
+          slots: threading.Semaphore | None = None) -> Served:
     """Run the optimizer; if it fails for a reason that is not the client's, serve the baseline.
 
     Args:
         baseline: ``(tir, baseline_tasm) -> TASM``: the client's baseline, else our lowering.
+        slots: admission control: the compile waits for a slot (first come, first served);
+            the wait is reported as the ``queue`` timing, seconds.
 
     Raises:
         LimitExceeded, InvalidRequest: checked before the optimizer runs.
@@ -219,22 +224,30 @@ def serve(req: CompileRequest, *, request_id: uuid.UUID, compiler: Compiler, ver
     """
     check_limits(req.tir, max_ops=settings.max_tir_ops, max_depth=settings.max_tir_depth)
     options = make_options(req.options, settings)
-    t0 = time.perf_counter()
-    try:
-        result = compiler(req.tir, req.baseline_tasm, options=options, verify=verify)
-    except CLIENT_ERRORS:
-        raise
-    except Exception as exc:
-        log.exception("optimizer failed on request %s; serving the baseline", request_id)
-        reason = f"optimizer error ({type(exc).__name__}); the baseline was served unchanged"
+    queued = time.perf_counter()
+    failure: Exception | None = None
+    with slots if slots is not None else contextlib.nullcontext():
+        t0 = time.perf_counter()
+        try:
+            result = compiler(req.tir, req.baseline_tasm, options=options, verify=verify)
+        except CLIENT_ERRORS:
+            raise
+        except Exception as exc:
+            failure = exc
+        elapsed = time.perf_counter() - t0
+    waited = {"queue": t0 - queued} if slots is not None else {}
+    if failure is not None:
+        log.error("optimizer failed on request %s; serving the baseline", request_id,
+                  exc_info=failure)
+        reason = f"optimizer error ({type(failure).__name__}); the baseline was served unchanged"
         tasm = baseline(req.tir, req.baseline_tasm)
         elapsed = time.perf_counter() - t0
         tir_hash = codec.tir_hash(codec.decode(req.tir))  # TirError here is still a 4xx
         source = "client" if req.baseline_tasm is not None else "compiler"
         rows = fallback_records(tasm=tasm, tir_hash=tir_hash, request_id=request_id,
                                 source=source, latency_s=elapsed)
-        return Served(request_id, tasm, tir_hash, None, rows, {"total": elapsed}, reason)
-    elapsed = time.perf_counter() - t0
+        return Served(request_id, tasm, tir_hash, None, rows, {**waited, "total": elapsed},
+                      reason)
     try:
         rows = build_records(result, request_id, total_latency_s=elapsed)
     except Exception:
@@ -243,7 +256,7 @@ def serve(req: CompileRequest, *, request_id: uuid.UUID, compiler: Compiler, ver
         rows = fallback_records(tasm=result.tasm, tir_hash=result.tir_hash,
                                 request_id=request_id, source="compiler", latency_s=elapsed)
         rows[0]["fallback_used"] = False
-    timings = {**result.timings, "total": elapsed}
+    timings = {**waited, **result.timings, "total": elapsed}
     return Served(request_id, result.tasm, result.tir_hash, result, rows, timings)
 
 

@@ -67,6 +67,7 @@ class JobContext:
     verify: compiling.Verifier
     baseline: Callable[[list[Any], str | None], str]
     watcher: ModelWatcher | None = None
+    slots: threading.Semaphore | None = None
 
 
 @dataclass
@@ -125,7 +126,7 @@ def execute(job_id: uuid.UUID, body: dict[str, Any], ctx: JobContext, *,
         req = CompileRequest.model_validate(body)
         served = compiling.serve(req, request_id=job_id, compiler=ctx.compiler,
                                  verify=ctx.verify, settings=ctx.settings,
-                                 baseline=ctx.baseline)
+                                 baseline=ctx.baseline, slots=ctx.slots)
     except (ServiceError, *CLIENT_ERRORS, ValueError) as exc:
         code, message = error_code(exc)
         error = f"{code}: {message}"

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -82,7 +84,11 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
                                      device=settings.model_device,
                                      loader=model_loader or default_loader,
                                      poll_s=settings.model_poll_s)
+        if state.migrated:  # serve the production model from the first request on
+            await asyncio.to_thread(_try_refresh, state.watcher)
         state.redis, state.verifier = _verify_backend(settings)
+        state.compile_slots = threading.BoundedSemaphore(
+            settings.compile_slots or os.cpu_count() or 1)
         threads = ThreadRunner(settings.async_threads)
         state.runner = (RqRunner(state.redis, settings, threads) if state.redis is not None
                         else threads)
@@ -184,6 +190,14 @@ def _try_bootstrap(session_factory: Any, settings: Settings) -> None:
         bootstrap_embedded(session_factory, settings.model_store)
     except Exception:
         log.exception("could not register the shipped checkpoint; continuing without it")
+
+
+def _try_refresh(watcher: ModelWatcher) -> None:
+    try:
+        watcher.refresh()
+    except Exception as exc:
+        log.warning("production checkpoint not read at start-up (%s); will retry",
+                    str(exc).splitlines()[0][:200])
 
 
 async def _watch_forever(app: FastAPI, settings: Settings) -> None:

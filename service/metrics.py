@@ -32,8 +32,10 @@ __all__ = ["STAGES", "STAGE_SECONDS", "HTTP_REQUESTS", "HTTP_SECONDS", "COMPILES
 
 log = logging.getLogger(__name__)
 
-#: Compile stages timed (`CompileResult.timings`, plus ``persist`` and ``total``).
-STAGES = ("decode", "lower", "candidates", "verify", "rank", "splice", "persist", "total")
+#: Compile stages timed: ``queue`` (waiting for a compile slot), `CompileResult.timings`,
+#: ``persist`` (the rows) and ``total`` (the compile, queue excluded).
+STAGES = ("queue", "decode", "lower", "candidates", "verify", "rank", "splice", "persist",
+          "total")
 
 #: Candidate sources and report sources pre-declared so that their series exist at zero.
 CANDIDATE_SOURCES = ("rules", "search", "model")
@@ -45,8 +47,9 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5,
 
 STAGE_SECONDS = Histogram(
     "tasmopt_compile_stage_duration_seconds",
-    "Seconds spent per compile stage (decode, lower, candidates, verify, rank, splice, "
-    "persist) and for the whole compile (total).", ["stage"], buckets=LATENCY_BUCKETS)
+    "Seconds spent per compile stage (queue: waiting for a compile slot; decode, lower, "
+    "candidates, verify, rank, splice, persist) and for the whole compile (total).",
+    ["stage"], buckets=LATENCY_BUCKETS)
 HTTP_REQUESTS = Counter(
     "tasmopt_http_requests_total", "HTTP requests answered, by route template and status.",
     ["method", "route", "status"])

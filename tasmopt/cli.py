@@ -403,15 +403,22 @@ report.png. Exit status 0 whether or not the Phase A gate passes (see report.jso
 @click.option("--limit", type=click.IntRange(1), help="Evaluate only the first N rows.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Directory for the report files.")
+@click.option("--record", is_flag=True,
+              help="Write the holdout figures into the checkpoint's metrics.json (what the "
+                   "service reads for the learning phase).")
 def eval_cmd(data: Path, checkpoint: Path, split: str, k: int, witnesses: int, device: str,
-             limit: int | None, out: Path | None) -> None:
+             limit: int | None, out: Path | None, record: bool) -> None:
     """Evaluate a checkpoint: validity, gains over the compiler, latency, Phase A gate."""
-    from tasmopt.train.evaluate import evaluate, markdown, write_report
+    from tasmopt.train.evaluate import evaluate, markdown, record_metrics, write_report
 
+    if record and (split != "holdout" or limit is not None):
+        raise click.BadParameter("--record needs the whole holdout split (no --limit)")
     report, results = evaluate(checkpoint, data, split=split, k=k, witnesses=witnesses,
                                device=device, limit=limit, progress=sys.stderr.isatty())
     if out is not None:
         write_report(report, results, out)
+    if record:
+        record_metrics(checkpoint, report)
     click.echo(markdown(report))
 
 
@@ -571,6 +578,15 @@ def checkpoint_list() -> None:
             click.echo(f"{c.version}\t{c.status}\t{c.stage}\t{c.sha256[:12]}\t{c.path}")
     if not rows:
         click.echo("no checkpoints registered", err=True)
+
+
+def _register_groups() -> None:
+    from tasmopt.cli_corpus import corpus
+
+    main.add_command(corpus)
+
+
+_register_groups()
 
 
 if __name__ == "__main__":

@@ -160,7 +160,9 @@ def compile(tir: Any, baseline_tasm: str | None = None, *,  # noqa: A001 - the s
             if f.name in out.functions:
                 f.report.tasm = out.section_lines(f.name)
     reference_text = baseline_tasm if baseline_tasm is not None else low.text()
-    return CompileResult(text, [f.report for f in fns], request_hash, reference_text, timings)
+    model = source_registry.get("model") if "model" in proposals else None
+    return CompileResult(text, [f.report for f in fns], request_hash, reference_text, timings,
+                         model_version=getattr(model, "version", None))
 
 
 # -- stage 2: per-function reference and blocks -----------------------------------------

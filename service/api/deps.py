@@ -7,6 +7,7 @@ Everything a route needs comes from ``app.state`` (built once by the lifespan in
 from __future__ import annotations
 
 import secrets
+import threading
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
@@ -25,7 +26,7 @@ __all__ = ["SettingsDep", "SessionDep", "SpoolDep", "BreakerDep", "CompilerDep",
            "BaselineDep", "CompileBody", "WatcherDep", "RunnerDep", "FactoryDep", "AdminDep",
            "get_settings", "get_session", "get_spool", "get_breaker", "get_compiler",
            "get_verifier", "get_baseline", "get_compile_request", "get_watcher", "get_runner",
-           "get_session_factory", "require_admin"]
+           "get_session_factory", "require_admin", "get_slots", "SlotsDep"]
 
 
 def get_settings(request: Request) -> Settings:
@@ -68,6 +69,11 @@ def get_baseline() -> Callable[[list[Any], str | None], str]:
 def get_session_factory(request: Request) -> sessionmaker[Session]:
     """For work that outlives the request (async jobs)."""
     return request.app.state.session_factory
+
+
+def get_slots(request: Request) -> threading.Semaphore:
+    """Admission control of compiles in this process (COMPILE_SLOTS)."""
+    return request.app.state.compile_slots
 
 
 def get_watcher(request: Request) -> ModelWatcher:
@@ -120,3 +126,4 @@ FactoryDep = Annotated[sessionmaker[Session], Depends(get_session_factory)]
 WatcherDep = Annotated[ModelWatcher, Depends(get_watcher)]
 RunnerDep = Annotated[ThreadRunner | RqRunner, Depends(get_runner)]
 AdminDep = Annotated[str, Depends(require_admin)]
+SlotsDep = Annotated[threading.Semaphore, Depends(get_slots)]

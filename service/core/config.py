@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     spool_retry_s: float = Field(5.0, gt=0, description="Seconds between spool drain attempts.")
     db_connect_timeout_s: int = Field(3, ge=1, description="PostgreSQL connect timeout, seconds.")
     migrate_on_start: bool = Field(True, description="Run `alembic upgrade head` at start-up.")
+    compile_slots: int = Field(0, ge=0, le=256, description="Compiles one API process runs "
+                               "at once; more wait their turn, first come first served "
+                               "(0: the number of CPUs). Compiles are CPU-bound: time-slicing "
+                               "many at once only stretches every one of them.")
     async_threads: int = Field(2, ge=1, le=64, description="Threads running `POST /compile/jobs` "
                                "in-process when REDIS_URL is unset.")
     compile_job_timeout_s: int = Field(300, ge=1, description="Longest an async compile job may "

@@ -13,7 +13,10 @@ CF choices that change the TIR shape compared with the toolchain's:
   likewise per name (B12); multi-width returns never use the RAM round trip for k <= 15
   (B16: rotations plus fix-up ``Swap(1)..Swap(k-1)``);
 * spills store top element first with order-preserving swap chains and ``Push(a),
-  WriteMem(1), Pop(1)`` (B18); spill addresses are project-wide;
+  WriteMem(1), Pop(1)`` (B18); spill addresses are project-wide; a read of a spilled
+  variable copies it straight from RAM (``Push(a+i), ReadMem(1), Pop(1)``, no ``Dup``)
+  instead of reloading the variable on top of pending operands; a body that spilled an
+  outer variable stores/reloads to restore the layout it started with;
 * ``Swap(1)`` before ``Lt``, ``DivMod``, ``Pow`` (B19); ``as_u32`` asserts (B20);
 * loop bodies see the outer variables plus the counter on top; the loop variable is
   materialized only when the body reads it (B23);

@@ -1,7 +1,7 @@
-"""Type checking of function bodies (spec/trident-language.md §6): scopes, every statement
-and expression, annotating the tree for the builder (``ty`` on expressions and blocks,
-`VarRef`/`ConstRef` on paths, `CallTarget` on calls, `Var` lists on ``let`` and
-assignments).
+"""Type checking of function bodies (spec/trident-language.md §6): scopes and statements
+(expressions: `tasmopt.frontend.check_expr`), annotating the tree for the builder (``ty``
+on blocks and value-yielding ``if``/``match``, `Var` lists on ``let`` and assignments, the
+loop variable, resolved events).
 
 CF additions (§6 "not checked by Rust"): return type vs. body value; equal branch types of
 a value-yielding ``if``/``match``; no ``let`` of a unit value; ``return`` only as the last
@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tasmopt.frontend import ast as A
-from tasmopt.frontend.intrinsics import INTRINSICS
+from tasmopt.frontend.check_expr import ExprChecker
 from tasmopt.frontend.source import Pos
-from tasmopt.frontend.symbols import CallTarget, ConstRef, FnSig, Var, VarRef, call_label
+from tasmopt.frontend.symbols import ConstRef, FnSig, Var, VarRef
 from tasmopt.frontend.types import (
     BOOL,
     DIGEST,
@@ -24,17 +24,12 @@ from tasmopt.frontend.types import (
     FIELD,
     U32,
     UNIT,
-    XFIELD,
-    ArrayTy,
-    StructTy,
     TupleTy,
     Ty,
-    field_slot,
     returns_as,
-    same_type,
     show,
     unify,
-    width,
+    width_or,
 )
 
 if TYPE_CHECKING:
@@ -43,26 +38,6 @@ if TYPE_CHECKING:
 __all__ = ["BodyChecker"]
 
 _U32_MAX = 2**32 - 1
-
-
-def _has_call(e: A.Expr) -> bool:
-    if isinstance(e, A.CallExpr):
-        return True
-    return any(_has_call(c) for c in _children(e))
-
-
-def _children(e: A.Expr) -> list[A.Expr]:
-    if isinstance(e, A.BinExpr):
-        return [e.lhs, e.rhs]  # type: ignore[list-item]
-    if isinstance(e, A.TupleExpr | A.ArrayExpr):
-        return list(e.elems)
-    if isinstance(e, A.StructLit):
-        return [v for _, v, _ in e.fields]
-    if isinstance(e, A.IndexExpr):
-        return [e.base, e.index]  # type: ignore[list-item]
-    if isinstance(e, A.CallExpr):
-        return list(e.args)
-    return []
 
 
 def _normalize_returns(block: A.Block) -> None:
@@ -81,7 +56,7 @@ def _normalize_returns(block: A.Block) -> None:
                 _normalize_returns(arm.body)
 
 
-class BodyChecker:
+class BodyChecker(ExprChecker):
     """Checks one function body."""
 
     def __init__(self, mc: ModuleChecker, sig: FnSig) -> None:
@@ -91,10 +66,7 @@ class BodyChecker:
         self.sig = sig
         self.scopes: list[dict[str, Var]] = []
         self.local_calls: list[tuple[str, Pos]] = []
-
-    def error(self, message: str, pos: Pos, help: str | None = None) -> Ty:
-        self.diags.error(message, pos, help)
-        return ERROR
+        self.sizes = dict(sig.bindings) or {g: g for g in sig.generics}
 
     # -- function ---------------------------------------------------------------------------
 
@@ -124,18 +96,13 @@ class BodyChecker:
                        f"{show(value)}", where)
 
     @staticmethod
+
     def asm_value(body: A.Block, ret: Ty) -> bool:
         """A body ending in ``asm(+w)`` provides the w-wide result itself."""
         last = body.stmts[-1] if body.stmts else None
-        return isinstance(last, A.AsmStmt) and last.body.effect == width(ret)
+        return isinstance(last, A.AsmStmt) and last.body.effect == width_or(ret, -1)
 
     # -- scopes -----------------------------------------------------------------------------
-
-    def lookup(self, name: str) -> Var | None:
-        for scope in reversed(self.scopes):
-            if name in scope:
-                return scope[name]
-        return None
 
     def block(self, b: A.Block, value_pos: bool) -> Ty:
         """Check a block; its value type (UNIT if none) is stored in ``b.ty``."""
@@ -160,6 +127,7 @@ class BodyChecker:
         return ty
 
     @staticmethod
+
     def diverges(e: A.Expr) -> bool:
         t = e.target if isinstance(e, A.CallExpr) else None
         return (t is not None and t.intrinsic is not None and t.intrinsic.name == "assert"
@@ -200,7 +168,7 @@ class BodyChecker:
             self.error("cannot bind a unit value", s.value.pos)
             ty = ERROR
         if s.ann is not None:
-            ann = self.mc.resolve_type(s.ann)
+            ann = self.mc.resolve_type(s.ann, self.sizes)
             if ann is not None and not returns_as(ann, ty):
                 self.error(f"type mismatch in let: annotated {show(ann)}, value is "
                            f"{show(ty)}", s.value.pos)
@@ -307,33 +275,6 @@ class BodyChecker:
         self.scopes.pop()
         s.loop_var = var if var is not None and var.used else None
 
-    def field_values(self, kind: str, name: str, declared: list[tuple[str, Ty]],
-                     given: list[tuple[str, A.Expr, Pos]], pos: Pos) -> list[A.Expr] | None:
-        """Check ``{f: e, ...}`` against declared fields; values in declaration order."""
-        names = {f for f, _ in declared}
-        by_name: dict[str, A.Expr] = {}
-        ok = True
-        for fname, value, fpos in given:
-            vt = self.expr(value)
-            if fname in by_name:
-                self.error(f"duplicate field '{fname}' in {kind} '{name}'", fpos)
-                ok = False
-            elif fname not in names:
-                self.error(f"{kind} '{name}' has no field '{fname}'", fpos)
-                ok = False
-            else:
-                fty = next(t for f, t in declared if f == fname)
-                if not returns_as(fty, vt):
-                    self.error(f"field '{fname}' of {kind} '{name}' is {show(fty)}, value is "
-                               f"{show(vt)}", value.pos)
-                by_name[fname] = value
-        missing = [f for f, _ in declared if f not in by_name]
-        if missing:
-            self.error(f"missing field{'s' if len(missing) > 1 else ''} "
-                       f"{', '.join(repr(m) for m in missing)} in {kind} '{name}'", pos)
-            ok = False
-        return [by_name[f] for f, _ in declared] if ok else None
-
     def event(self, s: A.EventStmt) -> None:
         ev = self.env.events.get(s.name)
         if ev is None:
@@ -384,216 +325,3 @@ class BodyChecker:
                 return ERROR
             s.ty = common
         return s.ty
-
-    # -- expressions ------------------------------------------------------------------------
-
-    def expr(self, e: A.Expr) -> Ty:
-        """Check an expression and store its type in ``e.ty``."""
-        ty = self._expr(e)
-        e.ty = ty
-        return ty
-
-    def _expr(self, e: A.Expr) -> Ty:
-        if isinstance(e, A.IntLit):
-            return FIELD
-        if isinstance(e, A.BoolLit):
-            return BOOL
-        if isinstance(e, A.Wildcard):
-            return self.error("'_' is not a value", e.pos)
-        if isinstance(e, A.PathExpr):
-            return self.path(e)
-        if isinstance(e, A.CallExpr):
-            return self.call(e)
-        if isinstance(e, A.BinExpr):
-            return self.binary(e)
-        if isinstance(e, A.TupleExpr):
-            elems = [self.expr(x) for x in e.elems]
-            for x, t in zip(e.elems, elems, strict=True):
-                if t == UNIT:
-                    self.error("a tuple element cannot be a unit value", x.pos)
-            return TupleTy(tuple(elems))
-        if isinstance(e, A.ArrayExpr):
-            return self.array(e)
-        if isinstance(e, A.IndexExpr):
-            return self.index(e)
-        return self.struct_lit(e)  # type: ignore[arg-type]
-
-    def var_path(self, var: Var, e: A.PathExpr) -> VarRef | None:
-        var.used = True
-        ty, off, w = var.ty, 0, var.width
-        for seg in e.segments[1:]:
-            if not isinstance(ty, StructTy):
-                self.error(f"field access '.{seg}' on a value of type {show(ty)}", e.pos)
-                return None
-            slot = field_slot(ty, seg)
-            if slot is None:
-                self.error(f"struct '{ty.name}' has no field '{seg}'", e.pos)
-                return None
-            off, w, ty = off + slot[0], slot[1], slot[2]
-        return VarRef(var, off, w, ty)
-
-    def const(self, e: A.PathExpr) -> ConstRef | None:
-        segs = e.segments
-        if len(segs) == 1:
-            entry = self.env.consts.get(segs[0])
-            return entry[0] if entry else None
-        module = self.mc.module_for(segs[:-1], e.pos)
-        entry = module.consts.get(segs[-1]) if module is not None else None
-        return entry[0] if entry and entry[1] else None
-
-    def path(self, e: A.PathExpr) -> Ty:
-        var = self.lookup(e.segments[0])
-        if var is not None:
-            ref = self.var_path(var, e)
-            if ref is None:
-                return ERROR
-            e.ref = ref
-            return ref.ty
-        const = self.const(e)
-        if const is not None:
-            e.ref = const
-            return const.ty
-        return self.error(f"undefined variable '{e.dotted}'", e.pos)
-
-    def resolve_call(self, e: A.CallExpr) -> CallTarget | None:
-        segs = e.segments
-        if len(segs) == 1:
-            sig = self.env.fns.get(segs[0])
-            if sig is None:
-                intr = INTRINSICS.get(segs[0])
-                if intr is None:
-                    self.error(f"undefined function '{segs[0]}'", e.pos)
-                    return None
-                return CallTarget("intrinsic", intr.name, intr.params, intr.ret, intr)
-            if sig.intrinsic is None:
-                self.local_calls.append((sig.name, e.pos))
-            local = True
-        else:
-            module = self.mc.module_for(segs[:-1], e.pos)
-            if module is None:
-                self.error(f"undefined module '{'.'.join(segs[:-1])}'", e.pos,
-                           f"add: use <path>.{segs[-2]}")
-                return None
-            sig = module.fns.get(segs[-1])
-            if sig is None or not sig.pub:
-                why = "is private" if sig is not None else "is not defined"
-                self.error(f"undefined function '{e.dotted}': '{segs[-1]}' {why} in module "
-                           f"'{module.name}'", e.pos)
-                return None
-            local = False
-        if sig.generic:
-            self.error(f"calling size-generic function '{sig.name}' is not supported", e.pos)
-            return None
-        params = tuple(t for _, t in sig.params)
-        if sig.intrinsic is not None:
-            intr = INTRINSICS[sig.intrinsic]
-            pw, rw = sum(width(t) for t in params), width(sig.ret)
-            if (pw, rw) != (intr.in_width, intr.out_width):
-                self.error(f"'{e.dotted}' is declared with {pw} argument and {rw} result "
-                           f"elements, but intrinsic '{intr.name}' takes {intr.in_width} and "
-                           f"gives {intr.out_width}", e.pos)
-                return None
-            return CallTarget("intrinsic", intr.name, params, sig.ret, intr, sig.module,
-                              sig.name)
-        return CallTarget("user", call_label(sig.module, sig.name, local), params, sig.ret,
-                          None, sig.module, sig.name)
-
-    def call(self, e: A.CallExpr) -> Ty:
-        target = self.resolve_call(e)
-        args = [self.expr(a) for a in e.args]
-        if target is None:
-            return ERROR
-        e.target = target
-        if len(args) != len(target.params):
-            return self.error(f"'{e.dotted}' takes {len(target.params)} argument"
-                              f"{'s' if len(target.params) != 1 else ''}, got {len(args)}",
-                              e.pos)
-        for k, (a, want, got) in enumerate(zip(e.args, target.params, args, strict=True)):
-            if not returns_as(want, got):
-                self.error(f"argument {k + 1} of '{e.dotted}': expected {show(want)}, found "
-                           f"{show(got)}", a.pos)
-        return target.ret
-
-    def binary(self, e: A.BinExpr) -> Ty:
-        lt, rt = self.expr(e.lhs), self.expr(e.rhs)  # type: ignore[arg-type]
-        op = e.op
-        if ERROR in (lt, rt):
-            return {"==": BOOL, "<": BOOL, "/%": TupleTy((U32, U32))}.get(op, ERROR)
-        if op in ("+", "*"):
-            if lt == rt == FIELD:
-                return FIELD
-            help_ = "XField arithmetic has no TIR op" if XFIELD in (lt, rt) else (
-                "convert U32 with as_field(x)" if U32 in (lt, rt) else None)
-            return self.error(f"operator '{op}' needs Field operands, found {show(lt)} and "
-                              f"{show(rt)}", e.pos, help_)
-        if op == "==":
-            if not same_type(lt, rt) or width(lt) != 1:
-                return self.error(f"operator '==' needs two single-element operands of the "
-                                  f"same type, found {show(lt)} and {show(rt)}", e.pos,
-                                  "use assert_digest for Digest values" if lt == DIGEST
-                                  else None)
-            return BOOL
-        if op == "*.":
-            if (lt, rt) != (XFIELD, FIELD):
-                return self.error(f"operator '*.' needs XField *. Field, found {show(lt)} and "
-                                  f"{show(rt)}", e.pos)
-            return XFIELD
-        if lt == rt == U32:
-            return {"<": BOOL, "&": U32, "^": U32, "/%": TupleTy((U32, U32))}[op]
-        return self.error(f"operator '{op}' needs U32 operands, found {show(lt)} and "
-                          f"{show(rt)}", e.pos, "convert with as_u32(x)")
-
-    def array(self, e: A.ArrayExpr) -> Ty:
-        if not e.elems:
-            return self.error("an empty array literal has no type", e.pos)
-        types = [self.expr(x) for x in e.elems]
-        for x, t in zip(e.elems, types, strict=True):
-            if not same_type(t, types[0]):
-                self.error(f"array element type mismatch: expected {show(types[0])}, found "
-                           f"{show(t)}", x.pos)
-        return ArrayTy(types[0], len(types))
-
-    def index(self, e: A.IndexExpr) -> Ty:
-        bt = self.expr(e.base)  # type: ignore[arg-type]
-        idx = e.index
-        k: int | None = None
-        if isinstance(idx, A.IntLit):
-            k = idx.value
-            idx.ty = U32
-        else:
-            it = self.expr(idx)  # type: ignore[arg-type]
-            if isinstance(idx, A.PathExpr) and isinstance(idx.ref, ConstRef):
-                k = idx.ref.value
-            elif it not in (U32, ERROR):
-                self.error(f"array index must be U32, found {show(it)}", idx.pos)  # type: ignore[union-attr]
-        if bt == ERROR:
-            return ERROR
-        if not isinstance(bt, ArrayTy):
-            return self.error(f"cannot index a value of type {show(bt)}", e.pos)
-        if k is not None and isinstance(bt.size, int) and k >= bt.size:
-            return self.error(f"index {k} is out of range for {show(bt)}", idx.pos)  # type: ignore[union-attr]
-        e.const_index = k
-        return bt.elem
-
-    def struct_lit(self, e: A.StructLit) -> Ty:
-        t = self.mc.named_type(A.NamedT(e.segments, e.pos)) if (
-            len(e.segments) > 1 or e.segments[0] in self.env.structs
-            or e.segments[0] in self.mc.struct_decls) else None
-        if not isinstance(t, StructTy):
-            for _, value, _ in e.fields:
-                self.expr(value)
-            if t is None and len(e.segments) == 1:
-                self.error(f"undefined struct '{e.segments[0]}'", e.pos)
-            return ERROR
-        values = self.field_values("struct", t.name, list(t.fields), e.fields, e.pos)
-        if values is None:
-            return ERROR
-        written = [v for _, v, _ in e.fields]
-        reordered = any(a is not b for a, b in zip(written, values, strict=True))
-        if reordered and any(_has_call(v) for v in written):
-            self.error(f"fields of struct literal '{t.name}' with calls must be written in "
-                       "declaration order", e.pos,
-                       "order: " + ", ".join(f for f, _ in t.fields))
-        e.ordered = values
-        return t
-

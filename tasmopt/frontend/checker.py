@@ -11,6 +11,8 @@ unknown intrinsics and a program without ``main`` are errors.
 
 from __future__ import annotations
 
+import copy
+
 from tasmopt.frontend import ast as A
 from tasmopt.frontend.check_body import BodyChecker
 from tasmopt.frontend.intrinsics import INTRINSICS
@@ -39,6 +41,10 @@ _PRIMS = {"Field": FIELD, "XField": XFIELD, "Bool": BOOL, "U32": U32, "Digest": 
 _INTRINSIC_PREFIXES = ("std.", "vm.", "os.", "ext.")
 #: Most fields of an event (spec §3).
 MAX_EVENT_FIELDS = 9
+#: Most instances of size-generic functions per module (guards runaway instantiation).
+MAX_INSTANCES = 256
+#: Size parameters in scope -> value (int) or opaque spelling (str).
+Sizes = dict[str, int | str]
 
 
 def _active(attrs: list[A.Attribute]) -> bool:
@@ -55,6 +61,8 @@ class ModuleChecker:
         self.diags = Diagnostics(unit.source)
         self.used_aliases: set[str] = set()
         self.struct_decls: dict[str, A.StructItem] = {}
+        self.instances: dict[tuple[str, tuple[int, ...]], FnSig] = {}
+        self.pending: list[FnSig] = []
         self.struct_busy: set[str] = set()
 
     # -- names across modules ---------------------------------------------------------------
@@ -79,8 +87,12 @@ class ModuleChecker:
 
     # -- types ------------------------------------------------------------------------------
 
-    def resolve_type(self, t: A.TypeExpr, generics: frozenset[str] = frozenset()) -> Ty | None:
-        """The checked type of a type expression, or None after reporting an error."""
+    def resolve_type(self, t: A.TypeExpr, generics: Sizes | None = None) -> Ty | None:
+        """The checked type of a type expression, or None after reporting an error.
+
+        ``generics`` maps the size parameters in scope to their value: an int (an instance),
+        or a string (an opaque size expression while checking a generic body once)."""
+        generics = generics or {}
         if isinstance(t, A.PrimT):
             return _PRIMS[t.name]
         if isinstance(t, A.ArrayT):
@@ -114,12 +126,12 @@ class ModuleChecker:
             return None
         return entry[0]
 
-    def size(self, s: A.SizeExpr, generics: frozenset[str]) -> int | str | None:
+    def size(self, s: A.SizeExpr, generics: Sizes) -> int | str | None:
         if isinstance(s, A.SizeLit):
             return s.value
         if isinstance(s, A.SizeName):
             if s.name in generics:
-                return s.name
+                return generics[s.name]
             const = self.env.consts.get(s.name)
             if const is not None:
                 return const[0].value
@@ -229,7 +241,7 @@ class ModuleChecker:
         self.env.events[it.name] = EventDef(it.name, tag, tuple(f.name for f in it.fields), it)
 
     def signature(self, it: A.FnItem) -> None:
-        generics = frozenset(g for g, _ in it.generics)
+        generics: Sizes = {g: g for g, _ in it.generics}
         params: list[tuple[str, Ty]] = []
         for p in it.params:
             if any(p.name == q for q, _ in params):
@@ -248,7 +260,7 @@ class ModuleChecker:
             self.diags.error(f"function '{it.name}' has no body", it.pos,
                              "only #[intrinsic(...)] functions may be bodiless")
         sig = FnSig(it.name, self.env.name, tuple(params), ret, it, intrinsic, it.pub,
-                    bool(it.generics))
+                    tuple(g for g, _ in it.generics))
         self.env.fns[it.name] = sig
         if it.body is not None and test is None:
             self.env.build.append(sig)
@@ -267,6 +279,26 @@ class ModuleChecker:
             self.diags.error(f"unknown intrinsic '{name}'", attr.pos)
             return None
         return name
+
+    # -- size-generic functions -------------------------------------------------------------
+
+    def instantiate(self, sig: FnSig, sizes: tuple[int, ...]) -> FnSig:
+        """The instance of a local size-generic function for these sizes (spec §3: label
+        ``name__N<sizes joined by _>``), checked after the other bodies, built after all
+        other functions in first-use order."""
+        key = (sig.name, sizes)
+        inst = self.instances.get(key)
+        if inst is None:
+            bindings: Sizes = dict(zip(sig.generics, sizes, strict=True))
+            decl = copy.deepcopy(sig.decl)
+            params = tuple((p.name, self.resolve_type(p.type, bindings) or FIELD)
+                           for p in decl.params)
+            ret = self.resolve_type(decl.ret, bindings) or UNIT if decl.ret else UNIT
+            name = f"{sig.name}__N{'_'.join(map(str, sizes))}"
+            inst = FnSig(name, sig.module, params, ret, decl, None, sig.pub, (), bindings)
+            self.instances[key] = inst
+            self.pending.append(inst)
+        return inst
 
     # -- whole module -----------------------------------------------------------------------
 
@@ -320,6 +352,14 @@ class ModuleChecker:
             body.check()
             calls[sig.name] = body.local_calls
         self.recursion(calls)
+        while self.pending and not self.diags.errors:
+            inst = self.pending.pop(0)
+            if len(self.instances) > MAX_INSTANCES:
+                self.diags.error(f"more than {MAX_INSTANCES} instances of size-generic "
+                                 "functions", inst.decl.pos)
+                break
+            BodyChecker(self, inst).check()
+            self.env.build.append(inst)
         for alias, dotted in self.env.aliases.items():
             if alias not in self.used_aliases:
                 use = next(u for u in self.unit.ast.uses if u.dotted == dotted)

@@ -4,9 +4,12 @@ it started from (spec/trident-language.md §7.2, CF fix B18).
 
 CF spill: the spilled variable's elements are stored top element first, each brought to
 the top by ``Swap(1), Swap(2), ..., Swap(e)`` (which keeps the order of everything else),
-then ``Push(addr + i), WriteMem(1), Pop(1)`` (pointer on st0, as the ISA wants); element
-i (deepest = 0) lives at ``addr + i``. Reload is upstream's ``Push(addr + i), ReadMem(1),
-Pop(1)`` for i = 0.. w-1. A variable keeps its RAM home once it has one.
+or, when the topmost entries are variables exactly as wide as the spilled one, by one
+``Swap(D)`` each (those variables then take its slots, upstream's shape), then
+``Push(addr + i), WriteMem(1), Pop(1)`` (pointer on st0, as the ISA wants); element
+i (deepest = 0) lives at ``addr + i``; a variable keeps its RAM home once it has one.
+Reload is upstream's ``Push(addr + i), ReadMem(1), Pop(1)`` for i = 0..w-1, used only to
+rebuild a layout at the end of a branch or loop body (reads copy from RAM instead).
 """
 
 from __future__ import annotations
@@ -176,14 +179,38 @@ class StackModel:
         addr = self.home.get(var)
         if addr is None:
             addr = self.home[var] = self.alloc.spill(entry.width)
+        j = self.aligned_block(i, entry.width)
         for k in range(entry.width - 1, -1, -1):
-            self.emit_swap_chain(above)
+            if j is None:
+                self.emit_swap_chain(above)
+            else:                          # the top block of variables takes V's place
+                self.emit(Op("Swap", above))
             self.emit(Op("Push", addr + k))
             self.emit(Op("WriteMem", 1))
             self.emit(Op("Pop", 1))
-        del self.entries[i]
+        if j is None:
+            del self.entries[i]
+        else:
+            block = self.entries[j:]
+            del self.entries[j:]
+            self.entries[i:i + 1] = block
         self.spilled[var] = addr
         self.ram_valid.add(var)
+
+    def aligned_block(self, i: int, w: int) -> int | None:
+        """Index of the first of the topmost entries above entry i that are all variables
+        and exactly w wide in total (they can be swapped into its slots), else None."""
+        acc = 0
+        for j in range(len(self.entries) - 1, i, -1):
+            e = self.entries[j]
+            if e.var is None:
+                return None
+            acc += e.width
+            if acc == w:
+                return j
+            if acc > w:
+                return None
+        return None
 
     def emit_swap_chain(self, e: int) -> None:
         """Bring st_e to the top, shifting st0..st_{e-1} down by one."""

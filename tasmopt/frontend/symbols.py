@@ -76,7 +76,14 @@ class FnSig:
     decl: A.FnItem
     intrinsic: str | None = None
     pub: bool = False
-    generic: bool = False
+    #: size parameter names of a size-generic function (not built itself)
+    generics: tuple[str, ...] = ()
+    #: size parameter values of an instance of one
+    bindings: dict[str, int | str] = field(default_factory=dict)
+
+    @property
+    def generic(self) -> bool:
+        return bool(self.generics)
 
 
 @dataclass

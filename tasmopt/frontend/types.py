@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "Ty", "Prim", "ArrayTy", "TupleTy", "StructTy", "FIELD", "XFIELD", "BOOL", "U32", "DIGEST",
-    "UNIT", "ERROR", "width", "show", "same_type", "returns_as", "unify", "field_slot", "DIGEST_WIDTH", "EXT_DEGREE",
+    "UNIT", "ERROR", "width", "width_or", "show", "same_type", "returns_as", "unify", "field_slot", "DIGEST_WIDTH", "EXT_DEGREE",
 ]
 
 #: Triton digest width and extension degree (spec/tir.md §0).
@@ -74,15 +74,27 @@ _PRIM_WIDTH = {"Field": 1, "Bool": 1, "U32": 1, "XField": EXT_DEGREE, "Digest": 
 
 def width(ty: Ty) -> int:
     """Stack width in field elements. Raises ValueError for an opaque (generic) size."""
+    w = width_or(ty, None)
+    if w is None:
+        raise ValueError(f"width of {show(ty)} depends on a size parameter")
+    return w
+
+
+def width_or(ty: Ty, default: int | None) -> int | None:
+    """`width`, or ``default`` when it depends on a size parameter (a generic body)."""
     if isinstance(ty, Prim):
         return _PRIM_WIDTH[ty.name]
+    parts: list[int | None]
     if isinstance(ty, ArrayTy):
-        if not isinstance(ty.size, int):
-            raise ValueError(f"width of {show(ty)} depends on a size parameter")
-        return ty.size * width(ty.elem)
+        elem = width_or(ty.elem, default)
+        if not isinstance(ty.size, int) or elem is None:
+            return default
+        return ty.size * elem
     if isinstance(ty, TupleTy):
-        return sum(width(t) for t in ty.elems)
-    return sum(width(t) for _, t in ty.fields)
+        parts = [width_or(t, default) for t in ty.elems]
+    else:
+        parts = [width_or(t, default) for _, t in ty.fields]
+    return None if None in parts else sum(parts)  # type: ignore[arg-type]
 
 
 def show(ty: Ty | None) -> str:

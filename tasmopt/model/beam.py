@@ -142,7 +142,6 @@ def sample(model: TasmModel, batch, immediates: Sequence[Sequence[int]], *, k: i
            generator: torch.Generator | None = None) -> list[list[Hypothesis]]:
     """``k`` samples per graph from the masked model distribution at ``temperature``;
     duplicates removed. Arguments as `beam_search`."""
-    g_count = int(batch.num_graphs)
     limits = _limits(batch, limits, model.config.max_len)
     enc = model.encode(batch)
     rows, state, cache, tok = model.start(batch, enc, k, limits)

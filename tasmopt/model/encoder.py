@@ -42,6 +42,7 @@ class EncodedGraphs:
         imm_mask: (G, MAX_POINTERS) bool.
         base_tokens: (G, L) int64 the baseline's token ids (PAD-padded), or None; set by
             `tasmopt.model.model.TasmModel` when it uses the baseline.
+        base_emb: (G, L, d) their embeddings (keys of the copy head), or None.
     """
 
     memory: torch.Tensor
@@ -50,12 +51,13 @@ class EncodedGraphs:
     imm: torch.Tensor
     imm_mask: torch.Tensor
     base_tokens: torch.Tensor | None = None
+    base_emb: torch.Tensor | None = None
 
     def repeat(self, k: int) -> EncodedGraphs:
         """Each graph's outputs repeated ``k`` times consecutively (G -> G*k rows: beams)."""
         return EncodedGraphs(*(None if t is None else t.repeat_interleave(k, dim=0) for t in (
             self.memory, self.memory_mask, self.context, self.imm, self.imm_mask,
-            self.base_tokens)))
+            self.base_tokens, self.base_emb)))
 
 
 class _GatLayer(nn.Module):

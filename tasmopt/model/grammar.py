@@ -181,7 +181,7 @@ class GrammarState:
         """(N, V) bool: tokens allowed next (see the module docstring)."""
         after = self.h[:, None] + g.delta[None, :]                          # (N, V)
         slots = (self.limit - self.steps - 2)[:, None]                       # (N, 1)
-        
+
         ok = g.instr[None, :] & (g.need[None, :] <= (self.entry + self.h)[:, None])
         ok &= after >= self.floor[:, None]
         ok &= (after - self.net[:, None]) <= g.max_drop * slots

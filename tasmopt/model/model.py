@@ -74,6 +74,9 @@ class TasmModel(nn.Module):
         if config.baseline_memory:
             self.base_seg = nn.Parameter(torch.zeros(d))
             self.hint = nn.ModuleList(nn.Embedding(v, d) for _ in range(2))
+            self.copy_q = nn.Linear(d, d)
+            self.copy_k = nn.Linear(d, d)
+            self.copy_gate = nn.Linear(d, 1)
         self.decoder = Decoder(config)
         self.head = nn.Linear(d, v)
         self.ptr_q = nn.Linear(d, len(POINTER_KINDS) * d)
@@ -120,6 +123,7 @@ class TasmModel(nn.Module):
         enc.memory = torch.cat([enc.memory, emb], dim=1)                     # (G, S + L, d)
         enc.memory_mask = torch.cat([enc.memory_mask, base != PAD], dim=1)   # (G, S + L)
         enc.base_tokens = base
+        enc.base_emb = emb
         return enc
 
     def _embed(self, tokens: torch.Tensor, positions: torch.Tensor, state_h: torch.Tensor,
@@ -145,7 +149,13 @@ class TasmModel(nn.Module):
         return self.drop(x)
 
     def _logits(self, z: torch.Tensor, enc: EncodedGraphs) -> torch.Tensor:
-        """z (B, T, d) -> logits (B, T, V) with pointer scores added."""
+        """z (B, T, d) -> next-token log-probabilities (B, T, V).
+
+        Generator: ``softmax(W_out z)`` with pointer scores added to the pointer tokens.
+        With the baseline memory it is mixed with a copy distribution over the baseline's
+        tokens (pointer-generator): ``p = g P_gen + (1 - g) P_copy`` where ``g =
+        sigmoid(w z)`` and ``P_copy[y] = sum_{i: b_i = y} softmax_i(q(z) . k(e_i))``.
+        """
         logits = self.head(z)                                                # (B, T, V)
         b, t, d = z.shape
         q = self.ptr_q(z).view(b, t, len(POINTER_KINDS), d)                  # (B, T, 4, d)
@@ -154,7 +164,21 @@ class TasmModel(nn.Module):
         base = self.vocab.pointer_base
         n = len(POINTER_KINDS) * MAX_POINTERS
         ptr = logits[..., base:base + n] + score.reshape(b, t, n)
-        return torch.cat([logits[..., :base], ptr, logits[..., base + n:]], dim=-1)
+        logits = torch.cat([logits[..., :base], ptr, logits[..., base + n:]], dim=-1)
+        if enc.base_tokens is None:
+            return torch.log_softmax(logits, dim=-1)
+        keys = self.copy_k(enc.base_emb)                                     # (B, L, d)
+        att = torch.einsum("btd,bld->btl", self.copy_q(z), keys) / math.sqrt(d)  # (B, T, L)
+        present = enc.base_tokens != PAD                                     # (B, L)
+        att = att.masked_fill(~present[:, None, :], float("-inf"))
+        has = present.any(dim=1)                                             # (B,)
+        att = torch.softmax(att.masked_fill(~has[:, None, None], 0.0), dim=-1)
+        copy = torch.zeros_like(logits).scatter_add_(
+            -1, enc.base_tokens[:, None, :].expand(-1, t, -1), att)          # (B, T, V)
+        gate = torch.sigmoid(self.copy_gate(z))                              # (B, T, 1)
+        gate = torch.where(has[:, None, None], gate, torch.ones_like(gate))
+        mix = gate * torch.softmax(logits, dim=-1) + (1 - gate) * copy
+        return torch.log(mix.clamp(min=1e-9))
 
     @staticmethod
     def _graph_rows(batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -5,7 +5,9 @@ one batch) and every hypothesis is verified against the block's baseline with
 `tasmopt.vm.equivalence.check_block`. Per block:
 
 * ``valid`` — at least one hypothesis is proven equivalent (what the service can use);
-  ``top1_valid`` — the model's most likely hypothesis is;
+  ``top1_valid`` — the model's most likely hypothesis is; ``novel_valid`` — a valid
+  hypothesis differs from the baseline (a copy of the baseline is trivially valid, so this
+  and ``beats_compiler`` are what show the model doing more than copying);
 * ``accepted`` — a valid hypothesis also meets the optimizer's acceptance rule (cycles <=
   baseline, no table taller); ``best_cycles`` — the cheapest accepted one;
 * ``beats_compiler`` — ``best_cycles < baseline_cycles``; ``reduction`` —
@@ -43,7 +45,7 @@ from tasmopt.train.dataset import PairRow, read_pairs
 from tasmopt.vm.equivalence import BlockCheck, check_block, no_taller
 
 __all__ = ["BlockResult", "evaluate_rows", "evaluate", "bootstrap_ci", "summarize",
-           "PHASE_A_VALIDITY", "PHASE_A_CI_LOW", "write_report"]
+           "PHASE_A_VALIDITY", "PHASE_A_CI_LOW", "write_report", "record_metrics"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,7 @@ class BlockResult:
     valid_hypotheses: int
     valid: bool
     top1_valid: bool
+    novel_valid: bool
     accepted: bool
     beats_compiler: bool
     baseline_cycles: int
@@ -91,24 +94,26 @@ def bootstrap_ci(values: Sequence[float], *, confidence: float = 0.9, resamples:
 
 
 def _verify(row: PairRow, hyps: Sequence[Sequence[str]], witnesses: int, isa: str
-            ) -> tuple[int, bool, bool, int, list[str]]:
-    """(valid count, top-1 valid, accepted, best cycles, best lines) of a block."""
+            ) -> tuple[int, bool, bool, bool, int, list[str]]:
+    """(valid count, top-1 valid, novel valid, accepted, best cycles, best lines)."""
     base = tuple(row.baseline)
     bv = check_block(BlockCheck(base, base, isa, witnesses))
     best_cycles, best_lines, n_valid, top1, accepted = row.baseline_cycles, list(base), 0, False, False
+    novel = False
     for i, lines in enumerate(hyps):
         v = check_block(BlockCheck(base, tuple(lines), isa, witnesses))
         if not v.equivalent:
             continue
         n_valid += 1
         top1 = top1 or i == 0
+        novel = novel or tuple(lines) != base
         ok = v.cycles <= row.baseline_cycles and (not bv.equivalent or
                                                    no_taller(v.heights, bv.heights))
         if ok:
             if not accepted or v.cycles < best_cycles:
                 best_cycles, best_lines = v.cycles, list(lines)
             accepted = True
-    return n_valid, top1, accepted, best_cycles, best_lines
+    return n_valid, top1, novel, accepted, best_cycles, best_lines
 
 
 def evaluate_rows(model: TasmModel, rows: Sequence[PairRow], *, k: int = 32,
@@ -140,11 +145,12 @@ def evaluate_rows(model: TasmModel, rows: Sequence[PairRow], *, k: int = 32,
         latency = (time.perf_counter() - t0) / len(fn_rows)
         for r, hs in zip(fn_rows, hyps):
             lines = [[str(i) for i in h.instrs] for h in hs]
-            n_valid, top1, accepted, best, best_lines = _verify(r, lines, witnesses, isa)
+            n_valid, top1, novel, accepted, best, best_lines = _verify(r, lines, witnesses,
+                                                                       isa)
             out.append(BlockResult(
                 id=r.id, origin=r.origin, module=r.module, function=r.function,
                 lines=len(r.baseline), hypotheses=len(hs), valid_hypotheses=n_valid,
-                valid=n_valid > 0, top1_valid=top1, accepted=accepted,
+                valid=n_valid > 0, top1_valid=top1, novel_valid=novel, accepted=accepted,
                 beats_compiler=accepted and best < r.baseline_cycles,
                 baseline_cycles=r.baseline_cycles, target_cycles=r.target_cycles,
                 best_cycles=best,
@@ -185,6 +191,7 @@ def summarize(results: Sequence[BlockResult], *, seed: int = 0) -> dict[str, Any
         "blocks": len(results),
         "validity": validity,
         "top1_validity": _share([r.top1_valid for r in results], seed),
+        "novel_validity": _share([r.novel_valid for r in results], seed),
         "accepted": _share([r.accepted for r in results], seed),
         "beats_compiler": _share([r.beats_compiler for r in results], seed),
         "beats_compiler_of_valid": (sum(r.beats_compiler for r in accepted) / len(accepted)
@@ -254,7 +261,8 @@ def markdown(report: dict[str, Any]) -> str:
              f"`{report['data_name']}`", "",
              f"K = {report['k']}, {report['witnesses']} witnesses, device {report['device']}.",
              ""]
-    head = "| origin | blocks | validity (90% CI) | top-1 valid | beats compiler | " \
+    head = "| origin | blocks | validity (90% CI) | top-1 valid | valid, not a copy | " \
+           "beats compiler | " \
            "median reduction (accepted) | fn validity | fn beats | P50/P90 ms per fn | Phase A |"
     lines += [head, "|---" * (head.count("|") - 1) + "|"]
     for origin in ("all", "real", "corpus"):
@@ -266,6 +274,7 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| {origin} | {s['blocks']} | {_pct(v['value'])} ({_pct(v['ci90'][0])}–"
             f"{_pct(v['ci90'][1])}) | {_pct(s['top1_validity']['value'])} | "
+            f"{_pct(s['novel_validity']['value'])} | "
             f"{_pct(s['beats_compiler']['value'])} | {_pct(s['median_reduction_valid'])} | "
             f"{_pct(f['validity']['value'])} | {_pct(f['beats_compiler']['value'])} | "
             f"{1000 * f['latency_s']['p50']:.0f}/{1000 * f['latency_s']['p90']:.0f} | "
@@ -310,3 +319,20 @@ def write_report(report: dict[str, Any], results: Sequence[BlockResult], out: Pa
     fig.tight_layout()
     fig.savefig(out / "report.png", dpi=100)
     plt.close(fig)
+
+
+def record_metrics(checkpoint: Path, report: dict[str, Any]) -> None:
+    """Merge a holdout evaluation into the checkpoint's ``metrics.json``: the keys the
+    service's phase logic reads (``holdout_validity``, ``holdout_validity_ci_low``, as
+    fractions) and the whole report under ``evaluation``."""
+    path = Path(checkpoint) / "metrics.json"
+    metrics = json.loads(path.read_text()) if path.exists() else {}
+    s = report.get("real") or report["all"]
+    metrics.update({
+        "holdout_validity": s["validity"]["value"],
+        "holdout_validity_ci_low": s["validity"]["ci90"][0],
+        "holdout_beats_compiler": s["beats_compiler"]["value"],
+        "holdout_median_reduction": s["median_reduction_valid"],
+        "evaluation": report,
+    })
+    path.write_text(json.dumps(metrics, indent=2) + "\n")

@@ -27,22 +27,25 @@ STEP_LIMIT = 2_000_000
 class Case:
     program: str                       # path under corpus/
     public: tuple[int, ...]
-    expected: tuple[int, ...] | None   # None: the run must fail
+    expected: tuple[int, ...] | None   # None: the run must fail with `fails_with`
     secret: tuple[int, ...] = ()
     digests: tuple[tuple[int, ...], ...] = ()
     ram: dict = field(default_factory=dict, hash=False)
     name: str = ""
+    fails_with: str = ""               # VmError kind of a `*_fail` program
 
     @property
     def id(self) -> str:
         return self.name or Path(self.program).stem
 
 
-def case(program: str, public, expected, *, secret=(), digests=(), ram=None, name=""):
+def case(program: str, public, expected, *, secret=(), digests=(), ram=None, name="",
+         fails_with=""):
+    assert (expected is None) == bool(fails_with)
     return Case(program, tuple(x % P for x in public),
                 None if expected is None else tuple(x % P for x in expected),
                 tuple(x % P for x in secret), tuple(tuple(d) for d in digests),
-                dict(ram or {}), name)
+                dict(ram or {}), name, fails_with)
 
 
 # == field ====================================================================================
@@ -402,7 +405,8 @@ def merkle_case(pos: int) -> Case:
 def merkle_fail_case(pos: int) -> Case:
     t = MERKLE_TREE
     public = R.digest_input(t.root) + [MERKLE_VALUES[pos], pos]
-    return case("hash/tests/t_merkle_fail.tri", public, None, digests=t.path(pos))
+    return case("hash/tests/t_merkle_fail.tri", public, None, digests=t.path(pos),
+                fails_with="VectorAssertionFailed")
 
 
 def ref_commit(v, s):
@@ -420,6 +424,12 @@ def ref_reduce(n, *xs):
     return [sum(xs), math.prod(xs), sum(x * x for x in xs),
             sum(xs[i] * xs[i + 1] for i in range(n - 1)), max(xs), min(xs),
             xs.count(0), sum((i + 1) * x for i, x in enumerate(xs)), xs[1] + xs[4]]
+
+
+def reduce_ram_case(xs) -> Case:
+    expected = [sum(xs), max(xs), min(xs), sum(x * x for x in xs), xs.count(0)]
+    return case("array/tests/t_reduce_ram.tri", [len(xs)], expected,
+                ram={4096 + i: x for i, x in enumerate(xs)})
 
 
 def ref_scan(n, *xs):
@@ -448,6 +458,35 @@ def ref_search(n, *w):
     return [xs.index(v) if v in xs else n, n, bit(v in xs), 0, xs.count(v),
             xs.index(max(xs)), bit(xs == sorted(xs)), 1, lower_bound(35), lower_bound(40),
             lower_bound(1000)]
+
+
+def fixed_case(v, x) -> Case:
+    d1, d2 = list(range(1, 6)), list(range(6, 11))
+    expected = ([sum(v), sum((i + 1) * a for i, a in enumerate(v))] + v[::-1] + [v[2]]
+                + [v[0], x, v[2], v[3]] + [R.horner(v, x)]
+                + [sum(v[:i + 1]) for i in range(4)] + [1] + v + [d2[0], d2[4]])
+    return case("array/tests/t_fixed.tri", [*v, x], expected, secret=d1 + d2)
+
+
+def dispatch_case(code, name: str) -> Case:
+    stack = []
+    for op, arg in code:
+        if op == 0:
+            stack.append(arg)
+        elif op == 4:
+            stack.append(stack[-1])
+        elif op == 5:
+            stack[-1], stack[-2] = stack[-2], stack[-1]
+        elif op in (1, 2, 3):
+            b, a = stack.pop(), stack.pop()
+            stack.append({1: a + b, 2: a * b, 3: a - b}[op] % P)
+        elif op == 6:
+            stack[-1] = neg(stack[-1])
+        elif op == 7:
+            stack[-1] = stack[-1] ** 2 % P
+    expected = [stack[-1], len(stack), neg(2), neg(5), 5, 42, 1]
+    return case("kernel/tests/t_dispatch.tri", [len(code), *[w for pair in code for w in pair]],
+                expected, name=name)
 
 
 def ref_matrix(*w):
@@ -490,13 +529,14 @@ def auth_case() -> Case:
     return case("kernel/tests/t_auth.tri", public, expected, secret=secret)
 
 
-def vote_case(ballots, weights, binary) -> Case:
+def vote_case(ballots, weights, binary, name: str) -> Case:
     n, m = len(ballots), len(binary)
     counts = [ballots.count(c) for c in range(3)]
     yes = sum(binary)
     expected = [counts[2], m - yes, yes, bit(2 * yes > m), 1, 0, counts.index(max(counts)),
                 sum(w for b, w in zip(ballots, weights) if b == 1)]
-    return case("kernel/tests/t_vote.tri", [n, *ballots, *weights, m, *binary], expected)
+    return case("kernel/tests/t_vote.tri", [n, *ballots, *weights, m, *binary], expected,
+                name=name)
 
 
 # == events ===================================================================================
@@ -570,7 +610,7 @@ CASES: list[Case] = [
     simple("uint/tests/t_bits.tri", [0xDEADBEEF, 0x0F0F1234, 7], ref_bits),
     simple("uint/tests/t_bits.tri", [0x80000000, 1, 31], ref_bits, name="t_bits_edge"),
     simple("uint/tests/t_range.tri", [0x12345678, 54321], ref_range),
-    case("uint/tests/t_range_fail.tri", [70000], None),
+    case("uint/tests/t_range_fail.tri", [70000], None, fails_with="AssertionFailed"),
     simple("uint/tests/t_numth.tri", [1_234_567_890, 987_654_330], ref_numth),
     simple("bigint/tests/t_carry.tri", [MASK32, 3_000_000_000, MASK32], ref_carry),
     simple("bigint/tests/t_carry.tri", [5, 9, 1], ref_carry, name="t_carry_small"),
@@ -588,23 +628,29 @@ CASES: list[Case] = [
     simple("hash/tests/t_commit.tri", [31337, X], ref_commit,
            secret=[31337, X]),
     simple("array/tests/t_reduce.tri", [6, 4, 0, 9, 2, 7, 3], ref_reduce),
+    reduce_ram_case([MASK32, 0, 17, 2**31, 5, 0, 99, 123456, 7, 1]),
     simple("array/tests/t_scan.tri", [6, 4, 1, 9, 2, 7, 3], ref_scan),
     simple("array/tests/t_copy.tri", [7, 1, 2, 3, 4, 5, 6, 7], ref_copy),
     simple("array/tests/t_copy.tri", [5, 1, 2, 3, 2, 1], ref_copy, name="t_copy_palindrome"),
     simple("array/tests/t_search.tri", [6, 5, 8, 3, 8, 1, 2, 8], ref_search),
     simple("array/tests/t_search.tri", [4, 1, 2, 3, 4, 9], ref_search, name="t_search_miss"),
+    fixed_case([3, 1, 4, 1_000_000_007], 17),
     simple("array/tests/t_matrix.tri", [1, 2, 3, 4, 5, 6, 7, 8, 10, 1, 0, P - 1], ref_matrix),
     case("kernel/tests/t_io.tri",
          [7, 8, 9, 1, 2, 3, 4, 5, 1, 10, 11, 12, 3, 100, 200, 300],
          ref_io([7, 8, 9, 1, 2, 3, 4, 5, 1, 10, 11, 12, 3, 100, 200, 300], [55, 66]),
          secret=[55, 66]),
     case("kernel/tests/t_guards.tri", [0, 3], [3, 3]),
-    case("kernel/tests/t_guards_fail.tri", [1024], None),
+    case("kernel/tests/t_guards_fail.tri", [1024], None, fails_with="AssertionFailed"),
     simple("kernel/tests/t_ledger.tri", [500, 20, 120], ref_ledger),
-    case("kernel/tests/t_ledger_fail.tri", [50, 51], None),
+    case("kernel/tests/t_ledger_fail.tri", [50, 51], None, fails_with="AssertionFailed"),
     auth_case(),
-    vote_case([0, 1, 2, 1, 1, 2, 0], [5, 1, 2, 3, 4, 5, 6], [1, 0, 1, 1]),
-    vote_case([2, 2, 0, 1], [1, 1, 1, 9], [0, 0, 1]),
+    dispatch_case([(0, 3), (0, 4), (1, 0), (4, 0), (2, 0), (0, 10), (5, 0), (3, 0), (6, 0),
+                   (7, 0), (9, 0)], "t_dispatch"),
+    dispatch_case([(0, X), (0, Y), (2, 0), (0, 5), (4, 0), (1, 0), (5, 0), (3, 0)],
+                  "t_dispatch_deep"),
+    vote_case([0, 1, 2, 1, 1, 2, 0], [5, 1, 2, 3, 4, 5, 6], [1, 0, 1, 1], "t_vote"),
+    vote_case([2, 2, 0, 1], [1, 1, 1, 9], [0, 0, 1], "t_vote_no_majority"),
     simple("events/tests/t_token.tri", [1001, 2002, 40], ref_token),
     notes_case(77, 250, 5, 999),
     simple("events/tests/t_audit.tri", [X, 8], ref_audit),
@@ -644,6 +690,7 @@ def test_program(c: Case):
     r = run_case(c)
     if c.expected is None:
         assert r.error is not None, f"expected a failure, got output {r.public_output}"
+        assert r.error.kind == c.fails_with, r.error
         return
     assert r.error is None, r.error
     assert list(r.public_output) == list(c.expected)

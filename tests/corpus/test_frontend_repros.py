@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import corpus_ref as R
+import pytest
 
 HERE = Path(__file__).resolve().parent / "repros"
 

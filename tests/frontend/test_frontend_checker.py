@@ -128,6 +128,16 @@ def test_accepted(src):
     ("fn f(x: Field) { match x { 0 => { } } }", 2, 18, "match is not exhaustive"),
     ("fn f(x: Field) { match x { _ => { } 0 => { } } }", 2, 37, "pattern after '_'"),
     ("fn f(x: Bool) { match x { 0 => { } _ => { } } }", 2, 27, "integer pattern on Bool"),
+    # size-generic functions
+    ("fn g<N>(a: Field) -> Field { a }\nfn f() -> Field { g(1) }", 3, 19,
+     "cannot infer size 'N' of 'g'"),
+    ("fn g<N>(a: [Field; N]) -> Field { a[0] }\nfn f() -> Field { g<1, 2>([1]) }", 3, 19,
+     "'g' takes 1 size argument, got 2"),
+    ("fn g<N>(a: [Field; N]) -> Field { a[0] }\nfn f() -> Field { g<2>([1]) }", 3, 24,
+     "argument 1 of 'g': expected [Field; 2], found [Field; 1]"),
+    ("fn g<N>(a: [Field; N]) -> Field { a[N] }\nfn f() -> Field { g([1]) }", 2, 37,
+     "index 1 is out of range for [Field; 1]"),           # found when checking the instance
+    ("fn g<N>(a: [Field; N]) -> [Field; N] { [1, 2] }", 2, 40, "return type mismatch"),
 ])
 def test_errors_with_position(src, line, col, message):
     err = error_of("module t\n" + src)

@@ -515,3 +515,36 @@ def test_cross_module_program_links():
     mods = compile_modules(FIXTURES / "app" / "main.tri", [LIB])
     res = run_ops(link(mods), [5])
     assert res.error is None and list(res.public_output) == [20]
+
+
+# -- size-generic functions (spec §3) -------------------------------------------------------
+
+GENERIC = """program t
+fn sum<N>(a: [Field; N]) -> Field {
+    let mut s = 0
+    for i in 0..N { s = s + a[i] }
+    s
+}
+fn first<N>(a: [Field; N]) -> Field { a[0] }
+fn twice<N>(a: [Field; N]) -> Field { sum(a) + sum<N>(a) }
+fn echo<N>(a: [Field; N]) -> [Field; N] {
+    for i in 0..N { pub_write(a[i]) }
+    a
+}
+fn main() {
+    let a = [pub_read(), pub_read(), pub_read()]
+    let b = [1, 2, 3, 4, 5]
+    pub_write(sum(a))
+    pub_write(sum<5>(b))
+    pub_write(twice(a) + first(b))
+    let p = echo(a)
+    pub_write(p[2])
+}
+"""
+
+
+def test_size_generic_functions_are_instantiated_in_first_use_order():
+    ops = compile_source(GENERIC)
+    names = [op.value for op in ops if op.kind == "FnStart"]
+    assert names == ["main", "sum__N3", "sum__N5", "twice__N3", "first__N5", "echo__N3"]
+    assert run_program(GENERIC, [4, 5, 6]) == [15, 15, 31, 4, 5, 6, 6]

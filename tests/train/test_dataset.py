@@ -9,7 +9,13 @@ import torch
 
 from tasmopt.tasm.vocab import EOS, PAD
 from tasmopt.train.dataset import (
-    PairDataset, PairRow, PairsError, collate, read_manifest, read_pairs, write_pairs,
+    PairDataset,
+    PairRow,
+    PairsError,
+    collate,
+    read_manifest,
+    read_pairs,
+    write_pairs,
 )
 
 

@@ -9,7 +9,7 @@ from tasmopt.train.evaluate import BlockResult, bootstrap_ci, summarize
 
 def _r(i: int, valid: bool, base: int = 10, best: int = 10, fn: str = "f") -> BlockResult:
     return BlockResult(id=str(i), origin="real", module="m", function=fn, lines=base,
-                       hypotheses=4, valid_hypotheses=int(valid), valid=valid, top1_valid=valid,
+                       hypotheses=4, valid_hypotheses=int(valid), valid=valid, top1_valid=valid, novel_valid=valid,
                        accepted=valid, beats_compiler=valid and best < base,
                        baseline_cycles=base, target_cycles=best, best_cycles=best if valid else base,
                        reduction=(base - best) / base if valid else 0.0, latency_s=0.01)

@@ -15,6 +15,7 @@ from service.api.deps import (
     CompilerDep,
     SessionDep,
     SettingsDep,
+    SlotsDep,
     SpoolDep,
     VerifierDep,
 )
@@ -32,7 +33,8 @@ BODY_DOC = {"requestBody": {"required": True, "content": {"application/json": {
              openapi_extra=BODY_DOC)
 def compile_tir(request: Request, body: CompileBody, settings: SettingsDep,
                 compiler: CompilerDep, verify: VerifierDep, baseline: BaselineDep,
-                session: SessionDep, spool: SpoolDep, breaker: BreakerDep) -> CompileResponse:
+                session: SessionDep, spool: SpoolDep, breaker: BreakerDep,
+                slots: SlotsDep) -> CompileResponse:
     """Optimize a TIR program or module.
 
     The response's `build_result_ids` name the stored BuildResult rows (also when they were
@@ -40,7 +42,7 @@ def compile_tir(request: Request, body: CompileBody, settings: SettingsDep,
     """
     request_id: uuid.UUID = request.state.request_id
     served = compiling.serve(body, request_id=request_id, compiler=compiler, verify=verify,
-                             settings=settings, baseline=baseline)
+                             settings=settings, baseline=baseline, slots=slots)
     t0 = time.perf_counter()
     stored = compiling.persist(served.rows, session=session, spool=spool, breaker=breaker)
     served.timings["persist"] = time.perf_counter() - t0

@@ -16,6 +16,7 @@ from service.api.deps import (
     FactoryDep,
     RunnerDep,
     SettingsDep,
+    SlotsDep,
     SpoolDep,
     VerifierDep,
 )
@@ -31,7 +32,8 @@ router = APIRouter(tags=["compile"])
 def submit_compile_job(request: Request, response: Response, body: CompileBody,
                        settings: SettingsDep, factory: FactoryDep, spool: SpoolDep,
                        breaker: BreakerDep, compiler: CompilerDep, verify: VerifierDep,
-                       baseline: BaselineDep, runner: RunnerDep) -> JobAccepted:
+                       baseline: BaselineDep, runner: RunnerDep,
+                       slots: SlotsDep) -> JobAccepted:
     """Queue a compile; poll `status_url` for the result.
 
     The request is checked now (the same 4xx as `POST /compile` for malformed JSON, invalid
@@ -41,7 +43,8 @@ def submit_compile_job(request: Request, response: Response, body: CompileBody,
     compiling.precheck(body, settings)
     job_id: uuid.UUID = request.state.request_id
     ctx = jobs.JobContext(settings=settings, session_factory=factory, spool=spool,
-                          breaker=breaker, compiler=compiler, verify=verify, baseline=baseline)
+                          breaker=breaker, compiler=compiler, verify=verify, baseline=baseline,
+                          slots=slots)
     backend = jobs.submit(job_id, body.model_dump(mode="json", exclude_unset=True), ctx, runner)
     url = request.url_for("get_compile_job", job_id=str(job_id)).path
     response.headers["Location"] = url

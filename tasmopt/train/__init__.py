@@ -1,0 +1,1 @@
+"""Learning (design §4): training pairs, supervised training, evaluation, corpus building."""

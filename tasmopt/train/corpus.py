@@ -1,0 +1,383 @@
+"""`tasmopt corpus build`: (TIR, baseline TASM, best verified TASM) pairs from our own Trident
+corpus and from the real toolchain TIR, split by module, augmented, with a stats report.
+
+Sources of rows (every function and every block):
+
+* ``corpus`` — every module of ``corpus/`` compiled by our frontend
+  (`tasmopt.frontend.compile_modules`, one module's own functions at a time, so a function
+  belongs to the module that defines it);
+* ``real`` — the Trident toolchain's TIR in ``shared/data/trident-std`` (tagged ``real`` and
+  reported apart in every statistic).
+
+Targets are the best verified TASM the optimizer finds offline (sources ``rules`` and
+``search`` with a larger budget), cached by the module's TIR hash so a rebuild only redoes
+what changed. Splits are by module: ``corpus/holdout.txt`` fixes the holdout modules, a hash
+of the module name picks about 10% of the rest for validation, and a block whose TIR occurs
+in a holdout (validation) module is never a training row. Training rows are then augmented
+(`tasmopt.train.augment`) until the dataset reaches ``min_pairs``.
+
+Output (a versioned directory): ``pairs.jsonl`` + ``manifest.json`` (`tasmopt.train.dataset`
+format, block rows), ``functions.jsonl`` (function rows), ``stats.txt`` and ``stats.png``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import statistics
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from tasmopt.lower.triton import lower
+from tasmopt.optimizer import compile as compile_tir
+from tasmopt.report import CompileOptions
+from tasmopt.tir.blocks import split_functions
+from tasmopt.tir.codec import decode, encode, tir_hash
+from tasmopt.tir.ops import Op
+from tasmopt.train.augment import coverage, lower_block, reorder_variants, target_variants
+from tasmopt.train.dataset import SPLITS, PairRow, write_pairs
+
+__all__ = ["FunctionRow", "BuildConfig", "build", "module_rows"]
+
+log = logging.getLogger(__name__)
+
+#: Bump when the rows a module produces change meaning (invalidates the cache).
+CACHE_VERSION = 1
+
+#: Corpus files the last `build` could not compile (reported in the stats).
+SKIPPED: list[str] = []
+
+
+@dataclass
+class FunctionRow:
+    """One function: its TIR, the baseline and the best verified TASM of its whole body."""
+
+    id: str
+    tir_hash: str
+    origin: str
+    module: str
+    function: str
+    split: str
+    tir: list[Any]
+    baseline: list[str]
+    target: list[str]
+    target_source: str
+    baseline_cycles: int
+    target_cycles: int
+    heights: dict[str, int] = field(default_factory=dict)
+    baseline_heights: dict[str, int] = field(default_factory=dict)
+    halted: int = 0
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """Knobs of a corpus build.
+
+    Attributes:
+        search_budget_s: search budget per module compile, seconds (offline: larger than
+            the service's default).
+        validation: share of non-holdout corpus modules for validation.
+        min_pairs: augment training rows until the dataset holds at least this many rows.
+        augment_rounds: variants per row and per round of augmentation, at most.
+        seed: seed of splits, search and augmentation.
+    """
+
+    search_budget_s: float = 6.0
+    validation: float = 0.1
+    min_pairs: int = 3000
+    augment_rounds: int = 4
+    seed: int = 0
+
+
+def module_rows(ops: Sequence[Op], module: str, origin: str, split: str, *,
+                options: CompileOptions) -> tuple[list[PairRow], list[FunctionRow]]:
+    """Block rows and function rows of one module's TIR (see module docstring)."""
+    low = lower(ops, isa=options.isa)  # type: ignore[arg-type]
+    where = {(f.name, b.index): b for f in low.functions for b in f.blocks}
+    chunks = {c.name: c.ops for c in split_functions(ops)}
+    result = compile_tir(ops, options=options)
+    base_fn = {f.name: [low.lines[a:b] for a, b in f.sections] for f in low.functions}
+    blocks: list[PairRow] = []
+    functions: list[FunctionRow] = []
+    for fn in result.functions:
+        if fn.unlowerable or fn.mismatch is not None:
+            continue
+        base_lines = [ln for sec in base_fn.get(fn.name, []) for ln in sec]
+        functions.append(FunctionRow(
+            id=f"{origin}:{module}:{fn.name}", tir_hash=fn.tir_hash, origin=origin,
+            module=module, function=fn.name, split=split,
+            tir=encode(chunks.get(fn.name, ())), baseline=base_lines, target=list(fn.tasm),
+            target_source=fn.source, baseline_cycles=fn.baseline_cycles,
+            target_cycles=fn.cycles, heights=dict(fn.heights),
+            baseline_heights=dict(fn.baseline_heights), halted=fn.halted))
+        for rep in fn.blocks:
+            block = where.get((fn.name, rep.index))
+            if block is None or not rep.baseline_tasm:
+                continue
+            blocks.append(PairRow(
+                id=f"{origin}:{module}:{fn.name}:{rep.index}", tir_hash=rep.tir_hash,
+                origin=origin, module=module, function=fn.name, block_index=rep.index,
+                path=rep.path, split=split, tir=encode(block.ops),
+                entry_depth=block.entry_depth, net_effect=block.net_effect,
+                baseline=list(rep.baseline_tasm), target=list(rep.tasm),
+                target_source=rep.source, baseline_cycles=rep.baseline_cycles,
+                target_cycles=rep.cycles, heights=dict(rep.heights)))
+    return blocks, functions
+
+
+def _validation(module: str, share: float, seed: int) -> bool:
+    u = int(hashlib.sha256(f"{seed}:{module}".encode()).hexdigest()[:8], 16) / 2**32
+    return u < share
+
+
+def _cached_rows(cache: Path | None, key: str, make) -> tuple[list[PairRow], list[FunctionRow]]:
+    path = cache / key[:2] / f"{key}.json" if cache else None
+    if path is not None and path.exists():
+        data = json.loads(path.read_text())
+        return ([PairRow.from_dict(d) for d in data["blocks"]],
+                [FunctionRow(**d) for d in data["functions"]])
+    blocks, functions = make()
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"blocks": [asdict(r) for r in blocks],
+                                   "functions": [asdict(f) for f in functions]}))
+        tmp.replace(path)
+    return blocks, functions
+
+
+def _units(corpus_dir: Path | None, real_dir: Path | None) -> list[tuple[str, str, tuple[Op, ...]]]:
+    """``(origin, module, ops)`` for every module's own functions."""
+    units: list[tuple[str, str, tuple[Op, ...]]] = []
+    if corpus_dir is not None:
+        from tasmopt.errors import FrontendError
+        from tasmopt.frontend import compile_modules
+
+        done: set[str] = set()
+        for path in sorted(corpus_dir.rglob("*.tri")):
+            try:
+                mods = compile_modules(path, [corpus_dir])
+            except FrontendError as exc:
+                log.warning("skipping %s: %s", path, str(exc).splitlines()[0])
+                SKIPPED.append(f"{path}: {str(exc).splitlines()[0]}")
+                continue
+            for mod in mods:
+                # programs are named by file (their header names need not be unique)
+                name = mod.name if mod.kind == "module" else \
+                    "program:" + path.relative_to(corpus_dir).with_suffix("").as_posix()
+                if name in done:
+                    continue
+                done.add(name)
+                units.append(("corpus", name, tuple(mod.ops)))
+    if real_dir is not None:
+        for path in sorted(real_dir.glob("*.json")):
+            data = json.loads(path.read_text())
+            units.append(("real", data.get("module", path.stem), decode(data["tir"])))
+    return units
+
+
+def _holdout(corpus_dir: Path | None) -> set[str]:
+    if corpus_dir is None or not (corpus_dir / "holdout.txt").exists():
+        return set()
+    names = set()
+    for line in (corpus_dir / "holdout.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            names.add(line.removesuffix(".tri").replace("/", "."))
+    return names
+
+
+def _split_of(origin: str, module: str, holdout: set[str], cfg: BuildConfig,
+              real_splits: dict[str, str]) -> str:
+    if origin == "real":
+        return real_splits.get(module, "train")
+    short = module.removeprefix("corpus.")
+    if module in holdout or short in holdout:
+        return "holdout"
+    return "validation" if _validation(module, cfg.validation, cfg.seed) else "train"
+
+
+def _augment(rows: list[PairRow], cfg: BuildConfig, progress: bool) -> list[PairRow]:
+    """Training rows plus verified variants, until ``cfg.min_pairs`` rows in all."""
+    train = [r for r in rows if r.split == "train"]
+    extra: list[PairRow] = []
+    seen = {r.tir_hash for r in rows}
+    seen_targets = {(r.tir_hash, tuple(r.target)) for r in rows}
+    need = cfg.min_pairs - len(rows)
+    for rnd in range(cfg.augment_rounds):
+        if need <= 0:
+            break
+        bar = tqdm(train, desc=f"augment round {rnd + 1}", disable=not progress, unit="row")
+        for row in bar:
+            if len(extra) >= need:
+                break
+            ops = decode(row.tir)
+            for k, new in enumerate(reorder_variants(ops, count=1, seed=cfg.seed + 31 * rnd + k)):
+                h = tir_hash(new)
+                lines = lower_block(new)
+                if h in seen or len(row.target) > len(lines):
+                    continue
+                seen.add(h)
+                extra.append(replace(row, id=f"{row.id}#r{rnd}", tir_hash=h, tir=encode(new),
+                                     baseline=lines, baseline_cycles=len(lines),
+                                     target_source=f"{row.target_source}+reorder"))
+            if row.target_cycles < row.baseline_cycles:
+                for k, alt in enumerate(target_variants(row.baseline, row.target, count=1,
+                                                        seed=cfg.seed + 17 * rnd + k)):
+                    key = (row.tir_hash, tuple(alt))
+                    if key in seen_targets:
+                        continue
+                    seen_targets.add(key)
+                    # same TIR, another verified target: a distinct hash keeps both rows
+                    h = hashlib.sha256((row.tir_hash + "\n".join(alt)).encode()).hexdigest()
+                    extra.append(replace(row, id=f"{row.id}#t{rnd}", tir_hash=h, target=alt,
+                                         target_cycles=len(alt),
+                                         target_source=f"{row.target_source}+resched"))
+    return rows + extra[:max(0, need)]
+
+
+def _histogram(values: Sequence[int], edges: Sequence[int]) -> list[tuple[str, int]]:
+    out = []
+    for lo, hi in zip(edges, list(edges[1:]) + [None]):
+        n = sum(1 for v in values if v >= lo and (hi is None or v < hi))
+        out.append((f"{lo}-{hi - 1}" if hi is not None else f">={lo}", n))
+    return out
+
+
+def _stats(rows: list[PairRow], functions: list[FunctionRow], cov_before: dict,
+           cov_after: dict, seconds: float) -> str:
+    lines = [f"tasmopt corpus build: {len(rows)} block pairs, {len(functions)} function "
+             f"pairs, built in {seconds:.0f} s", ""]
+    for origin in ("corpus", "real"):
+        rs = [r for r in rows if r.origin == origin]
+        fs = [f for f in functions if f.origin == origin]
+        if not rs and not fs:
+            continue
+        lines.append(f"[{origin}]")
+        for split in SPLITS:
+            sr = [r for r in rs if r.split == split]
+            sf = [f for f in fs if f.split == split]
+            mods = len({r.module for r in sr} | {f.module for f in sf})
+            aug = sum(1 for r in sr if "#" in r.id)
+            imp = sum(1 for f in sf if f.target_cycles < f.baseline_cycles)
+            reds = [(f.baseline_cycles - f.target_cycles) / f.baseline_cycles for f in sf
+                    if f.baseline_cycles]
+            med = 100 * statistics.median(reds) if reds else 0.0
+            lines.append(f"  {split:10s} modules {mods:3d}  functions {len(sf):4d} "
+                         f"(improved {imp}, median reduction {med:.1f}%)  blocks {len(sr):5d} "
+                         f"(augmented {aug})")
+        sizes = [len(r.baseline) for r in rs if "#" not in r.id]
+        lines.append("  block size (baseline instructions): " + ", ".join(
+            f"{k}: {n}" for k, n in _histogram(sizes, [1, 3, 6, 11, 21, 41, 81])))
+        fcyc = [f.baseline_cycles for f in fs]
+        lines.append("  function baseline cycles: " + ", ".join(
+            f"{k}: {n}" for k, n in _histogram(fcyc, [0, 10, 30, 100, 300, 1000, 3000])))
+        lines.append("")
+    if SKIPPED:
+        lines.append(f"skipped {len(SKIPPED)} corpus files that do not compile:")
+        lines += [f"  {s}" for s in SKIPPED]
+    lines.append(f"coverage before augmentation: {json.dumps(cov_before)}")
+    lines.append(f"coverage after augmentation:  {json.dumps(cov_after)}")
+    return "\n".join(lines) + "\n"
+
+
+def _plot(rows: list[PairRow], functions: list[FunctionRow], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for origin, color in (("corpus", "tab:blue"), ("real", "tab:orange")):
+        sizes = [len(r.baseline) for r in rows if r.origin == origin and "#" not in r.id]
+        if sizes:
+            axes[0].hist(sizes, bins=30, alpha=0.6, label=origin, color=color)
+        fc = [f.baseline_cycles for f in functions if f.origin == origin and f.baseline_cycles]
+        if fc:
+            axes[1].hist(fc, bins=30, alpha=0.6, label=origin, color=color, log=True)
+        red = [100 * (f.baseline_cycles - f.target_cycles) / f.baseline_cycles
+               for f in functions if f.origin == origin and f.baseline_cycles]
+        if red:
+            axes[2].hist(red, bins=30, alpha=0.6, label=origin, color=color)
+    axes[0].set(title="block size", xlabel="baseline instructions", ylabel="blocks")
+    axes[1].set(title="function cost", xlabel="baseline clock cycles", ylabel="functions")
+    axes[2].set(title="best verified vs compiler", xlabel="cycle reduction %",
+                ylabel="functions")
+    for ax in axes:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def build(out_dir: Path, *, corpus_dir: Path | None, real_dir: Path | None, name: str,
+          cfg: BuildConfig = BuildConfig(), cache_dir: Path | None = None,
+          progress: bool = True) -> dict[str, Any]:
+    """Build a pairs directory (see module docstring). Returns the manifest."""
+    t0 = time.perf_counter()
+    SKIPPED.clear()
+    units = _units(corpus_dir, real_dir)
+    holdout = _holdout(corpus_dir)
+    real_mods = [m for o, m, _ in units if o == "real"]
+    from tasmopt.train.real import choose_split
+
+    real_splits = choose_split({m: 1 for m in real_mods}, seed=cfg.seed) if real_mods else {}
+    options = CompileOptions(sources=("rules", "search"), search_budget_s=cfg.search_budget_s,
+                             seed=cfg.seed)
+    blocks: list[PairRow] = []
+    functions: list[FunctionRow] = []
+    for origin, module, ops in tqdm(units, desc="modules", disable=not progress, unit="mod"):
+        split = _split_of(origin, module, holdout, cfg, real_splits)
+        key = hashlib.sha256(json.dumps([CACHE_VERSION, tir_hash(ops), origin, module,
+                                         cfg.search_budget_s, cfg.seed]).encode()).hexdigest()
+        b, f = _cached_rows(cache_dir, key,
+                            lambda ops=ops, module=module, origin=origin: module_rows(
+                                ops, module, origin, "train", options=options))
+        blocks += [replace(r, split=split) for r in b]
+        functions += [replace(x, split=split) for x in f]
+    # a block seen in a holdout (validation) module never trains
+    rank = {"holdout": 0, "validation": 1, "train": 2}
+    best_split: dict[str, str] = {}
+    for r in blocks:
+        cur = best_split.get(r.tir_hash)
+        if cur is None or rank[r.split] < rank[cur]:
+            best_split[r.tir_hash] = r.split
+    unique: dict[str, PairRow] = {}
+    for r in blocks:
+        if r.split == best_split[r.tir_hash] and r.tir_hash not in unique:
+            unique[r.tir_hash] = r
+    rows = list(unique.values())
+    cov_before = coverage(r.target for r in rows if r.split == "train")
+    rows = _augment(rows, cfg, progress)
+    cov_after = coverage(r.target for r in rows if r.split == "train")
+    out = Path(out_dir)
+    manifest = write_pairs(out, rows, name=name,
+                           description="tasmopt corpus build: corpus + real toolchain TIR",
+                           extra={"config": asdict(cfg), "holdout_modules": sorted(holdout),
+                                  "coverage": {"before": cov_before, "after": cov_after},
+                                  "skipped": list(SKIPPED),
+                                  "functions": len(functions)})
+    with open(out / "functions.jsonl", "w") as fh:
+        for fr in functions:
+            fh.write(json.dumps(asdict(fr)) + "\n")
+    seconds = time.perf_counter() - t0
+    text = _stats(rows, functions, cov_before, cov_after, seconds)
+    (out / "stats.txt").write_text(text)
+    _plot(rows, functions, out / "stats.png")
+    manifest["seconds"] = round(seconds, 1)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def iter_function_rows(directory: Path) -> Iterable[FunctionRow]:
+    """The function rows of a built directory."""
+    with open(Path(directory) / "functions.jsonl") as fh:
+        for line in fh:
+            if line.strip():
+                yield FunctionRow(**json.loads(line))

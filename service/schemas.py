@@ -10,7 +10,7 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["CompileOptionsIn", "CompileRequest", "CandidateStatsOut", "BlockOut",
            "MismatchOut", "FunctionOut", "CompileResponse", "ErrorResponse", "CheckOut",
@@ -189,6 +189,13 @@ class ReasonIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str = Field(min_length=3, max_length=2000, description="Why this is done.")
+
+    @field_validator("reason", "path", check_fields=False)
+    @classmethod
+    def _no_nul(cls, v: str) -> str:
+        if "\x00" in v:  # no database stores it in a text column
+            raise ValueError("must not contain NUL characters")
+        return v
 
 
 class RegisterIn(ReasonIn):

@@ -116,18 +116,18 @@ class _FnBuilder(ExprBuilder):
                 self.emit_all(pop_chunks(w))
                 self.model.pop_entries(1)
 
-    def region(self, build, snap: Snapshot, w: int) -> tuple[list[Op], set[Var]]:
+    def region(self, build, snap: Snapshot, w: int, pos: Pos) -> tuple[list[Op], set[Var]]:
         """Build a branch/arm body into its own op list, starting from ``snap`` and ending
         with exactly ``snap``'s layout plus a w-wide value."""
         saved = self.out
         self.out = []
         self.model.restore(snap)
         build()
-        self.close_region(snap, w)
+        self.close_region(snap, w, pos)
         ops, self.out = self.out, saved
         return ops, set(self.model.ram_valid)
 
-    def close_region(self, snap: Snapshot, w: int) -> None:
+    def close_region(self, snap: Snapshot, w: int, pos: Pos) -> None:
         m = self.model
         below = m.entries[:-1] if w else m.entries
         extra = m.fast_extra(snap, below)
@@ -145,7 +145,7 @@ class _FnBuilder(ExprBuilder):
                 m.name_top(None)
         except OutOfReach:
             raise self.fail("too many live values to restore the stack after this block",
-                            Pos(0, 0)) from None
+                            pos) from None
 
     # -- statements -------------------------------------------------------------------------
 
@@ -251,9 +251,9 @@ class _FnBuilder(ExprBuilder):
         m.pop_entries(1)
         w = width(s.ty)
         snap = m.snapshot()
-        then_ops, valid = self.region(lambda: self.block(s.then, w > 0), snap, w)
+        then_ops, valid = self.region(lambda: self.block(s.then, w > 0), snap, w, s.pos)
         if s.els is not None:
-            else_ops, valid2 = self.region(lambda: self.block(s.els, w > 0), snap, w)
+            else_ops, valid2 = self.region(lambda: self.block(s.els, w > 0), snap, w, s.pos)
             valid &= valid2
             op = Op("IfElse", fields=(("then_body", tuple(then_ops)),
                                       ("else_body", tuple(else_ops))))
@@ -305,7 +305,7 @@ class _FnBuilder(ExprBuilder):
                 self.store(VarRef(v, 0, 1, U32))
                 m.pop_entries(1)
 
-        body_ops, valid = self.region(body, snap, 0)
+        body_ops, valid = self.region(body, snap, 0, s.pos)
         if idiom:
             body_ops += [Op("Swap", 1), Op("Push", 1), Op("Add"), Op("Swap", 1)]
         m.restore(snap, valid & snap.ram_valid)
@@ -314,17 +314,7 @@ class _FnBuilder(ExprBuilder):
         self.emit_op(Op("Loop", fields=(("label", label), ("body", tuple(body_ops)))))
         m.pop_entries(1)
         if v is not None:
-            self.drop_var(v)
-
-    def drop_var(self, var: Var) -> None:
-        m = self.model
-        if var in m.spilled:
-            del m.spilled[var]
-            return
-        if m.depth(var) != 0:
-            raise OutOfReach("loop variable not on top")
-        self.emit("Pop", var.width)
-        m.pop_entries(1)
+            m.drop(v)
 
     def match(self, s: A.MatchStmt) -> None:
         m = self.model
@@ -333,20 +323,19 @@ class _FnBuilder(ExprBuilder):
         scrut = Var("__match", s.scrutinee.ty, False, s.pos)
         m.name_top(scrut)
         self.arms(s.arms, 0, scrut, w)
-        if scrut in m.spilled:
-            del m.spilled[scrut]
-            return
         i = m.index_of(scrut)
-        assert i is not None and i == len(m.entries) - (2 if w else 1)
-        self.cleanup_under(w, 1)
-        del m.entries[i]
+        if w and i == len(m.entries) - 2:      # the usual case: right under the value
+            self.cleanup_under(w, 1)
+            del m.entries[i]
+        else:
+            m.drop(scrut)
 
     def arms(self, arms: list[A.MatchArm], i: int, scrut: Var, w: int) -> None:
         m = self.model
         arm = arms[i]
         if arm.pattern == "_" or i == len(arms) - 1:
             snap = m.snapshot()
-            ops, valid = self.region(lambda: self.block(arm.body, w > 0), snap, w)
+            ops, valid = self.region(lambda: self.block(arm.body, w > 0), snap, w, arm.pos)
             self.out.extend(ops)
             m.restore(snap, valid)
             m.push(None, w)
@@ -356,9 +345,10 @@ class _FnBuilder(ExprBuilder):
         self.emit("Eq")
         m.pop_entries(2)
         snap = m.snapshot()
-        then_ops, valid = self.region(lambda: self.block(arm.body, w > 0), snap, w)
+        then_ops, valid = self.region(lambda: self.block(arm.body, w > 0), snap, w, arm.pos)
 
-        else_ops, valid2 = self.region(lambda: self.arms(arms, i + 1, scrut, w), snap, w)
+        else_ops, valid2 = self.region(lambda: self.arms(arms, i + 1, scrut, w), snap, w,
+                                        arms[i + 1].pos)
         m.restore(snap, valid & valid2)
         self.emit_op(Op("IfElse", fields=(("then_body", tuple(then_ops)),
                                           ("else_body", tuple(else_ops)))))

@@ -6,7 +6,10 @@ CF choices: a per-file alias map (two ``use`` lines with the same last segment a
 error); ``c.x`` for a loaded module that this file does not ``use`` is accepted with a
 warning (the corpus relies on it); constants keep their declared type (Field, U32 or
 Bool; Rust types every constant Field); duplicates, bodiless non-intrinsic functions,
-unknown intrinsics and a program without ``main`` are errors.
+unknown intrinsics and a program without ``main`` are errors. Size-generic functions
+(``fn f<N>(a: [Field; N])``) are checked once with opaque sizes; each local instance is
+checked again with its sizes and built after all other functions as ``f__N3`` in
+first-use order (calls of another module's generic function are rejected).
 """
 
 from __future__ import annotations
@@ -323,7 +326,8 @@ class ModuleChecker:
         for f in calls:
             if f not in state:
                 path.clear()
-                visit(f)
+                if visit(f):
+                    return              # one cycle is reported
 
     def run(self) -> ModuleEnv:
         self.aliases()

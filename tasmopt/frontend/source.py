@@ -12,6 +12,7 @@ from tasmopt.errors import FrontendError
 __all__ = ["Pos", "Source", "Diagnostics", "NO_POS"]
 
 log = logging.getLogger("tasmopt.frontend")
+log.addHandler(logging.NullHandler())  # warnings show where the application configures logging
 
 
 @dataclass(frozen=True, slots=True)

@@ -240,6 +240,24 @@ class StackModel:
             self.emit(Op("WriteMem", 1))
             self.emit(Op("Pop", 1))
 
+    def drop(self, var: Var) -> None:
+        """Remove a variable wherever it is (popped if on top, else moved up first)."""
+        if var in self.spilled:
+            del self.spilled[var]
+            return
+        i = self.index_of(var)
+        assert i is not None, var
+        entry = self.entries[i]
+        above = sum(e.width for e in self.entries[i + 1:])
+        if above == 0:
+            for op in pop_chunks(entry.width):
+                self.emit(op)
+        else:
+            for _ in range(entry.width):
+                self.emit_swap_chain(above)
+                self.emit(Op("Pop", 1))
+        del self.entries[i]
+
     def spill_all(self) -> None:
         """Spill every variable (before an ``asm`` block, as upstream does)."""
         while True:

@@ -117,7 +117,9 @@ class TasmModel(nn.Module):
         enc = self.encoder(batch)
         if not self.config.baseline_memory:
             return enc
-        base = batch.base_tokens                                             # (G, L)
+        base = batch.base_tokens                                             # (G, max_len)
+        n = int((base != PAD).sum(dim=1).max()) if base.numel() else 0
+        base = base[:, :max(1, n)]                       # (G, L): one host sync per request
         pos = torch.arange(base.shape[1], device=base.device)
         emb = self._tokens(base, enc) + self.pos(pos)[None] + self.base_seg   # (G, L, d)
         enc.memory = torch.cat([enc.memory, emb], dim=1)                     # (G, S + L, d)

@@ -214,11 +214,12 @@ def _augment(rows: list[PairRow], cfg: BuildConfig, progress: bool) -> list[Pair
         if need <= 0:
             break
         bar = tqdm(train, desc=f"augment round {rnd + 1}", disable=not progress, unit="row")
-        for row in bar:
+        for idx, row in enumerate(bar):
             if len(extra) >= need:
                 break
             ops = decode(row.tir)
-            for k, new in enumerate(reorder_variants(ops, count=1, seed=cfg.seed + 31 * rnd + k)):
+            seed = cfg.seed + 1_000_003 * rnd + idx
+            for new in reorder_variants(ops, count=1, seed=seed):
                 h = tir_hash(new)
                 lines = lower_block(new)
                 if h in seen or len(row.target) > len(lines):
@@ -228,8 +229,7 @@ def _augment(rows: list[PairRow], cfg: BuildConfig, progress: bool) -> list[Pair
                                      baseline=lines, baseline_cycles=len(lines),
                                      target_source=f"{row.target_source}+reorder"))
             if row.target_cycles < row.baseline_cycles:
-                for k, alt in enumerate(target_variants(row.baseline, row.target, count=1,
-                                                        seed=cfg.seed + 17 * rnd + k)):
+                for alt in target_variants(row.baseline, row.target, count=1, seed=seed):
                     key = (row.tir_hash, tuple(alt))
                     if key in seen_targets:
                         continue

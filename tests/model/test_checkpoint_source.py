@@ -61,6 +61,7 @@ def test_model_source_in_compile(tmp_path) -> None:
         result = compile_tir(req["tir"], options=CompileOptions(sources=("model",)))
     finally:
         sources.unregister("model")
+    assert result.model_version == "m-test"
     blocks = [b for f in result.functions for b in f.blocks]
     assert blocks and all("model" in b.candidates for b in blocks)
     assert all(b.cycles <= b.baseline_cycles for b in blocks)

@@ -67,10 +67,15 @@ def register(body: RegisterIn, actor: AdminDep, session: SessionDep, settings: S
     """Register a checkpoint directory of MODEL_STORE (sha256 of `model.safetensors`,
     `config.json`, `metrics.json`) as a candidate, and promote it if asked."""
     store = settings.model_store.resolve()
-    directory = (store / body.path).resolve()
-    if not directory.is_relative_to(store):
-        raise InvalidRequest(f"path: {body.path!r} is outside MODEL_STORE")
-    info = describe_checkpoint(FsPath(directory), store=store)
+    try:
+        directory = (store / body.path).resolve()
+        inside = directory.is_relative_to(store)
+        info = describe_checkpoint(FsPath(directory), store=store) if inside else None
+    except (OSError, ValueError) as exc:  # NUL bytes, names too long, ...
+        raise InvalidRequest(f"path: {body.path[:100]!r} is not a usable directory "
+                             f"({type(exc).__name__})") from None
+    if info is None:
+        raise InvalidRequest(f"path: {body.path[:100]!r} is outside MODEL_STORE")
     with session.begin():
         row, created = register_checkpoint(session, info=info)
         if created:

@@ -156,7 +156,7 @@ class CompileOptions:
     witnesses: int = 16
     seed: int = 0
     sources: tuple[str, ...] = ("rules", "search", "model")
-    search_budget_s: float = 2.0
+    search_budget_s: float = 0.5
     strict: bool = False
 
 

@@ -59,7 +59,7 @@ class Settings(BaseSettings):
                                           "still pending are reported unverified (baseline kept).")
     verify_max_jobs: int = Field(8, ge=1, description="Most RQ jobs one verify call is split "
                                  "into (about twice the number of workers).")
-    search_budget_s: float = Field(2.0, ge=0, description="Default block-search budget per request, seconds.")
+    search_budget_s: float = Field(0.5, ge=0, description="Default block-search budget per request, seconds.")
     max_search_budget_s: float = Field(10.0, ge=0, description="Largest budget a request may ask for, seconds.")
     witnesses: int = Field(16, ge=16, le=1024, description="Default differential witnesses per check.")
 

@@ -38,7 +38,7 @@ from tasmopt.errors import TasmSyntaxError
 from tasmopt.frontend import compile_modules
 from tasmopt.lower.triton import lower
 from tasmopt.module import ModuleText, label_lines
-from tasmopt.vm.equivalence import check_function, no_taller, padded_height
+from tasmopt.vm.equivalence import ACCEPTANCE_TABLES, check_function, no_taller, padded_height
 
 __all__ = ["HandVersion", "HandResult", "ROOT", "HAND_DIR", "DEFAULT_SEEDS", "WITNESSES",
            "discover", "module_path", "module_text", "verify", "verify_all", "results_json",
@@ -182,7 +182,8 @@ def verify(hv: HandVersion, *, seeds: Sequence[int] = DEFAULT_SEEDS,
             for k, h in hs.items():
                 acc[k] = max(acc.get(k, 0), h)
         if not no_taller(v.heights, v.baseline_heights):
-            taller = sorted(k for k, h in v.heights.items() if h > v.baseline_heights.get(k, 0))
+            taller = sorted(k for k in ACCEPTANCE_TABLES
+                            if v.heights.get(k, 0) > v.baseline_heights.get(k, 0))
             res.problems.append(f"seed {seed}: taller tables: {', '.join(taller) or 'padded'}")
     if res.problems:
         return res

@@ -58,7 +58,8 @@ class TrainConfig:
         lr, min_lr, weight_decay, clip: optimizer settings (design §4).
         warmup_steps: linear warm-up steps before the cosine decay.
         patience: epochs without a better validation loss before stopping.
-        max_minutes: wall-clock budget; training stops after the epoch that exceeds it.
+        max_minutes: wall-clock budget; training stops after the epoch that exceeds it,
+            and the cosine schedule is stretched to end there.
         device: ``"cpu"``, ``"cuda"``, ... (default: CUDA if available).
         seed: shuffling and initialization seed.
         threads: torch CPU threads (None: torch's default).
@@ -96,10 +97,16 @@ class TrainResult:
     coverage: dict[str, float]
 
 
-def _lr_at(step: int, total: int, cfg: TrainConfig) -> float:
+def _lr_at(step: int, total: int, cfg: TrainConfig, elapsed_s: float = 0.0) -> float:
+    """Linear warm-up, then cosine from ``lr`` to ``min_lr``. The cosine's progress is the
+    larger of the step fraction and the fraction of ``max_minutes`` used, so a run cut by
+    its time budget still ends at ``min_lr`` (on a shared CPU epochs take unpredictable
+    time)."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
     frac = min(1.0, (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps))
+    if cfg.max_minutes:
+        frac = max(frac, min(1.0, elapsed_s / (60 * cfg.max_minutes)))
     return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + math.cos(math.pi * frac))
 
 
@@ -203,7 +210,7 @@ def train_stage1(cfg: TrainConfig, *, progress: bool = True) -> TrainResult:
             batch, tokens, _ = collate([train[i] for i in ids])
             batch, tokens = batch.to(device), tokens.to(device)
             for group in opt.param_groups:
-                group["lr"] = _lr_at(step, total, cfg)
+                group["lr"] = _lr_at(step, total, cfg, time.perf_counter() - t_start)
             _, loss = model(batch, tokens)
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -30,7 +30,8 @@ def test_dashboard_panels_and_datasource():
 
 
 @pytest.mark.usefixtures("redis_conn")
-def test_every_query_names_an_exported_metric(tmp_path, pg_url, redis_url, redis_conn):
+def test_every_query_names_an_exported_metric(tmp_path, pg_database_factory, redis_url,
+                                              redis_conn):
     from fastapi.testclient import TestClient
     from prometheus_client import REGISTRY, generate_latest
     from rq import SimpleWorker
@@ -42,8 +43,10 @@ def test_every_query_names_an_exported_metric(tmp_path, pg_url, redis_url, redis
     from worker.metrics import MeteredSimpleWorker
     from worker.queue import LEARN_QUEUE, SERIALIZER, VERIFY_QUEUE, named_queue
 
+    pg_url = pg_database_factory()
     settings = Settings(database_url=pg_url, redis_url=redis_url, spool_dir=tmp_path / "spool",
-                        model_store=tmp_path / "store", admin_token="x" * 24)
+                        model_store=tmp_path / "store", admin_token="x" * 24,
+                        verify_deadline_s=0.05)  # no workers: check in-process at once
     tir = [{"FnStart": "f"}, {"Dup": 1}, {"Dup": 1}, "Add", {"Swap": 2}, {"Pop": 2}, "Return",
            "FnEnd"]
     with TestClient(create_app(settings)) as client:

@@ -34,14 +34,18 @@ def _requests(which: str) -> list[tuple[str, object, str | None]]:
     if which in ("holdout", "all"):
         holdout = ROOT / "corpus" / "holdout.txt"
         if holdout.exists():
-            from tasmopt.frontend import compile_project
+            from tasmopt.frontend import compile_modules
 
-            for line in holdout.read_text().split():
+            for line in holdout.read_text().splitlines():
+                line = line.split("#", 1)[0].strip()
+                if not line:
+                    continue
                 path = ROOT / "corpus" / line
                 if path.suffix != ".tri":
                     path = ROOT / "corpus" / (line.replace(".", "/") + ".tri")
-                if path.exists():
-                    out.append((line, compile_project(path, [ROOT / "corpus"]), None))
+                if path.exists():  # the module's own functions (its imports are external)
+                    mod = compile_modules(path, [ROOT / "corpus"])[-1]
+                    out.append((mod.name, mod.ops, None))
         else:
             print("(no corpus/holdout.txt: holdout skipped)", file=sys.stderr)
     return out

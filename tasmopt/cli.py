@@ -360,9 +360,13 @@ OUT/loss.png; the checkpoint is the epoch with the best validation loss.
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Model config override, e.g. d_model=128 (repeatable).")
+@click.option("--copies/--no-copies", default=True, show_default=True,
+              help="Also train improved rows' baseline -> baseline (keeps a valid copy in "
+                   "the beam).")
 def train_stage1_cmd(data: Path, version: str, out: Path, epochs: int, batch_size: int,
                      lr: float, patience: int, max_minutes: float | None, device: str | None,
-                     threads: int | None, seed: int, overrides: tuple[str, ...]) -> None:
+                     threads: int | None, seed: int, overrides: tuple[str, ...],
+                     copies: bool) -> None:
     """Stage 1: supervised training (teacher forcing) on a pairs directory."""
     from tasmopt.model.config import ModelConfig
     from tasmopt.train.supervised import TrainConfig, train_stage1
@@ -376,7 +380,7 @@ def train_stage1_cmd(data: Path, version: str, out: Path, epochs: int, batch_siz
         model[key] = type(defaults[key])(value)
     cfg = TrainConfig(data=data, out_dir=out, version=version, epochs=epochs,
                       batch_size=batch_size, lr=lr, patience=patience, max_minutes=max_minutes,
-                      device=device, threads=threads, seed=seed, model=model)
+                      device=device, threads=threads, seed=seed, model=model, copies=copies)
     res = train_stage1(cfg, progress=sys.stderr.isatty())
     click.echo(json.dumps({"checkpoint": str(res.checkpoint), "best_val_loss": res.best_val_loss,
                            "best_epoch": res.best_epoch, "epochs_run": res.epochs_run,

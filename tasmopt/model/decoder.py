@@ -11,7 +11,9 @@ context token + node embeddings), GELU feed-forward:
 
 Incremental decoding keeps, per layer, the self-attention keys and values of every position
 emitted so far (`KVCache`, preallocated to ``max_len``) and the cross-attention keys and
-values of the memory (computed once per request), so a step costs O(T) instead of O(T^2).
+values of the memory (computed once per request, once per *block*: the K beams of a block
+share them, and attend as K queries of one row), so a step costs O(T) instead of O(T^2) and
+the memory is never copied per beam.
 
 Shapes: B rows (blocks x beams), T positions, S memory tokens, H heads, hs = d / H.
 """
@@ -36,9 +38,11 @@ class KVCache:
     Attributes:
         k, v: per layer (B, H, max_len, hs) self-attention keys/values; positions < ``t``
             are filled.
-        ck, cv: per layer (B, H, S, hs) cross-attention keys/values of the memory.
-        mask: (B, 1, 1, S) bool memory mask for cross-attention.
+        ck, cv: per layer (G, H, S, hs) cross-attention keys/values of the memory of the
+            G = B / beams blocks.
+        mask: (G, 1, 1, S) bool memory mask for cross-attention.
         t: positions filled.
+        beams: rows per block (B = G * beams, a block's rows consecutive).
     """
 
     k: list[torch.Tensor]
@@ -47,6 +51,7 @@ class KVCache:
     cv: list[torch.Tensor]
     mask: torch.Tensor
     t: int = 0
+    beams: int = 1
 
     def index_select(self, rows: torch.Tensor) -> KVCache:
         """Reorder the self-attention state in place to ``rows`` ((B,) parent row of each new
@@ -117,8 +122,10 @@ class _Block(nn.Module):
         cache.v[layer][:, :, t:t + 1] = v
         x = x + self.self_attn.attend(y, cache.k[layer][:, :, :t + 1],
                                       cache.v[layer][:, :, :t + 1])
-        x = x + self.cross_attn.attend(self.ln2(x), cache.ck[layer], cache.cv[layer],
-                                       cache.mask)
+        b, _, d = x.shape
+        y = self.ln2(x).view(b // cache.beams, cache.beams, d)           # (G, K, d)
+        y = self.cross_attn.attend(y, cache.ck[layer], cache.cv[layer], cache.mask)
+        x = x + y.reshape(b, 1, d)                                       # (B, 1, d)
         return x + self.ff(self.ln3(x))
 
 
@@ -130,7 +137,7 @@ class Decoder(nn.Module):
 
     Shapes:
         forward: x (B, T, d), memory (B, S, d), memory_mask (B, S) -> (B, T, d).
-        step: x (B, 1, d) with a `KVCache` -> (B, 1, d).
+        step: x (B, 1, d) with a `KVCache` -> (B, 1, d), B = blocks x beams.
     """
 
     def __init__(self, config: ModelConfig) -> None:
@@ -148,9 +155,10 @@ class Decoder(nn.Module):
         return self.ln_f(x)
 
     def init_cache(self, memory: torch.Tensor, memory_mask: torch.Tensor,
-                   max_len: int) -> KVCache:
-        """An empty cache for B rows with their memory (B, S, d)."""
-        b = memory.shape[0]
+                   max_len: int, beams: int = 1) -> KVCache:
+        """An empty cache for ``beams`` rows per block, given the G blocks' memory
+        (G, S, d) and mask (G, S)."""
+        b = memory.shape[0] * beams
         c = self.config
         hs = c.d_model // c.dec_heads
         shape = (b, c.dec_heads, max_len, hs)
@@ -161,7 +169,7 @@ class Decoder(nn.Module):
             ck, cv = block.cross_attn.keys_values(memory)                # (B, H, S, hs)
             cks.append(ck)
             cvs.append(cv)
-        return KVCache(ks, vs, cks, cvs, memory_mask[:, None, None, :])
+        return KVCache(ks, vs, cks, cvs, memory_mask[:, None, None, :], 0, beams)
 
     def step(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
         for i, block in enumerate(self.blocks):

@@ -54,10 +54,11 @@ class EncodedGraphs:
     base_emb: torch.Tensor | None = None
 
     def repeat(self, k: int) -> EncodedGraphs:
-        """Each graph's outputs repeated ``k`` times consecutively (G -> G*k rows: beams)."""
-        return EncodedGraphs(*(None if t is None else t.repeat_interleave(k, dim=0) for t in (
-            self.memory, self.memory_mask, self.context, self.imm, self.imm_mask,
-            self.base_tokens, self.base_emb)))
+        """Per-row outputs for ``k`` beams per graph (G -> G*k rows, a graph's consecutive).
+        ``memory``/``memory_mask`` stay per graph: the decoder's cache shares them."""
+        return EncodedGraphs(self.memory, self.memory_mask, *(
+            None if t is None else t.repeat_interleave(k, dim=0) for t in (
+                self.context, self.imm, self.imm_mask, self.base_tokens, self.base_emb)))
 
 
 class _GatLayer(nn.Module):

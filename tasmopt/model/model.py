@@ -241,8 +241,8 @@ class TasmModel(nn.Module):
         state = GrammarState.start(entry.repeat_interleave(k), net.repeat_interleave(k),
                                    floor.repeat_interleave(k), valid.repeat_interleave(k, 0),
                                    limits.repeat_interleave(k))
-        cache = self.decoder.init_cache(rows.memory, rows.memory_mask,
-                                        int(limits.max()) if limits.numel() else 1)
+        cache = self.decoder.init_cache(enc.memory, enc.memory_mask,
+                                        int(limits.max()) if limits.numel() else 1, k)
         first = torch.full_like(state.h, BOS)
         return rows, state, cache, first
 

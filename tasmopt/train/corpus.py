@@ -25,6 +25,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import multiprocessing
+import os
 import statistics
 import time
 from collections.abc import Iterable, Sequence
@@ -84,15 +86,18 @@ class BuildConfig:
             the service's default).
         validation: share of non-holdout corpus modules for validation.
         min_pairs: augment training rows until the dataset holds at least this many rows.
-        augment_rounds: variants per row and per round of augmentation, at most.
+        augment_rounds: rounds of augmentation at most (each asks every training row for
+            up to two reordered inputs and one rescheduled target).
         seed: seed of splits, search and augmentation.
+        jobs: worker processes for module compiles and augmentation.
     """
 
     search_budget_s: float = 6.0
     validation: float = 0.1
     min_pairs: int = 3000
-    augment_rounds: int = 4
+    augment_rounds: int = 6
     seed: int = 0
+    jobs: int = max(1, min(4, os.cpu_count() or 1))
 
 
 def module_rows(ops: Sequence[Op], module: str, origin: str, split: str, *,
@@ -152,6 +157,12 @@ def _cached_rows(cache: Path | None, key: str, make) -> tuple[list[PairRow], lis
     return blocks, functions
 
 
+def _module_job(args: tuple) -> tuple[list[PairRow], list[FunctionRow]]:
+    origin, module, ops, options, cache_dir, key = args
+    return _cached_rows(cache_dir, key,
+                        lambda: module_rows(ops, module, origin, "train", options=options))
+
+
 def _units(corpus_dir: Path | None, real_dir: Path | None) -> list[tuple[str, str, tuple[Op, ...]]]:
     """``(origin, module, ops)`` for every module's own functions."""
     units: list[tuple[str, str, tuple[Op, ...]]] = []
@@ -198,47 +209,59 @@ def _split_of(origin: str, module: str, holdout: set[str], cfg: BuildConfig,
     if origin == "real":
         return real_splits.get(module, "train")
     short = module.removeprefix("corpus.")
+    if module.startswith("program:"):
+        # corpus/<domain>/tests/t_<module>.tri tests module <domain>.<module>: same split
+        parts = module.removeprefix("program:").split("/")
+        if len(parts) >= 3 and parts[-2] == "tests" and parts[-1].startswith("t_"):
+            short = f"{parts[-3]}.{parts[-1][2:]}"
     if module in holdout or short in holdout:
         return "holdout"
     return "validation" if _validation(module, cfg.validation, cfg.seed) else "train"
 
 
-def _augment(rows: list[PairRow], cfg: BuildConfig, progress: bool) -> list[PairRow]:
+def _variants(args: tuple[PairRow, int, int]) -> list[PairRow]:
+    """Verified variants of one training row for augmentation round ``rnd`` (picklable)."""
+    row, rnd, seed = args
+    out: list[PairRow] = []
+    for k, new in enumerate(reorder_variants(decode(row.tir), count=2, seed=seed)):
+        lines = lower_block(new)
+        if len(row.target) > len(lines):
+            continue
+        out.append(replace(row, id=f"{row.id}#r{rnd}.{k}", tir_hash=tir_hash(new),
+                           tir=encode(new), baseline=lines, baseline_cycles=len(lines),
+                           target_source=f"{row.target_source}+reorder"))
+    if row.target_cycles < row.baseline_cycles:
+        for k, alt in enumerate(target_variants(row.baseline, row.target, count=1, seed=seed)):
+            # same TIR, another verified target: a distinct hash keeps both rows
+            h = hashlib.sha256((row.tir_hash + "\n".join(alt)).encode()).hexdigest()
+            out.append(replace(row, id=f"{row.id}#t{rnd}.{k}", tir_hash=h, target=alt,
+                               target_cycles=len(alt),
+                               target_source=f"{row.target_source}+resched"))
+    return out
+
+
+def _augment(rows: list[PairRow], cfg: BuildConfig, progress: bool, jobs: int) -> list[PairRow]:
     """Training rows plus verified variants, until ``cfg.min_pairs`` rows in all."""
     train = [r for r in rows if r.split == "train"]
     extra: list[PairRow] = []
     seen = {r.tir_hash for r in rows}
-    seen_targets = {(r.tir_hash, tuple(r.target)) for r in rows}
     need = cfg.min_pairs - len(rows)
-    for rnd in range(cfg.augment_rounds):
-        if need <= 0:
-            break
-        bar = tqdm(train, desc=f"augment round {rnd + 1}", disable=not progress, unit="row")
-        for idx, row in enumerate(bar):
+    pool = multiprocessing.get_context("fork").Pool(jobs) if jobs > 1 else None
+    try:
+        for rnd in range(cfg.augment_rounds):
             if len(extra) >= need:
                 break
-            ops = decode(row.tir)
-            seed = cfg.seed + 1_000_003 * rnd + idx
-            for new in reorder_variants(ops, count=1, seed=seed):
-                h = tir_hash(new)
-                lines = lower_block(new)
-                if h in seen or len(row.target) > len(lines):
-                    continue
-                seen.add(h)
-                extra.append(replace(row, id=f"{row.id}#r{rnd}", tir_hash=h, tir=encode(new),
-                                     baseline=lines, baseline_cycles=len(lines),
-                                     target_source=f"{row.target_source}+reorder"))
-            if row.target_cycles < row.baseline_cycles:
-                for alt in target_variants(row.baseline, row.target, count=1, seed=seed):
-                    key = (row.tir_hash, tuple(alt))
-                    if key in seen_targets:
-                        continue
-                    seen_targets.add(key)
-                    # same TIR, another verified target: a distinct hash keeps both rows
-                    h = hashlib.sha256((row.tir_hash + "\n".join(alt)).encode()).hexdigest()
-                    extra.append(replace(row, id=f"{row.id}#t{rnd}", tir_hash=h, target=alt,
-                                         target_cycles=len(alt),
-                                         target_source=f"{row.target_source}+resched"))
+            work = [(r, rnd, cfg.seed + 1_000_003 * rnd + i) for i, r in enumerate(train)]
+            it = pool.imap(_variants, work, chunksize=8) if pool else map(_variants, work)
+            for found in tqdm(it, total=len(work), desc=f"augment round {rnd + 1}",
+                              disable=not progress, unit="row"):
+                for v in found:
+                    if v.tir_hash not in seen:
+                        seen.add(v.tir_hash)
+                        extra.append(v)
+    finally:
+        if pool is not None:
+            pool.terminate()
     return rows + extra[:max(0, need)]
 
 
@@ -332,15 +355,18 @@ def build(out_dir: Path, *, corpus_dir: Path | None, real_dir: Path | None, name
                              seed=cfg.seed)
     blocks: list[PairRow] = []
     functions: list[FunctionRow] = []
-    for origin, module, ops in tqdm(units, desc="modules", disable=not progress, unit="mod"):
-        split = _split_of(origin, module, holdout, cfg, real_splits)
-        key = hashlib.sha256(json.dumps([CACHE_VERSION, tir_hash(ops), origin, module,
-                                         cfg.search_budget_s, cfg.seed]).encode()).hexdigest()
-        b, f = _cached_rows(cache_dir, key,
-                            lambda ops=ops, module=module, origin=origin: module_rows(
-                                ops, module, origin, "train", options=options))
-        blocks += [replace(r, split=split) for r in b]
-        functions += [replace(x, split=split) for x in f]
+    work = [(origin, module, ops, options, cache_dir,
+             hashlib.sha256(json.dumps([CACHE_VERSION, tir_hash(ops), origin, module,
+                                        cfg.search_budget_s, cfg.seed]).encode()).hexdigest())
+            for origin, module, ops in units]
+    with multiprocessing.get_context("fork").Pool(cfg.jobs) as pool:
+        results = pool.imap(_module_job, work) if cfg.jobs > 1 else map(_module_job, work)
+        for (origin, module, *_), (b, f) in zip(
+                work, tqdm(results, total=len(work), desc="modules", disable=not progress,
+                           unit="mod")):
+            split = _split_of(origin, module, holdout, cfg, real_splits)
+            blocks += [replace(r, split=split) for r in b]
+            functions += [replace(x, split=split) for x in f]
     # a block seen in a holdout (validation) module never trains
     rank = {"holdout": 0, "validation": 1, "train": 2}
     best_split: dict[str, str] = {}
@@ -354,7 +380,7 @@ def build(out_dir: Path, *, corpus_dir: Path | None, real_dir: Path | None, name
             unique[r.tir_hash] = r
     rows = list(unique.values())
     cov_before = coverage(r.target for r in rows if r.split == "train")
-    rows = _augment(rows, cfg, progress)
+    rows = _augment(rows, cfg, progress, cfg.jobs)
     cov_after = coverage(r.target for r in rows if r.split == "train")
     out = Path(out_dir)
     manifest = write_pairs(out, rows, name=name,

@@ -233,31 +233,48 @@ class PairDataset(Dataset):
 
     Rows whose target cannot be encoded or breaks the grammar are left out and counted in
     `skipped` (reason -> count); `coverage` is the share of rows kept.
+
+    With ``copies``, every row whose target differs from its baseline also yields a second
+    example whose target is the baseline itself: the model learns to reproduce the
+    compiler's lowering (always valid) as well as the improvement, so beam search keeps
+    both, and the verifier picks.
     """
 
-    def __init__(self, rows: Sequence[PairRow], *, max_len: int, isa: str = "release") -> None:
+    def __init__(self, rows: Sequence[PairRow], *, max_len: int, isa: str = "release",
+                 copies: bool = False) -> None:
         self.skipped: Counter[str] = Counter()
         examples: list[Example] = []
         for row in rows:
             try:
-                examples.append(encode_row(row, max_len=max_len, isa=isa))
+                ex = encode_row(row, max_len=max_len, isa=isa)
             except VocabError:
                 self.skipped["target line without a token"] += 1
+                continue
             except PairsError:
                 self.skipped["target longer than the limit"] += 1
+                continue
+            examples.append(ex)
+            if copies and row.target != row.baseline:
+                try:
+                    base = parse_instructions("\n".join(row.baseline), isa)  # type: ignore[arg-type]
+                    examples.append(Example(ex.data, vocab(isa).encode(base, ex.immediates),
+                                            ex.immediates, row))
+                except VocabError:
+                    pass
         bad = set(grammar_violations(examples, isa))
         if bad:
             self.skipped["target breaks the grammar"] += len(bad)
             examples = [e for i, e in enumerate(examples) if i not in bad]
         self.examples = examples
         self.total = len(rows)
+        self.rows_kept = len({id(e.row) for e in examples})
         if self.skipped:
             log.warning("pairs: %d of %d rows left out: %s", sum(self.skipped.values()),
                         len(rows), dict(self.skipped))
 
     @property
     def coverage(self) -> float:
-        return len(self.examples) / self.total if self.total else 1.0
+        return self.rows_kept / self.total if self.total else 1.0
 
     def __len__(self) -> int:
         return len(self.examples)

@@ -64,6 +64,7 @@ class TrainConfig:
         seed: shuffling and initialization seed.
         threads: torch CPU threads (None: torch's default).
         model: `ModelConfig` overrides (e.g. ``{"d_model": 128}``).
+        copies: also train on baseline -> baseline for improved rows (`PairDataset`).
     """
 
     data: Path
@@ -82,6 +83,7 @@ class TrainConfig:
     seed: int = 0
     threads: int | None = None
     model: dict[str, Any] = field(default_factory=dict)
+    copies: bool = True
 
 
 @dataclass
@@ -155,7 +157,7 @@ def plot_losses(history: list[dict[str, Any]], path: Path) -> None:
     ax.plot(epochs, [h["val_loss"] for h in history], label="validation")
     ax.set_xlabel("epoch")
     ax.set_ylabel("token cross-entropy (nats)")
-    ax.set_yscale("log")
+    ax.set_ylim(bottom=0)
     ax.set_title("Stage 1 supervised")
     ax.legend()
     ax.grid(alpha=0.3)
@@ -178,7 +180,8 @@ def train_stage1(cfg: TrainConfig, *, progress: bool = True) -> TrainResult:
     rng = random.Random(cfg.seed)
     mc = ModelConfig.from_dict({**ModelConfig().to_dict(), **cfg.model})
     manifest, rows = read_pairs(cfg.data)
-    train = PairDataset([r for r in rows if r.split == "train"], max_len=mc.max_len, isa=mc.isa)
+    train = PairDataset([r for r in rows if r.split == "train"], max_len=mc.max_len, isa=mc.isa,
+                        copies=cfg.copies)
     val = PairDataset([r for r in rows if r.split == "validation"], max_len=mc.max_len,
                       isa=mc.isa)
     if not len(train):
@@ -256,7 +259,8 @@ def train_stage1(cfg: TrainConfig, *, progress: bool = True) -> TrainResult:
     per_epoch = (time.perf_counter() - t_start) / max(1, len(history))
     metrics = {"stage": 1, "best_val_loss": best, "best_epoch": best_epoch,
                "epochs_run": len(history), "seconds_per_epoch": per_epoch, "device": device,
-               "train_rows": len(train), "validation_rows": len(val), "coverage": coverage,
+               "train_rows": train.rows_kept, "train_examples": len(train),
+               "validation_rows": len(val), "coverage": coverage,
                "skipped": {"train": dict(train.skipped), "validation": dict(val.skipped)},
                "parameters": model.num_parameters()}
     (ckpt / "metrics.json").write_text(json.dumps({"training": metrics}, indent=2) + "\n")

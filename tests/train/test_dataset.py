@@ -65,3 +65,11 @@ def test_dataset_encodes_every_row_and_collates(example_rows) -> None:
         n = len(ex.tokens)
         assert row[n - 1] == EOS and bool((row[n:] == PAD).all())
     assert batch.base_tokens.shape == (len(exs), 64) and batch.limit.shape == (len(exs),)
+
+
+def test_copies_add_baseline_targets_for_improved_rows(example_rows) -> None:
+    improved = [r for r in example_rows if r.target != r.baseline]
+    assert improved
+    plain = PairDataset(example_rows, max_len=64)
+    both = PairDataset(example_rows, max_len=64, copies=True)
+    assert len(both) == len(plain) + len(improved) and both.coverage == 1.0

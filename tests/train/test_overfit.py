@@ -25,7 +25,7 @@ def test_tiny_model_overfits_a_handful_of_pairs(tmp_path, example_rows) -> None:
     write_pairs(data, rows, name="overfit")
     args = ["train", "stage1", "--data", str(data), "--version", "tiny", "--out",
             str(tmp_path / "ms"), "--epochs", "150", "--batch-size", "8", "--lr", "3e-3",
-            "--patience", "150", "--threads", "1"]
+            "--patience", "150", "--threads", "1", "--no-copies"]
     for kv in TINY:
         args += ["--set", kv]
     res = CliRunner().invoke(main, args, catch_exceptions=False)

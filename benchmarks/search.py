@@ -8,6 +8,7 @@ hand-optimized functions the search matches or beats. Usage::
     python benchmarks/search.py                       # examples/ and the corpus holdout
     python benchmarks/search.py --inputs examples --budget 4
     python benchmarks/search.py --inputs holdout --json var/search.json
+    python benchmarks/search.py --inputs hand          # every hand-optimized function
 """
 
 from __future__ import annotations
@@ -31,6 +32,14 @@ def _requests(which: str) -> list[tuple[str, object, str | None]]:
         for path in sorted((ROOT / "examples").glob("*.json")):
             req = json.loads(path.read_text())
             out.append((path.stem, req["tir"], req.get("baseline_tasm")))
+    if which == "hand":
+        from tasmopt.frontend import compile_modules
+
+        for module in sorted({k.split(":")[0] for k in _hand_cycles()}):
+            path = ROOT / "corpus" / (module.replace(".", "/") + ".tri")
+            if path.exists():
+                mod = compile_modules(path, [ROOT / "corpus"])[-1]
+                out.append((mod.name, mod.ops, None))
     if which in ("holdout", "all"):
         holdout = ROOT / "corpus" / "holdout.txt"
         if holdout.exists():
@@ -62,7 +71,9 @@ def _hand_cycles() -> dict[str, int]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--inputs", choices=("examples", "holdout", "all"), default="all")
+    ap.add_argument("--inputs", choices=("examples", "holdout", "hand", "all"), default="all",
+                    help="examples/, the corpus holdout modules, or every module with a "
+                         "hand-optimized function (default: examples and holdout)")
     ap.add_argument("--budget", type=float, default=2.0, help="search budget per request, s")
     ap.add_argument("--json", type=Path, help="also write the rows to this file")
     args = ap.parse_args(argv)

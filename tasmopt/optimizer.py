@@ -25,12 +25,13 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tasmopt import sources as source_registry
 from tasmopt.errors import TasmSyntaxError
-from tasmopt.lower.triton import INDENT, Lowering, lower
+from tasmopt.isa import P
+from tasmopt.lower.triton import INDENT, LOOP_HEADER, LoweredBlock, Lowering, lower
 from tasmopt.module import ModuleText, label_lines
 from tasmopt.report import (
     BaselineMismatch,
@@ -192,7 +193,7 @@ def _prepare(low: Lowering, ours: ModuleText, client: ModuleText | None,
         if client is not None:
             if not _client_reference(f, lf.name, our_prog, ours, client, options, timings):
                 continue
-        for block in lf.blocks:
+        for block in _with_loop_counters(low, lf):
             instrs = _block_instrs(low.lines[block.start:block.end], options.isa)
             if not instrs:
                 continue
@@ -201,6 +202,38 @@ def _prepare(low: Lowering, ours: ModuleText, client: ModuleText | None,
                                      tir_hash(block.ops)))
             f.block_ranges.append((block.start, block.end))
     return fns
+
+
+#: The loop counter decrement of a lowered loop (spec/tir.md §3.4), as TIR: ``Push(-1), Add``.
+_DECREMENT = (Op("Push", P - 1), Op("Add"))
+
+
+def _with_loop_counters(low: Lowering, lf) -> list:
+    """The function's blocks, where the counter decrement ``push -1; add`` that the loop
+    header puts before each loop body joins the body's first block (as the TIR ops
+    ``Push(-1), Add``): it runs once per iteration and is worth optimizing with the body.
+    A body that starts with a call or a branch gets a block of its own for it (index < 0)."""
+    blocks = list(lf.blocks)
+    by_start = {b.start: k for k, b in enumerate(blocks)}
+    glue = 0
+    for a, b in lf.sections:
+        for i in range(a, b - len(LOOP_HEADER)):
+            line = low.lines[i]
+            if not (line.endswith(":") and not line[:1].isspace()):
+                continue
+            if tuple(ln.strip() for ln in low.lines[i + 1:i + 1 + len(LOOP_HEADER)]) != LOOP_HEADER:
+                continue
+            dec, body = i + len(LOOP_HEADER) - 1, i + len(LOOP_HEADER) + 1
+            k = by_start.get(body)
+            if k is not None:
+                old = blocks[k]
+                blocks[k] = replace(old, ops=_DECREMENT + old.ops, start=dec,
+                                    entry_depth=max(old.entry_depth, 1))
+            else:
+                glue += 1
+                blocks.append(LoweredBlock(lf.name, -glue, f"{line[:-1]}.counter", _DECREMENT,
+                                           dec, body, 1, 0))
+    return sorted(blocks, key=lambda b: b.start)
 
 
 def _client_reference(f: _Fn, name: str, our_prog: Program, ours: ModuleText,

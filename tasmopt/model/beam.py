@@ -9,7 +9,9 @@ keeps, per block, the K best hypotheses by length-normalised log-probability
    started with K copies of one beam and collapsed to greedy, spec/neural-anchor.md §8);
 2. each step scores every (beam, token) pair, finished beams contribute exactly one
    candidate (themselves), and the top K per block survive;
-3. the KV cache and grammar state follow their parent beams (`index_select`).
+3. the KV cache and grammar state follow their parent beams (`index_select`);
+4. every 4 steps (one host sync) blocks whose beams have all ended are retired from the
+   batch, so short blocks stop costing compute while long ones finish.
 
 `sample` draws K independent hypotheses per block instead (temperature sampling, same mask)
 for diversity. Both return per block the finished hypotheses, best first.
@@ -109,20 +111,34 @@ def beam_search(model: TasmModel, batch, immediates: Sequence[Sequence[int]], *,
     done = torch.zeros(n, dtype=torch.bool, device=device)
     lengths = torch.zeros(n, dtype=torch.long, device=device)  # tokens emitted, EOS included
     seqs = torch.full((n, steps), PAD, dtype=torch.long, device=device)
-    offsets = (torch.arange(g_count, device=device) * k)[:, None]  # (G, 1)
+    # results by global row; the loop works on the rows of blocks still decoding
+    out = [seqs.clone(), logprob.clone(), lengths.clone(), done.clone()]
+    active = torch.arange(g_count, device=device)              # (A,) block ids
+    beam = torch.arange(k, device=device)
+
+    def rows_of(blocks: torch.Tensor) -> torch.Tensor:
+        return (blocks[:, None] * k + beam).flatten()          # (A*K,)
+
+    def store(local: torch.Tensor, blocks: torch.Tensor) -> None:
+        target = rows_of(blocks)
+        for o, x in zip(out, (seqs, logprob, lengths, done)):
+            o[target] = x.index_select(0, local)
+
     for t in range(steps):
-        logp = model.step(rows, state, cache, tok)             # (N, V)
+        a = active.shape[0]
+        logp = model.step(rows, state, cache, tok)             # (A*K, V)
         v = logp.shape[1]
         stay = torch.full_like(logp, float("-inf"))
         stay[:, PAD] = 0.0
         logp = torch.where(done[:, None], stay, logp)
-        cand = logprob[:, None] + logp                         # (N, V)
-        new_len = (lengths + (~done).long()).clamp(min=1)      # (N,)
-        norm = cand / new_len.float().pow(alpha)[:, None]      # (N, V)
-        top = norm.view(g_count, k * v).topk(k, dim=1).indices  # (G, K)
-        parent = (top // v + offsets).flatten()                # (N,)
-        token = (top % v).flatten()                            # (N,)
-        logprob = cand.view(g_count, k * v).gather(1, top).flatten()
+        cand = logprob[:, None] + logp                         # (A*K, V)
+        new_len = (lengths + (~done).long()).clamp(min=1)      # (A*K,)
+        norm = cand / new_len.float().pow(alpha)[:, None]      # (A*K, V)
+        top = norm.view(a, k * v).topk(k, dim=1).indices       # (A, K)
+        offsets = (torch.arange(a, device=device) * k)[:, None]
+        parent = (top // v + offsets).flatten()                # (A*K,)
+        token = (top % v).flatten()                            # (A*K,)
+        logprob = cand.view(a, k * v).gather(1, top).flatten()
         was_done = done.index_select(0, parent)
         seqs = seqs.index_select(0, parent)
         seqs[:, t] = torch.where(was_done, PAD, token)
@@ -131,8 +147,24 @@ def beam_search(model: TasmModel, batch, immediates: Sequence[Sequence[int]], *,
         state = state.index_select(parent).step(tables, token)
         cache = cache.index_select(parent)
         tok = token
-        if t % 4 == 3 and bool((done | torch.isinf(logprob)).all()):
-            break
+        if t % 4 == 3:  # one host sync every 4 steps: retire blocks whose beams all ended
+            over = (done | torch.isinf(logprob)).view(a, k).all(dim=1)  # (A,)
+            n_over = int(over.sum())
+            if n_over == a:
+                break
+            if n_over:
+                idx = torch.arange(a, device=device)
+                store(rows_of(idx[over]), active[over])
+                keep_blocks = idx[~over]
+                keep = rows_of(keep_blocks)
+                active = active[~over]
+                seqs, logprob, lengths, done, tok = (x.index_select(0, keep) for x in (
+                    seqs, logprob, lengths, done, tok))
+                state = state.index_select(keep)
+                cache = cache.select(keep, keep_blocks)
+                rows = rows.select(keep, keep_blocks)
+    store(torch.arange(active.shape[0] * k, device=device), active)
+    seqs, logprob, lengths, done = out
     return _collect(model, seqs, logprob, lengths, done, k, alpha, immediates)
 
 

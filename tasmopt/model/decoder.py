@@ -53,6 +53,15 @@ class KVCache:
     t: int = 0
     beams: int = 1
 
+    def select(self, rows: torch.Tensor, blocks: torch.Tensor) -> KVCache:
+        """A cache of only some rows and their blocks (beam search drops finished blocks):
+        ``rows`` (B',) and ``blocks`` (G',) with B' = G' * beams."""
+        return KVCache([k.index_select(0, rows) for k in self.k],
+                       [v.index_select(0, rows) for v in self.v],
+                       [c.index_select(0, blocks) for c in self.ck],
+                       [c.index_select(0, blocks) for c in self.cv],
+                       self.mask.index_select(0, blocks), self.t, self.beams)
+
     def index_select(self, rows: torch.Tensor) -> KVCache:
         """Reorder the self-attention state in place to ``rows`` ((B,) parent row of each new
         row); only the filled positions are copied.

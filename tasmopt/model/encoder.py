@@ -53,6 +53,14 @@ class EncodedGraphs:
     base_tokens: torch.Tensor | None = None
     base_emb: torch.Tensor | None = None
 
+    def select(self, rows: torch.Tensor, blocks: torch.Tensor) -> EncodedGraphs:
+        """The outputs of some rows (per-row fields) of some graphs (``memory``,
+        ``memory_mask``), after `repeat`: beam search drops finished blocks with it."""
+        return EncodedGraphs(self.memory.index_select(0, blocks),
+                             self.memory_mask.index_select(0, blocks), *(
+            None if t is None else t.index_select(0, rows) for t in (
+                self.context, self.imm, self.imm_mask, self.base_tokens, self.base_emb)))
+
     def repeat(self, k: int) -> EncodedGraphs:
         """Per-row outputs for ``k`` beams per graph (G -> G*k rows, a graph's consecutive).
         ``memory``/``memory_mask`` stay per graph: the decoder's cache shares them."""

@@ -63,11 +63,13 @@ def optimize_block(instrs: Sequence[Instr], cfg: SearchConfig = SearchConfig()) 
     for k, flow in enumerate(flows):
         budget = Budget(sched_states // (2 if k == 0 else 4))
         if len(instrs) <= cfg.exact_max_length:
-            best = exact(flow, max_length=len(instrs) - 1, budget=Budget(budget.left // 2))
+            part = Budget(budget.left // 2)
+            best = exact(flow, max_length=len(instrs) - 1, budget=part)
+            budget.spend(budget.left // 2 - part.left)
             if best is not None:
                 found.append(best)
         nodes = max(1, len(flow.needed_nodes()))
-        width = max(2, min(64, budget.left // (nodes * 4)))
+        width = max(2, min(64, budget.left // (nodes * 24)))
         cand = beam(flow, width=width, budget=budget)
         if cand is not None:
             found.append(cand)

@@ -41,8 +41,16 @@ class Budget:
         self.left = states
 
     def spend(self, n: int = 1) -> bool:
+        """Take ``n`` states; False (and nothing taken) once the budget is exhausted."""
+        if self.left < n:
+            self.left = 0
+            return False
         self.left -= n
-        return self.left >= 0
+        return True
+
+    @property
+    def exhausted(self) -> bool:
+        return self.left <= 0
 
 
 @dataclass(frozen=True)
@@ -264,13 +272,16 @@ def beam(df: Dataflow, *, width: int, budget: Budget, finals: int = 4,
     for _ in range(len(p.nodes)):
         seen: dict[tuple, int] = {}
         nxt = []
+        if budget.exhausted:  # out of budget: finish greedily from the best state so far
+            layer, width = layer[:1], 1
+            budget = Budget(10 * (len(p.nodes) + 1) * (_MAX_INDEX + 2))
         for _cost, _tie, stack, done, code in layer:
-            if not budget.spend():
+            if budget.exhausted or not budget.spend():
                 break
             produced = _produced(p, done)
             for node in _ready(p, done, stack, produced):
                 for order in _operand_orders(node):
-                    if not budget.spend():
+                    if budget.exhausted or not budget.spend():
                         break
                     s, c = list(stack), list(code)
                     need = _demand(p, done)
@@ -281,13 +292,17 @@ def beam(df: Dataflow, *, width: int, budget: Budget, finals: int = 4,
                     c.append(node.instr)
                     s = list(_apply_node(tuple(s), node))
                     done2 = done | {node.id}
-                    _drop_dead_top(s, _demand(p, done2), p.low, c)
-                    key = (tuple(s), done2)
-                    if key in seen and seen[key] <= len(c):
-                        continue
-                    seen[key] = len(c)
-                    tie = (rng.random(),) if rng is not None else tuple(str(i) for i in c)
-                    nxt.append((len(c), tie, tuple(s), done2, tuple(c)))
+                    need2 = _demand(p, done2)
+                    _drop_dead_top(s, need2, p.low, c)
+                    for s2, c2 in _with_burials(s, c, need2, p):
+                        if budget.exhausted or not budget.spend():
+                            break
+                        key = (tuple(s2), done2)
+                        if key in seen and seen[key] <= len(c2):
+                            continue
+                        seen[key] = len(c2)
+                        tie = (rng.random(),) if rng is not None else tuple(str(i) for i in c2)
+                        nxt.append((len(c2), tie, tuple(s2), done2, tuple(c2)))
         if not nxt:
             return None
         layer = heapq.nsmallest(width, nxt, key=lambda e: (e[0], len(e[2]), e[1]))
@@ -304,6 +319,24 @@ def beam(df: Dataflow, *, width: int, budget: Budget, finals: int = 4,
         if best is None or len(cand) < len(best):
             best = cand
     return best
+
+
+def _with_burials(stack: list[int], code: list[Instr], need: Counter, p: _Problem):
+    """The state as is, and, when the top value is only needed in the final stack (no
+    operation uses it any more), the states that bury it with ``place k`` out of the way of
+    the remaining operations."""
+    yield stack, code
+    if not stack:
+        return
+    v = stack[-1]
+    ops_left = need[v] - p.final.count(v)
+    if ops_left > 0 or v not in p.final:
+        return
+    for k in range(1, min(len(stack) - 1, _MAX_INDEX) + 1):
+        s = list(stack)
+        top = s.pop()
+        s.insert(len(s) - k, top)  # place k: the old top becomes st_k
+        yield s, code + [Instr("place", k)]
 
 
 def _distance(stack: Sequence[int], final: Sequence[int]) -> int:

@@ -107,18 +107,26 @@ def test_every_candidate_on_real_blocks_is_verified_and_cheaper() -> None:
     assert improved >= len(blocks) // 3
 
 
-def test_budget_is_respected(monkeypatch) -> None:
-    spent = []
-    real_spend = schedule.Budget.spend
+class CountingBudget(Budget):
+    def __init__(self, states: int) -> None:
+        super().__init__(states)
+        self.taken = 0
 
-    def spend(self, n=1):
-        spent.append(n)
-        return real_spend(self, n)
+    def spend(self, n: int = 1) -> bool:
+        ok = super().spend(n)
+        self.taken += n if ok else 0
+        return ok
 
-    monkeypatch.setattr(schedule.Budget, "spend", spend)
+
+@pytest.mark.parametrize("states", [50, 300, 2000])
+def test_budget_is_respected(states: int) -> None:
     baseline = code("dup 3;dup 3;add;dup 4;dup 4;mul;add;dup 5;dup 5;xor;pop 1;swap 4;pop 4")
-    optimize_block(baseline, SearchConfig(states=500, stoke_share=0.0))
-    assert sum(spent) <= 500 + 50  # each search stops at its own share
+    df = extract(baseline)
+    for run in (lambda b: exact(df, max_length=len(baseline) - 1, budget=b),
+                lambda b: schedule.beam(df, width=8, budget=b)):
+        b = CountingBudget(states)
+        run(b)
+        assert b.taken <= states and b.left >= 0
 
 
 def test_source_respects_the_request_time_budget() -> None:

@@ -94,6 +94,8 @@ class FunctionOut(BaseModel):
     baseline_heights: dict[str, int] = {}
     padded_height: int = 0
     baseline_padded_height: int = 0
+    halted: int = Field(0, description="Witnesses on which the baseline returned normally; "
+                        "0 means cycles were measured on failing runs.")
     fallback: bool
     reason: str | None = None
     mismatch: MismatchOut | None = None

@@ -10,6 +10,7 @@ TASMOPT_TEST_POSTGRES (an admin URL) and TASMOPT_TEST_REDIS (a server URL withou
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import secrets
@@ -313,3 +314,28 @@ def private_redis(tmp_path) -> Iterator[tuple[str, subprocess.Popen]]:
         if proc.poll() is None:
             proc.terminate()
             proc.wait(10)
+
+
+# -- the real TIR of the Trident standard library (shared/data/trident-std) ----------------
+
+#: Where the 30 modules live; override with TASMOPT_TRIDENT_STD.
+STD_DIR = Path(os.environ.get("TASMOPT_TRIDENT_STD",
+                           Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trident-std"))
+#: Module names, for parametrization (empty when the data is absent: those tests skip).
+STD_MODULES = sorted(p.stem for p in STD_DIR.glob("*.json")) if STD_DIR.is_dir() else []
+
+
+@pytest.fixture(scope="session")
+def trident_std() -> dict[str, dict]:
+    """Module name -> its JSON (``tir``, ``compiler_tasm``, ``functions``, ...)."""
+    if not STD_MODULES:
+        pytest.skip(f"trident-std data not found at {STD_DIR}")
+    return {name: json.loads((STD_DIR / f"{name}.json").read_text()) for name in STD_MODULES}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test that takes ``std_module`` runs once per trident-std module."""
+    if "std_module" in metafunc.fixturenames:
+        params = STD_MODULES or [pytest.param("", marks=pytest.mark.skip(
+            reason=f"trident-std data not found at {STD_DIR}"))]
+        metafunc.parametrize("std_module", params)

@@ -15,7 +15,7 @@ from frontend_util import LIB, functions, show
 from tasmopt.frontend import compile_source, optimize
 from tasmopt.tir.codec import decode
 
-STD_DIR = Path(os.environ.get("TASMOPT_TRIDENT_STD", "/work/shared/data/trident-std"))
+STD_DIR = Path(os.environ.get("TASMOPT_TRIDENT_STD", Path(__file__).resolve().parents[2].parent / "shared" / "data" / "trident-std"))
 
 
 def toolchain(module: str, fn: str) -> str:

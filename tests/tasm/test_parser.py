@@ -10,7 +10,7 @@ from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import P
 from tasmopt.tasm import Instr, Label, parse
 
-DATA = Path("/work/shared/data/trident-std")
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "trident-std"
 
 
 def items(text, isa="release"):

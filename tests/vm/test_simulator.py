@@ -14,7 +14,7 @@ from tasmopt.vm.compiler import HOT_THRESHOLD, decoded
 from tasmopt.vm.field import P
 
 ZEROS = VmInput(initial_stack=[0] * 16)
-DATA = Path("/work/shared/data/trident-std")
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "trident-std"
 
 # ---- API ---------------------------------------------------------------------------------------
 

@@ -11,7 +11,9 @@ after which ``CompileOptions(sources=(..., "model"))`` consults it.
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -54,6 +56,10 @@ class ModelSource:
         self.temperature = temperature
         self.max_blocks = max_blocks
         self.last_latency_s = 0.0
+        # beam search is deterministic: a block seen before costs nothing (bounded LRU)
+        self._cache: OrderedDict[tuple, list[list[Instr]]] = OrderedDict()
+        self._cache_size = 4096
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"ModelSource(version={self.version!r}, k={self.k})"
@@ -73,9 +79,20 @@ class ModelSource:
                         isa, options.isa)
             return out
         items = []
+        keys: dict[int, tuple] = {}
         for i, t in enumerate(tasks):
             if not t.baseline:
                 continue
+            if not self.samples:
+                keys[i] = (t.tir_hash, tuple(map(str, t.baseline)), t.entry_depth,
+                           t.net_effect, self.k)
+                with self._lock:
+                    hit = self._cache.get(keys[i])
+                    if hit is not None:
+                        self._cache.move_to_end(keys[i])
+                if hit is not None:
+                    out[i] = [list(c) for c in hit]
+                    continue
             data, imms = block_data(t.ops, t.entry_depth, t.net_effect, t.baseline,
                                     max_len=self.model.config.max_len, isa=isa)
             items.append((i, data, imms))
@@ -95,6 +112,11 @@ class ModelSource:
                     if key not in seen:
                         seen.add(key)
                         out[i].append(list(h.instrs))
+                if i in keys:
+                    with self._lock:
+                        self._cache[keys[i]] = [list(c) for c in out[i]]
+                        if len(self._cache) > self._cache_size:
+                            self._cache.popitem(last=False)
         self.last_latency_s = time.perf_counter() - t0
         return out
 

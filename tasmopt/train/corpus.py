@@ -96,7 +96,7 @@ class BuildConfig:
     search_budget_s: float = 6.0
     validation: float = 0.1
     min_pairs: int = 3000
-    augment_rounds: int = 6
+    augment_rounds: int = 8
     seed: int = 0
     jobs: int = max(1, min(4, os.cpu_count() or 1))
 

@@ -3,10 +3,11 @@
 The chain moves through programs by deleting, inserting, replacing or swapping
 instructions, or changing an argument. The cost of a program is its length plus a penalty
 for every observable it gets wrong on a few concrete test inputs (op stack slots, outputs,
-input consumption, failure). Proposals are accepted by the Metropolis rule at inverse
-temperature ``beta``. A program that matches every test input and is shorter than the best
-so far must also pass the symbolic check (`tasmopt.vm.equivalence.compare_symbolic`) before it
-is kept; the optimizer then verifies it once more like any other candidate.
+input consumption, failure); the test inputs pass the baseline's guards (guard-directed where
+random values do not). Proposals are accepted by the Metropolis rule at inverse temperature
+``beta``. A program that matches every test input and is shorter than the best so far is kept
+only if the full verifier accepts it (`tasmopt.vm.equivalence.check_block`); the optimizer
+then verifies it once more like any other candidate.
 
 Deterministic for a seed and an iteration count.
 """
@@ -18,8 +19,9 @@ import random
 from collections.abc import Sequence
 
 from tasmopt.tasm.program import Instr, Program
-from tasmopt.vm.equivalence import compare_symbolic
+from tasmopt.vm.equivalence import BlockCheck, check_block, compare_symbolic
 from tasmopt.vm.expr import ExprContext
+from tasmopt.vm.guards import solve, violated
 from tasmopt.vm.symbolic import run_symbolic
 from tasmopt.vm.witness import witness
 
@@ -43,15 +45,12 @@ def _pool(baseline: Sequence[Instr], depth: int) -> list[Instr]:
 
 
 def _observe(instrs: Sequence[Instr], tests: list, isa: str) -> list[tuple]:
-    from tasmopt.vm.simulator import VmInput, run
+    from tasmopt.vm.simulator import run
 
     prog = Program.from_items(list(instrs) + [Instr("halt")], isa)  # type: ignore[arg-type]
     out = []
     for w in tests:
-        r = run(prog, VmInput(public_input=w.public_input, secret_input=w.secret_input,
-                              secret_digests=w.secret_digests, ram=w.ram(),
-                              initial_stack=w.stack), step_limit=len(instrs) + 2,
-                measure=False)
+        r = run(prog, w.vm_input(), step_limit=len(instrs) + 2, measure=False)
         if r.error is not None:
             out.append(("error",))
         else:
@@ -115,9 +114,12 @@ def stoke(baseline: Sequence[Instr], start: Sequence[Instr], *, iterations: int,
         return None
     depth = 16 + max(sym_base.base, -sym_base.low_water) + 2
     inputs = max(sym_base.consumed["public"], sym_base.consumed["secret"]) + 2
-    cases = [witness(i, seed + 7919, depth=depth, inputs=inputs,
-                     digests=sym_base.consumed["digests"] + 1) for i in range(3, 3 + tests)]
+    cases = _cases(ctx, sym_base.guards, tests, seed, depth=depth, inputs=inputs,
+                   digests=sym_base.consumed["digests"] + 1)
+    if not cases:
+        return None  # no input gets through the baseline's guards: nothing to steer by
     want = _observe(baseline, cases, isa)
+    base_lines = tuple(str(i) for i in baseline)
     pool = _pool(baseline, sym_base.base)
     cur = list(start)
     cur_cost = len(cur) + _penalty(_observe(cur, cases, isa), want)
@@ -130,6 +132,29 @@ def stoke(baseline: Sequence[Instr], start: Sequence[Instr], *, iterations: int,
             cur, cur_cost = cand, cost
             if cost == len(cand) and len(cand) < best_len:
                 run_c = run_symbolic(cand, ctx, isa)
-                if compare_symbolic(ctx, sym_base, run_c).status in ("proven", "testable"):
+                if compare_symbolic(ctx, sym_base, run_c).status not in ("proven", "testable"):
+                    continue
+                # the chain's own tests are few: only the full verifier decides
+                check = BlockCheck(base_lines, tuple(str(i) for i in cand), isa, seed=seed)
+                if check_block(check).equivalent:
                     best, best_len = list(cand), len(cand)
     return best
+
+
+def _cases(ctx: ExprContext, guards: set[tuple], count: int, seed: int, **shape) -> list:
+    """``count`` test inputs that pass the baseline's guards (guard-directed where random
+    values fail them; `tasmopt.vm.guards`). A chain steered by inputs that all crash the
+    baseline drifts toward short crashing programs."""
+    rng = random.Random(seed + 7919)
+    out = []
+    for i in range(3, 3 + 4 * count):
+        if len(out) == count:
+            break
+        w = witness(i, seed + 7919, **shape)
+        if not violated(ctx, guards, w.assignment()):
+            out.append(w)
+            continue
+        solved = solve(ctx, guards, w.assignment(), rng, time_budget_s=0.1)
+        if solved is not None:
+            out.append(w.with_assignment(solved))
+    return out

@@ -26,6 +26,7 @@ where the baseline does not.
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -33,6 +34,9 @@ from tasmopt.errors import TasmSyntaxError
 from tasmopt.tasm.parser import parse, parse_instructions
 from tasmopt.tasm.program import Instr, Program
 from tasmopt.vm.expr import ExprContext
+from tasmopt.vm.field import P
+from tasmopt.vm.guards import solve
+from tasmopt.vm.guards import violated as guards_violated
 from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
 from tasmopt.vm.witness import CONTROL_FAMILIES, Witness, witness
 
@@ -42,8 +46,15 @@ __all__ = ["BlockCheck", "Verdict", "check_block", "check_blocks", "compare_symb
            "SymbolicComparison", "FunctionVerdict", "check_function", "harness", "observe",
            "MIN_WITNESSES", "HARNESS_CYCLES", "ACCEPTANCE_TABLES", "no_taller", "padded_height"]
 
-#: Design §2: at least this many differential witnesses per check.
+#: Design §2: at least this many differential witnesses per check, each of which must run
+#: the baseline to its end (witnesses on which it fails do not count).
 MIN_WITNESSES = 16
+
+#: A polynomial-identity acceptance needs this many passing witnesses drawn uniformly from F_p.
+MIN_RANDOM_FIELD = 4
+
+#: Guard-directed witnesses tried per required witness before a check gives up (rejects).
+DIRECTED_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -118,8 +129,34 @@ class SymbolicComparison:
     reason: str | None = None
 
 
-def compare_symbolic(ctx: ExprContext, base: SymbolicRun, cand: SymbolicRun) -> SymbolicComparison:
-    """Compare two symbolic runs made in ``ctx`` (see the module docstring)."""
+#: Soundness target of the polynomial-identity argument: a false acceptance probability of
+#: at most 2^-40 per check (see `degree_ok`).
+SZ_ERROR_LOG2 = -40
+
+
+def degree_ok(degree: int | None, witnesses: int) -> bool:
+    """Whether the Schwartz–Zippel argument covers a difference of this degree.
+
+    A nonzero polynomial of total degree d over F_p vanishes at a uniformly random point
+    with probability at most d/p (Schwartz–Zippel lemma). A difference that vanishes on all
+    ``witnesses`` independent random points is therefore zero except with probability at
+    most (d/p)^n <= d·n/p; we require d·n/p <= 2^-40, i.e. d <= p / (n · 2^40) (about 2^20
+    for 16 witnesses). Exponentiation (``(x+7)^(p-1)`` is 1 except at x = -7), Tip5 outputs
+    and nested inverses have no such bound (``degree`` None) and must be proven exactly.
+    """
+    if degree is None:
+        return False
+    return degree * max(1, witnesses) <= (P >> -SZ_ERROR_LOG2)
+
+
+def compare_symbolic(ctx: ExprContext, base: SymbolicRun, cand: SymbolicRun,
+                     witnesses: int = 16) -> SymbolicComparison:
+    """Compare two symbolic runs made in ``ctx`` (see the module docstring).
+
+    ``testable`` is returned only when every remaining difference is algebraic (free
+    variables, RAM cells at algebraic addresses, field inverses) *and* its degree passes
+    `degree_ok` for ``witnesses`` random witnesses.
+    """
     if base.unsupported or cand.unsupported:
         which = "baseline" if base.unsupported else "candidate"
         name = base.unsupported or cand.unsupported
@@ -169,9 +206,16 @@ def compare_symbolic(ctx: ExprContext, base: SymbolicRun, cand: SymbolicRun) -> 
         return SymbolicComparison("proven")
     what, x, y = pairs[0]
     reason = f"{what}: {ctx.describe(y)} vs baseline {ctx.describe(x)}"
-    if ctx.is_algebraic([p for _, a, b in pairs for p in (a, b)]):
-        return SymbolicComparison("testable", reason)
-    return SymbolicComparison("unprovable", reason)
+    if not ctx.is_algebraic([p for _, a, b in pairs for p in (a, b)]):
+        return SymbolicComparison("unprovable", reason)
+    degrees = [ctx.degree(ctx.sub(a, b)) for _, a, b in pairs]
+    worst = None if None in degrees else max(degrees)  # type: ignore[type-var]
+    if not degree_ok(worst, witnesses):
+        return SymbolicComparison(
+            "unprovable", f"{reason}: the difference has degree "
+                          f"{'unbounded' if worst is None else worst}, too high for a "
+                          f"polynomial-identity test on {witnesses} witnesses")
+    return SymbolicComparison("testable", reason)
 
 
 # -- layer 2 ------------------------------------------------------------------------------
@@ -216,10 +260,7 @@ def _explain(a: tuple, b: tuple) -> str:
 
 
 def _run(program: Program, w: Witness, step_limit: int, start: int | str = 0):
-    sim = _vm()
-    vm_input = sim.VmInput(public_input=w.public_input, secret_input=w.secret_input,
-                           secret_digests=w.secret_digests, ram=w.ram(), initial_stack=w.stack)
-    return sim.run(program, vm_input, start=start, step_limit=step_limit)
+    return _vm().run(program, w.vm_input(), start=start, step_limit=step_limit)
 
 
 def _block_program(instrs: Sequence[Instr], isa: str) -> Program:
@@ -260,6 +301,15 @@ def _merge_heights(acc: dict[str, int], heights) -> None:
 def check_block(check: BlockCheck) -> Verdict:
     """Check one candidate block against its baseline (see the module docstring).
 
+    Fails closed: besides every layer accepting, at least ``max(check.witnesses,
+    MIN_WITNESSES)`` witnesses must run the baseline to its end without failing. Random
+    witnesses come first; when too few of them pass the baseline's guards (an ``assert``
+    against a constant, a u32 check on a field element, ...), guard-directed witnesses are
+    solved from the symbolic guards (`tasmopt.vm.guards.solve`). Witnesses on which the
+    baseline fails still require the candidate to fail too, but never count toward the
+    minimum. A polynomial-identity (``testable``) acceptance also needs at least
+    `MIN_RANDOM_FIELD` passing witnesses with uniformly random field values.
+
     Never raises for a bad candidate: unparsable text or control flow are rejections.
     """
     try:
@@ -270,10 +320,11 @@ def check_block(check: BlockCheck) -> Verdict:
         cand = parse_instructions("\n".join(check.candidate), check.isa)  # type: ignore[arg-type]
     except TasmSyntaxError as exc:
         return _reject(f"candidate does not parse: {exc}")
+    need = max(check.witnesses, MIN_WITNESSES)
     ctx = ExprContext()
     sym_b = run_symbolic(base, ctx, check.isa)
     sym_c = run_symbolic(cand, ctx, check.isa)
-    cmp = compare_symbolic(ctx, sym_b, sym_c)
+    cmp = compare_symbolic(ctx, sym_b, sym_c, need)
     if cmp.status in ("different", "unprovable"):
         return _reject(cmp.reason or cmp.status)
     depth = 16 + max(sym_b.base, sym_c.base, -sym_b.low_water) + 2
@@ -282,8 +333,10 @@ def check_block(check: BlockCheck) -> Verdict:
     prog_b, prog_c = _block_program(base, check.isa), _block_program(cand, check.isa)
     limit = len(cand) + 2
     heights: dict[str, int] = {}
-    for i in range(max(check.witnesses, MIN_WITNESSES)):
-        w = witness(i, check.seed, depth=depth, inputs=inputs, digests=digests)
+    passed = random_field = 0
+
+    def compare(i: int, w: Witness) -> str | None:
+        nonlocal passed, random_field
         rb = _run(prog_b, w, len(base) + 2)
         rc = _run(prog_c, w, limit)
         ob, oc = observe(rb), observe(rc)
@@ -292,8 +345,44 @@ def check_block(check: BlockCheck) -> Verdict:
             if cmp.status == "proven":  # layer 1 and layer 2 disagree: a verifier bug
                 log.error("symbolic proof contradicted by witness %d (%s): %s | %s",
                           i, detail, check.baseline, check.candidate)
-            return _reject(f"witness {i} ({w.family}): {detail}")
-        _merge_heights(heights, rc.heights)
+            kind = "directed " if w.directed else ""
+            return f"{kind}witness {i} ({w.family}): {detail}"
+        if rb.error is None:
+            passed += 1
+            random_field += int(w.family == "field")
+            _merge_heights(heights, rc.heights)
+        return None
+
+    for i in range(need):
+        w = witness(i, check.seed, depth=depth, inputs=inputs, digests=digests)
+        bad = compare(i, w)
+        if bad:
+            return _reject(bad)
+    if passed < need or (cmp.status == "testable" and random_field < MIN_RANDOM_FIELD):
+        guards = sym_b.guards
+        rng = random.Random(check.seed * 7919 + 17)
+        for j in range(need, need + DIRECTED_TRIES * need):
+            if passed >= need and (cmp.status != "testable" or random_field >= MIN_RANDOM_FIELD):
+                break
+            w = witness(j, check.seed, depth=depth, inputs=inputs, digests=digests)
+            solved = solve(ctx, guards, w.assignment(), rng, time_budget_s=0.25)
+            if solved is None:
+                if not any(guards_violated(ctx, guards, w.assignment())):
+                    solved = w.assignment()
+                elif j >= need + need // 2 and passed == 0:
+                    break  # no attempt gets through the guards: stop early, reject below
+                else:
+                    continue
+            bad = compare(j, w.with_assignment(solved))
+            if bad:
+                return _reject(bad)
+    if passed < need:
+        return _reject(f"only {passed} of {need} required witnesses pass the baseline's guards"
+                       " (asserts, u32 checks, inverses); agreement on failing runs proves "
+                       "nothing")
+    if cmp.status == "testable" and random_field < MIN_RANDOM_FIELD:
+        return _reject(f"only {random_field} passing witnesses with random field values; a "
+                       f"polynomial-identity test needs {MIN_RANDOM_FIELD}")
     method = "symbolic" if cmp.status == "proven" else "differential"
     return Verdict(True, method, None, len(cand), heights)
 

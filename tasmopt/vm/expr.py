@@ -190,8 +190,73 @@ class ExprContext:
         return seen
 
     def is_algebraic(self, polys: Iterable[Poly]) -> bool:
-        """True if every atom reachable from ``polys`` is algebraic (see module docstring)."""
-        return all(self.atom_algebraic[a] for a in self.atoms_of(polys))
+        """True if every atom reachable from ``polys`` is algebraic (see module docstring).
+
+        An initial-RAM variable ``mem0`` counts only if its *address* is algebraic too: two
+        cells at addresses built from comparisons or bit operations may coincide on every
+        random witness while the normal form treats them as independent values.
+        """
+        ids = self.atoms_of(polys)
+        todo = [a for a in ids if self.atom_keys[a][:2] == ("var", "mem0")]
+        seen = set(ids)
+        while todo:
+            addr = self._by_id[self.atom_keys[todo.pop()][2]]
+            for a in self.atoms_of([addr]):
+                if a not in seen:
+                    seen.add(a)
+                    if self.atom_keys[a][:2] == ("var", "mem0"):
+                        todo.append(a)
+        return all(self.atom_algebraic[a] for a in seen)
+
+    def degree(self, p: Poly) -> int | None:
+        """An upper bound on the total degree of ``p`` as a polynomial in the free variables
+        after clearing the denominators of field inverses; None if unbounded or unknown.
+
+        Free variables (and ``mem0`` cells) have degree 1; an opaque product ``mul(a, b)``
+        has ``deg a + deg b``; ``pow(a, e)`` has ``e · deg a``; an inverse ``inv(a)``
+        contributes ``deg a`` per unit of its largest exponent (clearing it multiplies the
+        whole expression by a power of ``a``; nested inverses are not bounded); Tip5
+        outputs, extension-field inverses, comparisons and bit operations are unbounded.
+        The bound is ``sum over atoms of (largest exponent x degree of the atom)``, which
+        dominates every monomial of the cleared polynomial.
+        """
+        return self._degree(p, set())
+
+    def _degree(self, p: Poly, stack: set[int]) -> int | None:
+        maxexp: dict[int, int] = {}
+        for mono in p.terms:
+            for aid, e in mono:
+                if e > maxexp.get(aid, 0):
+                    maxexp[aid] = e
+        total = 0
+        for aid, e in maxexp.items():
+            d = self._atom_degree(aid, stack)
+            if d is None:
+                return None
+            total += e * d
+        return total
+
+    def _atom_degree(self, aid: int, stack: set[int]) -> int | None:
+        if aid in stack:
+            return None
+        key = self.atom_keys[aid]
+        if key[0] == "var":
+            return 1
+        if not self.atom_algebraic[aid]:
+            return None
+        stack = stack | {aid}
+        args = [self._by_id[v] for t, v in key[1:] if t == "p"]
+        if key[0] == "mul":
+            ds = [self._degree(a, stack) for a in args]
+            return None if None in ds else sum(ds)  # type: ignore[arg-type]
+        if key[0] == "pow":
+            d = self._degree(args[0], stack)
+            return None if d is None else d * key[2][1]
+        if key[0] == "inv":
+            if any(self.atom_keys[x][0] == "inv" for x in self.atoms_of(args)):
+                return None
+            return self._degree(args[0], stack)
+        return None  # tip5, xinv, ...: no useful bound
 
     def describe(self, p: Poly, limit: int = 80) -> str:
         """Short human-readable form, for rejection reasons."""

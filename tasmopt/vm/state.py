@@ -30,6 +30,8 @@ class VmInput:
             holds only the writes.
         initial_stack: op stack bottom..top, at least 16 words; ``None`` means spec §3:
             11 zeros over the program digest (``digest[k]`` at ``st(11+k)``).
+        sponge: the 16-word sponge state at entry; ``None`` (spec §3) means uninitialised
+            until ``sponge_init``. The verifier starts fragments with a live sponge.
     """
 
     public_input: Sequence[int] = ()
@@ -37,6 +39,7 @@ class VmInput:
     secret_digests: Sequence[tuple[int, int, int, int, int]] = ()
     ram: Mapping[int, int] = field(default_factory=dict)
     initial_stack: Sequence[int] | None = None
+    sponge: Sequence[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,10 @@ class RunState:
         self.digs: list[tuple[int, ...]] = digs
         self.dig_i = 0
         self.out: list[int] = []
-        self.sponge: list[int] | None = None
+        if vm_input.sponge is not None and len(vm_input.sponge) != 16:
+            raise ValueError(f"the sponge state has 16 words, got {len(vm_input.sponge)}")
+        self.sponge: list[int] | None = (None if vm_input.sponge is None
+                                         else [x % P for x in vm_input.sponge])
         self.u32: set[tuple[str, int, int]] = set()
         self.permute = permute
         self.ext: list[ExternalCall] = []

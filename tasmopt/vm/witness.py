@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from tasmopt.vm.evaluate import Assignment
 from tasmopt.vm.field import P
+from tasmopt.vm.state import VmInput
 
 __all__ = ["Witness", "FAMILIES", "CONTROL_FAMILIES", "witness", "witnesses", "FilledRam"]
 
@@ -37,10 +39,11 @@ class FilledRam(Mapping[int, int]):
     the address, so baseline and candidate read the same "unknown" memory.
     """
 
-    def __init__(self, family: str, seed: int) -> None:
+    def __init__(self, family: str, seed: int,
+                 overrides: Mapping[int, int] | None = None) -> None:
         self.family = family
         self.seed = seed
-        self._cache: dict[int, int] = {}
+        self._cache: dict[int, int] = dict(overrides or {})
 
     def __getitem__(self, addr: int) -> int:
         v = self._cache.get(addr)
@@ -95,6 +98,10 @@ class Witness:
         public_input, secret_input: token streams.
         secret_digests: digests for ``merkle_step``.
         seed: seed of the RAM fill.
+        sponge: the 16-word sponge state at entry, or None (uninitialised).
+        ram_overrides: ``(address, value)`` pairs that replace the RAM fill (guard-directed
+            witnesses place the values their guards need there).
+        directed: the witness was solved from the guards (`tasmopt.vm.guards`).
     """
 
     index: int
@@ -104,16 +111,62 @@ class Witness:
     secret_input: tuple[int, ...]
     secret_digests: tuple[tuple[int, int, int, int, int], ...]
     seed: int
+    sponge: tuple[int, ...] | None = None
+    ram_overrides: tuple[tuple[int, int], ...] = ()
+    directed: bool = False
 
     def ram(self) -> FilledRam:
-        return FilledRam(self.family, self.seed)
+        return FilledRam(self.family, self.seed, dict(self.ram_overrides))
+
+    def vm_input(self) -> VmInput:
+        """The simulator input of this witness (stack, streams, RAM, sponge)."""
+        return VmInput(public_input=self.public_input, secret_input=self.secret_input,
+                       secret_digests=self.secret_digests, ram=self.ram(),
+                       initial_stack=self.stack, sponge=self.sponge)
+
+    def assignment(self) -> Assignment:
+        """This witness as values of the symbolic executor's free variables."""
+        ram = self.ram()
+        return Assignment(
+            stack={k: v for k, v in enumerate(reversed(self.stack))},
+            public=dict(enumerate(self.public_input)),
+            secret=dict(enumerate(self.secret_input)),
+            digests={k: list(d) for k, d in enumerate(self.secret_digests)},
+            sponge=None if self.sponge is None else list(self.sponge),
+            ram=dict(self.ram_overrides),
+            fill=ram.fill_value)
+
+    def with_assignment(self, a: Assignment) -> Witness:
+        """A directed witness: this one with the values of ``a`` (streams and the stack are
+        extended where ``a`` names deeper positions)."""
+        depth = max([len(self.stack)] + [k + 1 for k in a.stack])
+        top_down = [a.stack.get(k, self.stack[-1 - k] if k < len(self.stack) else 0)
+                    for k in range(depth)]
+
+        def stream(old: tuple[int, ...], new: dict[int, int]) -> tuple[int, ...]:
+            n = max([len(old)] + [k + 1 for k in new])
+            return tuple(new.get(k, old[k] if k < len(old) else 0) % P for k in range(n))
+
+        n_dig = max([len(self.secret_digests)] + [k + 1 for k in a.digests])
+        digs = tuple(tuple(a.digests.get(k, self.secret_digests[k] if k < len(self.secret_digests)
+                                         else (0,) * 5)) for k in range(n_dig))
+        return replace(self, stack=tuple(v % P for v in reversed(top_down)),
+                       public_input=stream(self.public_input, a.public),
+                       secret_input=stream(self.secret_input, a.secret),
+                       secret_digests=digs,  # type: ignore[arg-type]
+                       sponge=None if a.sponge is None else tuple(a.sponge),
+                       ram_overrides=tuple(sorted(a.ram.items())), directed=True)
 
 
 def witness(index: int, seed: int, *, depth: int, inputs: int = 16, digests: int = 4,
-            families: tuple[str, ...] = FAMILIES) -> Witness:
+            families: tuple[str, ...] = FAMILIES, sponge: bool = True) -> Witness:
     """Witness ``index`` of ``seed``: a stack of ``depth`` elements (>= 16) and input streams
     of ``inputs`` tokens each (``digests`` secret digests), values from
-    ``families[index % len(families)]``."""
+    ``families[index % len(families)]``.
+
+    With ``sponge`` (the default) the sponge starts initialised with 16 random field
+    elements on all but every eighth witness (which starts uninitialised), so code that
+    absorbs or squeezes runs, and an edit of what it absorbs shows in the final state."""
     rng = random.Random(seed * 1_000_003 + index)
     family = families[index % len(families)]
     rep = rng.randrange(P)
@@ -127,6 +180,8 @@ def witness(index: int, seed: int, *, depth: int, inputs: int = 16, digests: int
         secret_input=tuple(draw() for _ in range(inputs)),
         secret_digests=tuple(tuple(draw() for _ in range(5)) for _ in range(digests)),  # type: ignore[misc]
         seed=rng.randrange(2**62),
+        sponge=(tuple(rng.randrange(P) for _ in range(16))
+                if sponge and index % 8 != 7 else None),
     )
 
 

@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
           "client: mismatches | client: cycles |")
     print("|---|---|---|---|---|---|---|")
     tot = [[0] * 5, [0] * 5]
+    halted = [0, 0]
+    lat: list[list[float]] = [[], []]
     t0 = time.perf_counter()
     for path in files:
         data = json.loads(path.read_text())
@@ -49,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
             n = len(r.functions)
             imp = sum(f.cycles < f.baseline_cycles for f in r.functions)
             mm = sum(f.mismatch is not None for f in r.functions)
+            halted[k] += sum(getattr(f, "halted", 0) > 0 for f in r.functions)
+            lat[k].extend(f.latency_s for f in r.functions)
             b, c = r.baseline_cycles, r.cycles
             for j, v in enumerate((n, imp, mm, b, c)):
                 tot[k][j] += v
@@ -59,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     (n, i, _, b, c), (n2, i2, m2, b2, c2) = tot
     print(f"| **total** | {n} | {i} ({100 * i / n:.1f}%) | {b}→{c} ({100 * (b - c) / b:.1f}%) | "
           f"{i2} ({100 * i2 / n2:.1f}%) | {m2} | {b2}→{c2} ({100 * (b2 - c2) / b2:.1f}%) |")
+    for k, name in enumerate(("ours", "client")):
+        xs = sorted(lat[k])
+        q = lambda f: xs[min(len(xs) - 1, int(f * len(xs)))] * 1000  # noqa: E731
+        print(f"\n{name}: function check time P50 {q(0.5):.1f} ms, P90 {q(0.9):.1f} ms; "
+              f"{halted[k]} of {tot[k][0]} functions ran to their return on some witness")
     print(f"\n{time.perf_counter() - t0:.0f} s, search budget {args.budget} s per request")
     return 0
 

@@ -24,6 +24,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from tasmopt.report import CompileResult
+from tasmopt.optimizer import REJECTION_CLASSES
 
 __all__ = ["STAGES", "STAGE_SECONDS", "HTTP_REQUESTS", "HTTP_SECONDS", "COMPILES",
            "CANDIDATES_GENERATED", "CANDIDATES_VALID", "ACCEPTED", "CYCLE_REDUCTION",
@@ -81,6 +82,12 @@ BASELINE_MISMATCHES = Counter(
 BUILD_RESULTS = Counter(
     "tasmopt_build_results_total", "BuildResult rows of served compiles, by where they "
     "went: database, spool (written later) or lost.", ["stored"])
+VERIFIER_REJECTIONS = Counter(
+    "tasmopt_verifier_rejections_total", "Candidates the verifier rejected, by reason class: "
+    "guards (too few witnesses pass the baseline's guards), degree (polynomial-identity "
+    "test not applicable), random (too few random-field witnesses), different (a witness "
+    "or the symbolic run shows a difference), unprovable, function (whole-function "
+    "re-verification failed).", ["reason"])
 MODEL_LOAD_FAILURES = Counter(
     "tasmopt_model_load_failures_total", "Production checkpoints that could not be loaded "
     "(missing model package, checksum mismatch, loader error).")
@@ -98,6 +105,8 @@ for _unit in ("function", "block"):
         ACCEPTED.labels(_unit, _src)
 for _kind in ("function", "request"):
     FALLBACKS.labels(_kind)
+for _reason in REJECTION_CLASSES:
+    VERIFIER_REJECTIONS.labels(_reason)
 for _stored in ("database", "spool", "lost"):
     BUILD_RESULTS.labels(_stored)
 
@@ -129,6 +138,8 @@ def observe_compile(*, result: CompileResult | None, timings: dict[str, float], 
                 FALLBACKS.labels("function").inc()
             if fn.mismatch is not None:
                 BASELINE_MISMATCHES.inc()
+            for reason, n in fn.rejections.items():
+                VERIFIER_REJECTIONS.labels(reason).inc(n)
             for block in fn.blocks:
                 ACCEPTED.labels("block", block.source).inc()
                 for source, stats in block.candidates.items():

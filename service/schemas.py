@@ -100,6 +100,10 @@ class FunctionOut(BaseModel):
     reason: str | None = None
     mismatch: MismatchOut | None = None
     unlowerable: list[str] = []
+    notes: list[str] = Field([], description="What was left alone and why.")
+    rejections: dict[str, int] = Field({}, description="Verifier rejections of candidates by "
+                                       "reason class (guards, degree, different, unprovable, "
+                                       "function).")
     blocks: list[BlockOut] = []
     tir_hash: str = Field("", description="sha256 of the function's canonical TIR JSON.")
     build_result_id: uuid.UUID | None = None

@@ -73,6 +73,7 @@ class Instruction:
         u32_inputs: stack positions (before execution) that must hold u32 values.
         failures: failure descriptions, in check order.
         in_place_writes: deeper registers modified in place.
+        ip_update: how the instruction pointer moves (``+size`` falls through).
     """
 
     name: str
@@ -84,6 +85,7 @@ class Instruction:
     failures: tuple[str, ...]
     in_place_writes: tuple[str, ...]
     semantics: str
+    ip_update: str
     _pops: int | str = field(repr=False)
     _pushes: int | str = field(repr=False)
     _delta: int | str = field(repr=False)
@@ -130,6 +132,19 @@ class Instruction:
         return self._u32_entries
 
     @property
+    def is_control_flow(self) -> bool:
+        """True if the instruction can move the instruction pointer anywhere but to the next
+        instruction (``skiz``, ``call``, ``return``, ``recurse``, ``recurse_or_return``) or
+        ends execution (``halt``): from the table's ``ip_update`` (spec §5)."""
+        return self.ip_update != "+size"
+
+    @property
+    def may_skip_next(self) -> bool:
+        """True if the *next* instruction can be skipped, so that control reaches the one
+        after it without falling through (``skiz``): from the table's ``ip_update``."""
+        return "size(next instruction" in self.ip_update
+
+    @property
     def is_u32_flagged(self) -> bool:
         return bool(self.opcode & 4)
 
@@ -150,6 +165,7 @@ def _make(entry: dict) -> Instruction:
             failures=tuple(entry.get("failures", ())),
             in_place_writes=tuple(entry.get("in_place_writes", ())),
             semantics=entry.get("semantics", ""),
+            ip_update=entry.get("ip_update", "+size"),
             _pops=entry["pops"],
             _pushes=entry["pushes"],
             _delta=entry["stack_delta"],

@@ -30,7 +30,7 @@ from typing import Any
 
 from tasmopt import sources as source_registry
 from tasmopt.errors import TasmSyntaxError
-from tasmopt.isa import P
+from tasmopt.isa import P, instruction_set
 from tasmopt.lower.triton import INDENT, LOOP_HEADER, LoweredBlock, Lowering, lower
 from tasmopt.module import ModuleText, label_lines
 from tasmopt.report import (
@@ -51,6 +51,7 @@ from tasmopt.tir.ops import Op
 from tasmopt.tir.validate import find_unlowerable, validate
 from tasmopt.vm.equivalence import (
     ACCEPTANCE_TABLES,
+    REJECTION_CLASSES,
     BlockCheck,
     FunctionVerdict,
     Verdict,
@@ -58,9 +59,10 @@ from tasmopt.vm.equivalence import (
     check_function,
     no_taller,
     padded_height,
+    rejection_class,
 )
 
-__all__ = ["compile", "VerifyBackend"]
+__all__ = ["compile", "VerifyBackend", "REJECTION_CLASSES", "entry_hazard"]
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +199,10 @@ def _prepare(low: Lowering, ours: ModuleText, client: ModuleText | None,
             instrs = _block_instrs(low.lines[block.start:block.end], options.isa)
             if not instrs:
                 continue
+            hazard = entry_hazard(low.lines, block.start, block.end, options.isa)
+            if hazard:
+                f.report.notes.append(f"block {block.path} not rewritten: {hazard}")
+                continue
             f.tasks.append(BlockTask(lf.name, block.index, block.path, block.ops,
                                      tuple(instrs), block.entry_depth, block.net_effect,
                                      tir_hash(block.ops)))
@@ -290,6 +296,41 @@ def _known_bug(lines: Sequence[str]) -> str | None:
     return None
 
 
+def entry_hazard(lines: Sequence[str], start: int, end: int, isa: str) -> str | None:
+    """Why lines ``start:end`` cannot be rewritten as one straight-line block, or None.
+
+    A block is a unit only if control enters it at its first instruction and leaves after
+    its last: no label inside it, no control-flow instruction inside it (ISA table
+    ``is_control_flow``), and the instruction before it cannot skip its first instruction
+    (``skiz`` at the end of an ``Asm`` op, say, makes the first instruction conditional and
+    the second a second entry point). Design §2, block boundaries.
+    """
+    table = instruction_set(isa)  # type: ignore[arg-type]
+
+    def name_of(line: str) -> str | None:
+        text = line.split("//", 1)[0].strip()
+        if not text:
+            return None
+        if text.endswith(":"):
+            return ":"
+        return text.split()[0]
+
+    for k in range(start, end):
+        n = name_of(lines[k])
+        if n == ":":
+            return f"label inside the block (line {k + 1})"
+        if n is not None and n in table and table[n].is_control_flow:
+            return f"control flow `{n}` inside the block (line {k + 1})"
+    for k in range(start - 1, -1, -1):
+        n = name_of(lines[k])
+        if n is None:
+            continue
+        if n != ":" and n in table and table[n].may_skip_next:
+            return f"`{n}` before the block (line {k + 1}) can skip its first instruction"
+        break
+    return None
+
+
 def _block_instrs(lines: Sequence[str], isa: str) -> list[Instr]:
     text = "\n".join(ln for ln in lines if ln.strip() and not ln.strip().startswith("//"))
     return parse_instructions(text, isa)  # type: ignore[arg-type]
@@ -365,6 +406,9 @@ def _rank(fns: list[_Fn], tasks: list[BlockTask], owners: list[tuple[int, str]],
                 st = stats.setdefault(source, CandidateStats())
                 st.generated += 1
                 st.valid += int(verdict.equivalent)
+                if not verdict.equivalent:
+                    cls = rejection_class(verdict.reason)
+                    f.report.rejections[cls] = f.report.rejections.get(cls, 0) + 1
         base_lines = [str(i) for i in task.baseline]
         report = BlockReport(index=task.index, path=task.path, source="compiler",
                              tasm=base_lines, baseline_tasm=base_lines,
@@ -447,6 +491,8 @@ def _finish_function(f: _Fn, ours: ModuleText, options: CompileOptions) -> None:
         else:
             rep.reason = ("whole-function re-verification failed: " + (v.reason or "")
                           if not v.equivalent else "spliced function is not cheaper")
+            if not v.equivalent:
+                rep.rejections["function"] = rep.rejections.get("function", 0) + 1
             log.warning("function %s falls back: %s", f.name, rep.reason)
             for b in rep.blocks:
                 b.source, b.tasm, b.cycles, b.verified_by = (

@@ -107,6 +107,10 @@ class FunctionReport:
             function is then passed through untouched).
         tasm: the function's lines in the returned module text (its label, body and
             deferred blocks).
+        notes: what the optimizer left alone and why (blocks entered mid-way, ...).
+        rejections: verifier rejections of this function's candidates, counted by reason
+            class (``guards``: too few witnesses pass the baseline's guards, ``degree``,
+            ``different``, ``unprovable``, ``function``: whole-function re-verification).
     """
 
     name: str
@@ -126,6 +130,8 @@ class FunctionReport:
     tasm: list[str] = field(default_factory=list)
     tir_hash: str = ""
     latency_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    rejections: dict[str, int] = field(default_factory=dict)
 
     @property
     def cycle_reduction(self) -> float:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -42,7 +43,7 @@ from tasmopt.vm.witness import CONTROL_FAMILIES, Witness, witness
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BlockCheck", "Verdict", "check_block", "check_blocks", "compare_symbolic",
+__all__ = ["REJECTION_CLASSES", "rejection_class", "degree_ok", "BlockCheck", "Verdict", "check_block", "check_blocks", "compare_symbolic",
            "SymbolicComparison", "FunctionVerdict", "check_function", "harness", "observe",
            "MIN_WITNESSES", "HARNESS_CYCLES", "ACCEPTANCE_TABLES", "no_taller", "padded_height"]
 
@@ -116,6 +117,29 @@ class Verdict:
 
 def _reject(reason: str) -> Verdict:
     return Verdict(False, "rejected", reason)
+
+
+#: Reason classes of rejections (metric label ``reason`` of
+#: ``tasmopt_verifier_rejections_total``; `rejection_class`).
+REJECTION_CLASSES = ("guards", "degree", "random", "different", "unprovable", "function")
+
+
+def rejection_class(reason: str | None) -> str:
+    """The class of a rejection reason: ``guards`` (too few witnesses pass the baseline's
+    guards), ``degree`` (the polynomial-identity test does not apply), ``random`` (too few
+    random-field witnesses), ``different`` (a witness or the symbolic run shows a
+    difference), else ``unprovable``."""
+    text = reason or ""
+    if "pass the baseline's guards" in text or "ran the baseline to its return" in text:
+        return "guards"
+    if "has degree" in text:
+        return "degree"
+    if "random field values" in text:
+        return "random"
+    if text.startswith(("witness ", "directed witness ", "net stack effect", "consumes ",
+                        "writes ", "candidate pops")):
+        return "different"
+    return "unprovable"
 
 
 # -- layer 1 ------------------------------------------------------------------------------
@@ -424,6 +448,9 @@ class FunctionVerdict:
 
 HARNESS_CYCLES = 2  # the harness's own `call` and `halt`
 
+#: Seconds the guard-directed phase of one `check_function` may take.
+FUNCTION_BUDGET_S = 2.0
+
 
 def harness(text: str, entry: str, isa: str = "release") -> Program:
     """A program that calls label ``entry`` of ``text`` once and halts.
@@ -436,42 +463,54 @@ def harness(text: str, entry: str, isa: str = "release") -> Program:
 
 def check_function(baseline: Program, candidate: Program | None, *, depth: int = 48,
                    witnesses: int = MIN_WITNESSES, seed: int = 0,
-                   step_limit: int = 50_000, max_tries: int | None = None) -> FunctionVerdict:
+                   step_limit: int = 50_000, max_tries: int | None = None,
+                   budget_s: float = FUNCTION_BUDGET_S) -> FunctionVerdict:
     """Differential check of two harness programs (see `harness`) on fresh witnesses.
+
+    Fails closed: ``equivalent`` needs no distinguishing witness **and** at least
+    ``witnesses`` witnesses on which the baseline *halts without failing* (they execute
+    the function to its return). Random witnesses come first (`CONTROL_FAMILIES`); if too
+    few of them get through the function's guards, guard-directed witnesses are derived by
+    concolic runs (`tasmopt.vm.concolic.directed_witness`). Witnesses on which the baseline
+    fails still require the candidate to fail, but do not count; runs past the step limit
+    are inconclusive and skipped.
 
     Args:
         baseline, candidate: harness programs (start at instruction 0). ``candidate=None``
             only measures the baseline (``cycles``/``heights`` then repeat the baseline's).
         depth: initial op stack length of each witness (>= 16).
-        witnesses: conclusive witnesses required.
+        witnesses: halting witnesses required.
         seed: witness seed.
         step_limit: clock cycles after which a baseline run is inconclusive (skipped).
-        max_tries: witnesses tried at most (default ``6 * witnesses``).
+        max_tries: random witnesses tried at most (default ``2 * witnesses``).
+        budget_s: seconds the guard-directed phase may take (a deadline, not a target).
 
     Returns:
         FunctionVerdict; ``equivalent`` is False if a witness distinguishes them or fewer
-        than ``witnesses`` runs were conclusive.
+        than ``witnesses`` runs halted. ``cycles`` are measured on halting runs only; with
+        none, ``halted`` is 0 and the cycles are those of the failing runs (no claim).
     """
-    tries = max_tries if max_tries is not None else 6 * witnesses
+    tries = max_tries if max_tries is not None else 2 * witnesses
     verdict = FunctionVerdict(False)
     ok_cycles_b = ok_cycles_c = 0
     any_ok = False
     hb: dict[str, int] = {}
     hc: dict[str, int] = {}
-    for i in range(tries):
-        if verdict.conclusive >= witnesses:
-            break
-        w = witness(i, seed, depth=depth, inputs=24, digests=6, families=CONTROL_FAMILIES)
+
+    def compare(i: int, w: Witness) -> bool:
+        """Run both on ``w``; False if they differ (verdict filled in)."""
+        nonlocal any_ok, hb, hc, ok_cycles_b, ok_cycles_c
         rb = _run(baseline, w, step_limit)
         if rb.error is not None and rb.error.kind == "StepLimitExceeded":
-            continue
+            return True
         verdict.conclusive += 1
         rc = rb if candidate is None else _run(candidate, w, 10 * rb.cycles + 1000)
         ob, oc = observe(rb), observe(rc)
         if ob != oc:
-            verdict.reason = f"witness {i} ({w.family}): {_explain(ob, oc)}"
+            kind = "directed " if w.directed else ""
+            verdict.reason = f"{kind}witness {i} ({w.family}): {_explain(ob, oc)}"
             verdict.witness = i
-            return verdict
+            return False
         if rb.error is None:
             verdict.halted += 1
             if not any_ok:
@@ -485,13 +524,41 @@ def check_function(baseline: Program, candidate: Program | None, *, depth: int =
             ok_cycles_c = max(ok_cycles_c, rc.cycles)
             _merge_heights(hb, rb.heights)
             _merge_heights(hc, rc.heights)
+        return True
+
+    def make(i: int) -> Witness:
+        return witness(i, seed, depth=depth, inputs=24, digests=6, families=CONTROL_FAMILIES)
+
+    for i in range(tries):
+        if verdict.halted >= witnesses:
+            break
+        if not compare(i, make(i)):
+            return verdict
+    if verdict.halted < witnesses:
+        from tasmopt.vm.concolic import directed_witness  # the concolic layer imports us
+        deadline = time.perf_counter() + budget_s
+        ctx = ExprContext()
+        guards: set[tuple] = set()
+        rng = random.Random(seed * 104_729 + 3)
+        misses = 0
+        j = tries
+        while verdict.halted < witnesses and time.perf_counter() < deadline:
+            w = directed_witness(baseline, make(j), ctx, guards, rng,
+                                 step_limit=min(step_limit, 20_000), deadline=deadline)
+            if w is None:
+                misses += 1
+                if misses >= 3 and verdict.halted == 0:
+                    break
+            elif not compare(j, w):
+                return verdict
+            j += 1
     verdict.baseline_cycles = max(0, ok_cycles_b - HARNESS_CYCLES)
     verdict.cycles = max(0, ok_cycles_c - HARNESS_CYCLES)
     verdict.heights, verdict.baseline_heights = hc, hb
-    if verdict.conclusive < witnesses:
-        verdict.reason = (f"only {verdict.conclusive} of {tries} witnesses finished within "
-                          f"{step_limit} cycles")
+    if verdict.halted < witnesses:
+        verdict.reason = (f"only {verdict.halted} witnesses ran the baseline to its return "
+                          f"({verdict.conclusive} conclusive; {witnesses} required): "
+                          "agreement on failing runs proves nothing")
         return verdict
     verdict.equivalent = True
     return verdict
-

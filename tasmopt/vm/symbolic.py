@@ -23,8 +23,9 @@ from tasmopt.vm.field import P
 
 __all__ = ["SymbolicRun", "run_symbolic", "CONTROL_FLOW"]
 
-#: Instructions a straight-line fragment cannot contain.
-CONTROL_FLOW = frozenset({"halt", "skiz", "call", "return", "recurse", "recurse_or_return"})
+#: Instructions a straight-line fragment cannot contain (derived from the ISA table).
+CONTROL_FLOW = frozenset(i.name for v in ("release", "head") for i in instruction_set(v)
+                         if i.is_control_flow)
 
 _U32 = 1 << 32
 

@@ -30,8 +30,10 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 
 from tasmopt.errors import TasmSyntaxError
+from tasmopt.isa import instruction_set
 from tasmopt.tasm.parser import parse, parse_instructions
 from tasmopt.tasm.program import Instr, Program
 from tasmopt.vm.expr import ExprContext
@@ -45,7 +47,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["REJECTION_CLASSES", "rejection_class", "degree_ok", "BlockCheck", "Verdict", "check_block", "check_blocks", "compare_symbolic",
            "SymbolicComparison", "FunctionVerdict", "check_function", "harness", "observe",
-           "MIN_WITNESSES", "HARNESS_CYCLES", "ACCEPTANCE_TABLES", "no_taller", "padded_height"]
+           "MIN_WITNESSES", "HARNESS_CYCLES", "AlignedVerdict", "check_aligned", "ACCEPTANCE_TABLES", "no_taller", "padded_height"]
 
 #: Design §2: at least this many differential witnesses per check, each of which must run
 #: the baseline to its end (witnesses on which it fails do not count).
@@ -562,3 +564,77 @@ def check_function(baseline: Program, candidate: Program | None, *, depth: int =
         return verdict
     verdict.equivalent = True
     return verdict
+
+
+# -- whole functions by alignment -----------------------------------------------------------
+
+@dataclass
+class AlignedVerdict:
+    """Result of `check_aligned`.
+
+    Attributes:
+        equivalent: the programs have the same control skeleton and every pair of
+            differing straight-line runs is accepted by `check_block`.
+        reason: why not (first failing segment), else None.
+        checked: straight-line runs that differed and were proven.
+    """
+
+    equivalent: bool
+    reason: str | None = None
+    checked: int = 0
+
+
+def _segments(program: Program) -> list[tuple[str, object]]:
+    """A program as its control skeleton: ``("ctl", text)`` for labels, control-flow
+    instructions (ISA table ``is_control_flow``) and the instruction a ``skiz`` may skip;
+    ``("run", (lines...))`` for the straight-line runs between them (possibly empty)."""
+    table = instruction_set(program.isa)
+    out: list[tuple[str, object]] = []
+    run: list[str] = []
+    after_skip = False
+    for item in program.items:
+        is_instr = isinstance(item, Instr)
+        control = not is_instr or table[item.name].is_control_flow or after_skip
+        if control:
+            out.append(("run", tuple(run)))
+            run = []
+            out.append(("ctl", str(item).strip()))
+            after_skip = is_instr and table[item.name].may_skip_next
+        else:
+            run.append(str(item).strip())
+    out.append(("run", tuple(run)))
+    return out
+
+
+def check_aligned(baseline: Program, candidate: Program, *, witnesses: int = MIN_WITNESSES,
+                  seed: int = 0) -> AlignedVerdict:
+    """Prove two whole programs equivalent by alignment: identical labels and control-flow
+    instructions in the same order, and every pair of straight-line runs between them
+    either identical or accepted by `check_block` (which is universal over entry states, so
+    the proof holds whatever path reaches the run). Sound for any control flow, loops and
+    calls included; incomplete where the two differ in control structure (then not
+    equivalent, with the reason).
+    """
+    a, b = _segments(baseline), _segments(candidate)
+    if len(a) != len(b):
+        return AlignedVerdict(False, f"control skeletons differ ({len(b)} segments, baseline "
+                                     f"{len(a)})")
+    checked = 0
+    for k, ((ka, va), (kb, vb)) in enumerate(zip(a, b)):
+        if ka != kb:
+            return AlignedVerdict(False, f"segment {k}: control skeletons differ")
+        if va == vb:
+            continue
+        if ka == "ctl":
+            return AlignedVerdict(False, f"segment {k}: `{vb}` where the baseline has `{va}`")
+        v = _check_block_cached(BlockCheck(va, vb, baseline.isa, witnesses, seed))  # type: ignore[arg-type]
+        if not v.equivalent:
+            return AlignedVerdict(False, f"segment {k} ({len(va)} vs {len(vb)} instructions): "  # type: ignore[arg-type]
+                                         f"{v.reason}")
+        checked += 1
+    return AlignedVerdict(True, None, checked)
+
+
+@lru_cache(maxsize=4096)
+def _check_block_cached(check: BlockCheck) -> Verdict:
+    return check_block(check)

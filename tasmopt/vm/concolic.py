@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tasmopt.isa import instruction_set
 from tasmopt.tasm.program import Program
-from tasmopt.vm.evaluate import Evaluator, Unevaluable
+from tasmopt.vm.evaluate import Assignment, Evaluator, Unevaluable
 from tasmopt.vm.expr import ExprContext
 from tasmopt.vm.guards import solve
 from tasmopt.vm.symbolic import CONTROL_FLOW, SymbolicRun, _step
@@ -40,12 +40,19 @@ class PathResult:
         guards: the guards met on the path (the failing one included).
         steps: instructions executed.
         reason: why the run stopped early (failure, step limit, unsupported), else None.
+        events: in path order, ``("guard", g)`` for each guard and ``("branch", taken,
+            flipped)`` for each ``skiz``/``recurse_or_return`` decision, as guards that hold
+            for the direction taken and for the other one.
+        consumed: input tokens read per stream (``public``, ``secret``, ``digests``).
     """
 
     halted: bool
     guards: set[tuple]
     steps: int
     reason: str | None = None
+    events: list[tuple] = field(default_factory=list)
+    consumed: dict[str, int] = field(default_factory=dict)
+    assignment: Assignment | None = None
 
 
 def run_path(program: Program, w: Witness, ctx: ExprContext, *, step_limit: int = 20_000,
@@ -63,9 +70,23 @@ def run_path(program: Program, w: Witness, ctx: ExprContext, *, step_limit: int 
     seen: set[tuple] = set()
     ip, steps = 0, 0
 
+    events: list[tuple] = []
+
+    def result(halted: bool, reason: str | None = None) -> PathResult:
+        return PathResult(halted, set(seen), steps, reason, events, dict(run.consumed), a)
+
+    def branch(cond) -> None:
+        if cond.is_const:
+            return
+        c = ctx.canonical_sign(cond).id
+        taken = ("nonzero", c) if ev.value(cond) else ("zero", c)
+        flipped = ("zero", c) if taken[0] == "nonzero" else ("nonzero", c)
+        events.append(("branch", taken, flipped))
+
     def check_new() -> str | None:
-        for g in run.guards - seen:
+        for g in sorted(run.guards - seen):
             seen.add(g)
+            events.append(("guard", g))
             try:
                 ok = _holds(ctx, ev, g)
             except Unevaluable:
@@ -77,14 +98,14 @@ def run_path(program: Program, w: Witness, ctx: ExprContext, *, step_limit: int 
     while True:
         if steps >= step_limit or (deadline is not None and steps % 256 == 0
                                    and time.perf_counter() > deadline):
-            return PathResult(False, set(seen), steps, "step limit")
+            return result(False, "step limit")
         if ip >= len(instrs):
-            return PathResult(False, set(seen), steps, "ran off the end")
+            return result(False, "ran off the end")
         ins = instrs[ip]
         steps += 1
         name = ins.name
         if name == "halt":
-            return PathResult(True, set(seen), steps)
+            return result(True)
         if name == "call":
             target = labels.get(str(ins.arg))
             if target is None:  # external: recorded by the simulator, no effect here
@@ -95,36 +116,40 @@ def run_path(program: Program, w: Witness, ctx: ExprContext, *, step_limit: int 
             continue
         if name in ("return", "recurse", "recurse_or_return"):
             if not js:
-                return PathResult(False, set(seen), steps, "jump stack empty")
+                return result(False, "jump stack empty")
             if name == "return":
                 ip = js.pop()[0]
             elif name == "recurse":
                 ip = js[-1][1]
             else:
                 try:
-                    done = ev.value(run.peek(5)) == ev.value(run.peek(6))
+                    diff = ctx.sub(run.peek(5), run.peek(6))
+                    done = ev.value(diff) == 0
+                    branch(diff)
                 except Unevaluable:
-                    return PathResult(False, set(seen), steps, "undefined condition")
+                    return result(False, "undefined condition")
                 ip = js.pop()[0] if done else js[-1][1]
             continue
         if name == "skiz":
             try:
-                cond = ev.value(run.pop())
+                sym = run.pop()
+                cond = ev.value(sym)
+                branch(sym)
             except Unevaluable:
-                return PathResult(False, set(seen), steps, "undefined condition")
+                return result(False, "undefined condition")
             if cond:
                 ip += 1
             else:
                 ip += 2
             continue
         if name in CONTROL_FLOW or name not in table:
-            return PathResult(False, set(seen), steps, f"unsupported {name}")
+            return result(False, f"unsupported {name}")
         _step(run, ins)
         if run.unsupported:
-            return PathResult(False, set(seen), steps, f"unsupported {name}")
+            return result(False, f"unsupported {name}")
         bad = check_new()
         if bad:
-            return PathResult(False, set(seen), steps, bad)
+            return result(False, bad)
         ip += 1
 
 
@@ -134,12 +159,16 @@ def _holds(ctx: ExprContext, ev: Evaluator, g: tuple) -> bool:
 
 
 def directed_witness(program: Program, base: Witness, ctx: ExprContext, guards: set[tuple],
-                     rng: random.Random, *, attempts: int = 6, step_limit: int = 20_000,
+                     rng: random.Random, *, attempts: int = 24, step_limit: int = 20_000,
                      deadline: float | None = None) -> Witness | None:
     """A witness derived from ``base`` on which ``program`` halts without failing, or None.
 
-    ``guards`` accumulates the guards of every path tried (shared across calls for one
-    program, so later witnesses start from what earlier ones learned).
+    Each failing run adds its path's guards to ``guards`` (shared across calls for one
+    program, so later witnesses start from what earlier ones learned) and solves them; when
+    that is impossible (a constant failure such as ``push 0; assert`` on this path, or a
+    guard that contradicts the path), the last branch decisions are flipped in turn
+    (depth-first, newest first): the guards and decisions before the branch, plus the other
+    direction of it, are solved for a witness that takes the other way.
     """
     w = base
     if guards:
@@ -151,17 +180,62 @@ def directed_witness(program: Program, base: Witness, ctx: ExprContext, guards: 
             return None
         res = run_path(program, w, ctx, step_limit=step_limit, deadline=deadline)
         if res.halted:
-            return w
+            return _padded(w, res, rng)
         if res.reason in ("step limit", "ran off the end", "jump stack empty") or \
                 (res.reason or "").startswith("unsupported"):
             return None  # not a guard: solving cannot help
-        # every guard met so far; if they conflict (different paths), this path's alone
-        solved = solve(ctx, guards | res.guards, base.assignment(), rng, time_budget_s=0.3)
+        taken = {e[1] for e in res.events if e[0] == "branch"}
+        solved = None
+        # stay on this path (its branch decisions) and pass its guards; then relax
+        for extra, keep in ((guards | taken, True), (taken, False), (set(), False)):
+            solved = solve(ctx, extra | res.guards, base.assignment(), rng,
+                           time_budget_s=0.2)
+            if solved is not None:
+                if not keep:
+                    guards.clear()
+                guards |= res.guards
+                break
         if solved is None:
-            solved = solve(ctx, res.guards, base.assignment(), rng, time_budget_s=0.3)
+            solved = _flip(ctx, res.events, base, rng, deadline)
             if solved is None:
                 return None
             guards.clear()
-        guards |= res.guards
         w = base.with_assignment(solved)
     return None
+
+
+def _flip(ctx: ExprContext, events: list[tuple], base: Witness, rng: random.Random,
+          deadline: float | None):
+    """Solve for the other direction of the newest branch that can take it."""
+    tried = 0
+    for k in range(len(events) - 1, -1, -1):
+        if events[k][0] != "branch" or tried >= 8:
+            continue
+        if deadline is not None and time.perf_counter() > deadline:
+            return None
+        tried += 1
+        prefix = {e[1] for e in events[:k]}
+        solved = solve(ctx, prefix | {events[k][2]}, base.assignment(), rng,
+                       time_budget_s=0.2)
+        if solved is not None:
+            return solved
+    return None
+
+
+def _padded(w: Witness, res: PathResult, rng: random.Random) -> Witness:
+    """``w`` with input streams long enough for what the path read (random tokens)."""
+    from dataclasses import replace
+
+    from tasmopt.vm.field import P
+    a = res.assignment or w.assignment()
+    pub, sec = list(w.public_input), list(w.secret_input)
+    digs = list(w.secret_digests)
+    # tokens the path evaluated keep the value it used; the others are free
+    pub += [a.public.get(k, rng.randrange(P))
+            for k in range(len(pub), res.consumed.get("public", 0))]
+    sec += [a.secret.get(k, rng.randrange(P))
+            for k in range(len(sec), res.consumed.get("secret", 0))]
+    digs += [tuple(a.digests.get(k) or [rng.randrange(P) for _ in range(5)])
+             for k in range(len(digs), res.consumed.get("digests", 0))]
+    return replace(w, public_input=tuple(pub), secret_input=tuple(sec),
+                   secret_digests=tuple(digs))  # type: ignore[arg-type]

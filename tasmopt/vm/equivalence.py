@@ -484,7 +484,7 @@ def check_function(baseline: Program, candidate: Program | None, *, depth: int =
         witnesses: halting witnesses required.
         seed: witness seed.
         step_limit: clock cycles after which a baseline run is inconclusive (skipped).
-        max_tries: random witnesses tried at most (default ``2 * witnesses``).
+        max_tries: random witnesses tried at most (default ``6 * witnesses``).
         budget_s: seconds the guard-directed phase may take (a deadline, not a target).
 
     Returns:
@@ -492,7 +492,7 @@ def check_function(baseline: Program, candidate: Program | None, *, depth: int =
         than ``witnesses`` runs halted. ``cycles`` are measured on halting runs only; with
         none, ``halted`` is 0 and the cycles are those of the failing runs (no claim).
     """
-    tries = max_tries if max_tries is not None else 2 * witnesses
+    tries = max_tries if max_tries is not None else 6 * witnesses
     verdict = FunctionVerdict(False)
     ok_cycles_b = ok_cycles_c = 0
     any_ok = False

@@ -3,7 +3,8 @@
 Compiles every module of ``../shared/data/trident-std`` twice — with our lowering as the
 baseline and with the upstream ``compiler_tasm`` as the client's baseline — and prints one
 Markdown row per module: functions improved, cycles before -> after (sums of per-function
-cycles measured on the verifier's witnesses), and baseline mismatches. Usage::
+cycles measured on the verifier's witnesses; each function's own saving, its callees at
+their baseline code), and baseline mismatches. Usage::
 
     python benchmarks/real_data.py
     python benchmarks/real_data.py --budget 2 --data ../shared/data/trident-std
@@ -53,7 +54,11 @@ def main(argv: list[str] | None = None) -> int:
             mm = sum(f.mismatch is not None for f in r.functions)
             halted[k] += sum(getattr(f, "halted", 0) > 0 for f in r.functions)
             lat[k].extend(f.latency_s for f in r.functions)
-            b, c = r.baseline_cycles, r.cycles
+            b = r.baseline_cycles
+            # own savings only (callees at their baseline): comparable across versions, and
+            # no double counting of a callee's saving in its callers
+            c = b - sum(f.baseline_cycles - (getattr(f, "own_cycles", None) or f.cycles)
+                        for f in r.functions)
             for j, v in enumerate((n, imp, mm, b, c)):
                 tot[k][j] += v
             cells.append((n, imp, mm, b, c))

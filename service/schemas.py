@@ -100,6 +100,9 @@ class FunctionOut(BaseModel):
     reason: str | None = None
     mismatch: MismatchOut | None = None
     unlowerable: list[str] = []
+    own_cycles: int | None = Field(None, description="Cycles with the callees' baseline "
+                                   "code (the function's own saving); null if no callee "
+                                   "was improved.")
     notes: list[str] = Field([], description="What was left alone and why.")
     rejections: dict[str, int] = Field({}, description="Verifier rejections of candidates by "
                                        "reason class (guards, degree, different, unprovable, "

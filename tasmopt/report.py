@@ -91,7 +91,8 @@ class FunctionReport:
         source: ``compiler`` if nothing improved, ``client`` if the client's baseline was
             returned unchanged, else the source of the best block (``rules``/``search``/
             ``model``; mixed functions report the source that saved most cycles).
-        cycles, baseline_cycles: clock cycles of a call of the function, max over the
+        cycles, baseline_cycles: clock cycles of a call of the function as returned (its
+            callees' improved code included), max over the
             verifier's witnesses on which the baseline halted (on failing runs, up to the
             failure, if it never halted: see ``halted``), excluding the harness
             ``call``/``halt``.
@@ -107,6 +108,8 @@ class FunctionReport:
             function is then passed through untouched).
         tasm: the function's lines in the returned module text (its label, body and
             deferred blocks).
+        own_cycles: the function's cycles with its callees' *baseline* code (its own
+            saving alone); None when no callee was improved (then equal to ``cycles``).
         notes: what the optimizer left alone and why (blocks entered mid-way, ...).
         rejections: verifier rejections of this function's candidates, counted by reason
             class (``guards``: too few witnesses pass the baseline's guards, ``degree``,
@@ -130,6 +133,7 @@ class FunctionReport:
     tasm: list[str] = field(default_factory=list)
     tir_hash: str = ""
     latency_s: float = 0.0
+    own_cycles: int | None = None
     notes: list[str] = field(default_factory=list)
     rejections: dict[str, int] = field(default_factory=dict)
 

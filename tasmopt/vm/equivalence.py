@@ -1,22 +1,31 @@
-"""The verifier: decides whether a candidate may replace a baseline (design §2).
+"""The verifier: decides whether a candidate may replace a baseline (design §2). It fails
+closed: anything it cannot prove is rejected, with the reason (`rejection_class`).
 
-A candidate is *equivalent* to its baseline if, from every entry state on which the baseline
-does not underflow the op stack, both leave the same op stack, RAM, public output, input
-consumption (public, secret, digests) and sponge state, and one fails exactly when the other
-does. Two layers decide it:
+Observable behaviour: a candidate is *equivalent* to its baseline if, from every entry state
+on which the baseline does not underflow the op stack, both leave the same op stack, RAM,
+public output, input consumption (public, secret, digests), sponge state and external calls,
+and one fails exactly when the other does. Three layers decide it:
 
 1. **Symbolic** (straight-line blocks): both run on canonical expressions
    (`tasmopt.vm.symbolic`); equal observables are a proof. A definite difference (stack
-   height, output count, input consumption, deeper underflow) rejects at once.
-2. **Differential**: both run in the simulator on >= 16 witnesses (`tasmopt.vm.witness`).
-   Every block check runs it too, as a cross-check of layer 1 and to measure cycles and
-   table heights. When layer 1 could not prove equality, the differential pass is accepted
-   only if every remaining difference is a polynomial over algebraic atoms (Schwartz–Zippel:
-   error <= degree/p per witness); differences involving comparisons, bit operations or
-   possibly aliasing RAM reads are rejected as unprovable.
-
-Whole functions (calls, branches, loops) are checked differentially only (`check_function`),
-on fresh witnesses, with a step limit of 10 x baseline cycles + 1000 for the candidate.
+   height, output count, input consumption, deeper underflow) rejects at once; differences
+   through comparisons, bit operations, RAM reads that may alias or RAM cells at
+   non-algebraic addresses, differing guards or RAM write sequences are unprovable.
+2. **Differential**: both run in the simulator on >= `MIN_WITNESSES` witnesses that *pass
+   the baseline's guards* (`check_block`): random ones first, then guard-directed ones
+   solved from the symbolic guards (`tasmopt.vm.guards`). Witnesses start with a live random
+   sponge (every eighth uninitialised). Witnesses on which the baseline fails must make the
+   candidate fail too but never count: if fewer than the minimum pass, the check rejects.
+   When layer 1 could not prove equality, acceptance additionally needs every remaining
+   difference to be a polynomial over algebraic atoms of bounded degree d with
+   d · witnesses / p <= 2^-40 (`degree_ok`: Schwartz–Zippel), and at least
+   `MIN_RANDOM_FIELD` passing witnesses with uniformly random field values.
+3. **Whole functions**: `check_aligned` proves two programs equal by their control
+   skeleton (identical labels and control-flow instructions, the instruction a ``skiz`` may
+   skip included) and a `check_block` proof of every differing straight-line run between
+   them; `check_function` runs both on witnesses that reach the return (concolic
+   guard-directed ones where random ones fail, `tasmopt.vm.concolic`), and measures
+   cycles and table heights. The optimizer needs both.
 
 Underflow contract: the caller guarantees the stack depth the *baseline* needs; a candidate
 may never reach deeper (checked statically for blocks), so it never fails with TooShallow

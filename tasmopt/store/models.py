@@ -97,6 +97,10 @@ class BuildResult(Base):
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), index=True, server_default=func.now())
     latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    #: why the function fell back (verifier rejection, mismatch, ...); NULL for blocks
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: verifier rejections of candidates by reason class (`REJECTION_CLASSES`)
+    rejections: Mapped[dict | None] = mapped_column(JsonDict, nullable=True)
 
     def __repr__(self) -> str:
         where = self.function if self.block_index is None else f"{self.function}#{self.block_index}"

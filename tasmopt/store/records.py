@@ -85,6 +85,8 @@ def build_records(result: CompileResult, request_id: uuid.UUID | str, *,
             "model_version": result.model_version,
             "created_at": when,
             "latency_ms": latency_s * 1000.0,
+            "reason": fn.reason,
+            "rejections": dict(fn.rejections),
         })
         for block in fn.blocks:
             rows.append({

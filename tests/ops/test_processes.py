@@ -44,7 +44,7 @@ def test_native_stack(make_stack, pg_database_factory, redis_url, redis_conn, ti
     http = httpx.Client(base_url=api, timeout=60)
 
     ready = http.get("/readyz").json()
-    assert ready["ready"] and ready["redis"]["ok"] and ready["schema_revision"] == "0002"
+    assert ready["ready"] and ready["redis"]["ok"] and ready["schema_revision"] == "0003"
 
     out = http.post("/compile", json=timelock_request).json()
     assert out["cycles"] < out["baseline_cycles"] and out["stored"] == "database"

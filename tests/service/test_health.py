@@ -13,7 +13,7 @@ def test_readyz_on_a_migrated_database(client):
     assert r.status_code == 200
     body = r.json()
     assert body["ready"] and body["database"]["ok"]
-    assert body["schema_revision"] == body["schema_head"] == "0002"
+    assert body["schema_revision"] == body["schema_head"] == "0003"
     assert body["redis"] is None and body["spooled_rows"] == 0
 
 

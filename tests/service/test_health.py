@@ -26,4 +26,4 @@ def test_readyz_on_an_unmigrated_database(make_client, pg_database_factory):
     c = make_client(database_url=pg_database_factory(migrate=False), migrate_on_start=False)
     r = c.get("/readyz")
     assert r.status_code == 503
-    assert not r.json()["database"]["ok"] and "head is 0002" in r.json()["database"]["detail"]
+    assert not r.json()["database"]["ok"] and "head is 0003" in r.json()["database"]["detail"]

@@ -52,7 +52,7 @@ from tasmopt.vm.expr import ExprContext
 from tasmopt.vm.field import P
 from tasmopt.vm.guards import solve, violated
 from tasmopt.vm.symbolic import run_symbolic
-from tasmopt.vm.witness import CONTROL_FAMILIES, witness
+from tasmopt.vm.witness import witness
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMORY_IO = {"read_mem", "write_mem", "read_io", "write_io", "divine", "sponge_absorb",

@@ -260,6 +260,14 @@ def test_symbolic_rules_match_the_simulator_on_every_instruction(isa):
     table = instruction_set(isa)
     rng = random.Random(7)
     checked = failures = 0
+
+    def fill(addr: int) -> int:  # initial RAM, the same for both semantics
+        return (addr * 2654435761 + 17) % P
+
+    class Fill(dict):
+        def fill_value(self, addr):
+            return fill(addr)
+
     for ins in table:
         if ins.is_control_flow:
             continue
@@ -269,8 +277,7 @@ def test_symbolic_rules_match_the_simulator_on_every_instruction(isa):
                     lambda: rng.randrange(P)][trial % 3]
             top = [draw() for _ in range(22)]
             stack = {k: v for k, v in enumerate(top)}
-            ram = {}
-            fill = lambda a: (a * 2654435761 + 17) % P  # noqa: E731
+            ram: dict[int, int] = {}
             sponge = [rng.randrange(P) for _ in range(16)]
             a = Assignment(stack=stack, public={k: draw() for k in range(6)},
                            secret={k: draw() for k in range(6)},
@@ -281,10 +288,6 @@ def test_symbolic_rules_match_the_simulator_on_every_instruction(isa):
             assert not sym.unsupported, instr
             ev = Evaluator(ctx, a)
             sym_fails = bool(violated(ctx, sym.guards, a))
-
-            class Fill(dict):
-                def fill_value(self, addr):
-                    return fill(addr)
 
             prog = Program.from_items([instr, Instr("halt")], isa)
             r = run(prog, VmInput(public_input=[a.public[k] for k in range(6)],

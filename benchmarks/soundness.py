@@ -128,22 +128,26 @@ def block_differs(base: list[Instr], mut: list[Instr], seed: int, tries: int = 4
     return False
 
 
+def _blocks_of(low, prefix: str) -> Iterator[tuple[str, list[Instr]]]:
+    """The straight-line blocks of a lowering, as instruction lists."""
+    for fn in low.functions:
+        if fn.unlowerable or not fn.name:
+            continue
+        for b in fn.blocks:
+            text = "\n".join(ln for ln in low.lines[b.start:b.end]
+                             if ln.strip() and not ln.strip().startswith("//"))
+            try:
+                instrs = list(parse_instructions(text))
+            except Exception:
+                continue
+            if instrs:
+                yield f"{prefix}.{fn.name}#{b.index}", instrs
+
+
 def real_blocks(data: Path) -> Iterator[tuple[str, list[Instr]]]:
     for path in sorted(data.glob("*.json")):
         mod = json.loads(path.read_text())
-        low = lower(codec.decode(mod["tir"]))
-        for fn in low.functions:
-            if fn.unlowerable or not fn.name:
-                continue
-            for b in fn.blocks:
-                text = "\n".join(ln for ln in low.lines[b.start:b.end]
-                                 if ln.strip() and not ln.strip().startswith("//"))
-                try:
-                    instrs = list(parse_instructions(text))
-                except Exception:
-                    continue
-                if instrs:
-                    yield f"{mod['module']}.{fn.name}#{b.index}", instrs
+        yield from _blocks_of(lower(codec.decode(mod["tir"])), mod["module"])
 
 
 def corpus_blocks(root: Path, limit: int) -> Iterator[tuple[str, list[Instr]]]:
@@ -155,19 +159,7 @@ def corpus_blocks(root: Path, limit: int) -> Iterator[tuple[str, list[Instr]]]:
         except Exception:
             continue
         for m in modules[-1:]:
-            low = lower(m.ops)
-            for fn in low.functions:
-                if fn.unlowerable or not fn.name:
-                    continue
-                for b in fn.blocks:
-                    text = "\n".join(ln for ln in low.lines[b.start:b.end]
-                                     if ln.strip() and not ln.strip().startswith("//"))
-                    try:
-                        instrs = list(parse_instructions(text))
-                    except Exception:
-                        continue
-                    if instrs:
-                        yield f"corpus:{f.stem}.{fn.name}#{b.index}", instrs
+            yield from _blocks_of(lower(m.ops), f"corpus:{f.stem}")
 
 
 def real_functions(data: Path) -> Iterator[tuple[str, Program]]:

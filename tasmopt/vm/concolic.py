@@ -24,7 +24,7 @@ from tasmopt.isa import instruction_set
 from tasmopt.tasm.program import Program
 from tasmopt.vm.evaluate import Assignment, Evaluator, Unevaluable
 from tasmopt.vm.expr import ExprContext
-from tasmopt.vm.guards import solve
+from tasmopt.vm.guards import _holds, solve
 from tasmopt.vm.symbolic import CONTROL_FLOW, SymbolicRun, _step
 from tasmopt.vm.witness import Witness
 
@@ -151,11 +151,6 @@ def run_path(program: Program, w: Witness, ctx: ExprContext, *, step_limit: int 
         if bad:
             return result(False, bad)
         ip += 1
-
-
-def _holds(ctx: ExprContext, ev: Evaluator, g: tuple) -> bool:
-    from tasmopt.vm.guards import _holds as holds
-    return holds(ctx, ev, g)
 
 
 def directed_witness(program: Program, base: Witness, ctx: ExprContext, guards: set[tuple],

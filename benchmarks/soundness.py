@@ -50,7 +50,7 @@ from tasmopt.vm.equivalence import (
 )
 from tasmopt.vm.expr import ExprContext
 from tasmopt.vm.field import P
-from tasmopt.vm.guards import solve, violated
+from tasmopt.vm.guards import passing_witness
 from tasmopt.vm.symbolic import run_symbolic
 from tasmopt.vm.witness import witness
 
@@ -117,10 +117,8 @@ def block_differs(base: list[Instr], mut: list[Instr], seed: int, tries: int = 4
     rng = random.Random(seed)
     for i in range(tries):
         w = witness(i, seed, depth=depth, inputs=inputs, digests=digests)
-        if i % 2 and violated(ctx, sym.guards, w.assignment()):
-            a = solve(ctx, sym.guards, w.assignment(), rng, time_budget_s=0.1)
-            if a is not None:
-                w = w.with_assignment(a)
+        if i % 2:  # every other witness guard-directed
+            w = passing_witness(ctx, sym.guards, w, rng, time_budget_s=0.1) or w
         rb = _run(pb, w, len(base) + 2)
         rm = _run(pm, w, len(mut) + 2)
         if observe(rb) != observe(rm):

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from tasmopt.tasm.program import Instr, Program
 from tasmopt.vm.equivalence import BlockCheck, check_block, compare_symbolic
 from tasmopt.vm.expr import ExprContext
-from tasmopt.vm.guards import solve, violated
+from tasmopt.vm.guards import passing_witness
 from tasmopt.vm.symbolic import run_symbolic
 from tasmopt.vm.witness import witness
 
@@ -150,11 +150,8 @@ def _cases(ctx: ExprContext, guards: set[tuple], count: int, seed: int, **shape)
     for i in range(3, 3 + 4 * count):
         if len(out) == count:
             break
-        w = witness(i, seed + 7919, **shape)
-        if not violated(ctx, guards, w.assignment()):
+        w = passing_witness(ctx, guards, witness(i, seed + 7919, **shape), rng,
+                            time_budget_s=0.1)
+        if w is not None:
             out.append(w)
-            continue
-        solved = solve(ctx, guards, w.assignment(), rng, time_budget_s=0.1)
-        if solved is not None:
-            out.append(w.with_assignment(solved))
     return out

@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
@@ -47,8 +48,7 @@ from tasmopt.tasm.parser import parse, parse_instructions
 from tasmopt.tasm.program import Instr, Program
 from tasmopt.vm.expr import ExprContext
 from tasmopt.vm.field import P
-from tasmopt.vm.guards import solve
-from tasmopt.vm.guards import violated as guards_violated
+from tasmopt.vm.guards import passing_witness
 from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
 from tasmopt.vm.witness import CONTROL_FAMILIES, Witness, witness
 
@@ -399,16 +399,13 @@ def check_block(check: BlockCheck) -> Verdict:
         for j in range(need, need + DIRECTED_TRIES * need):
             if passed >= need and (cmp.status != "testable" or random_field >= MIN_RANDOM_FIELD):
                 break
-            w = witness(j, check.seed, depth=depth, inputs=inputs, digests=digests)
-            solved = solve(ctx, guards, w.assignment(), rng, time_budget_s=0.25)
-            if solved is None:
-                if not any(guards_violated(ctx, guards, w.assignment())):
-                    solved = w.assignment()
-                elif j >= need + need // 2 and passed == 0:
+            w = passing_witness(ctx, guards, witness(j, check.seed, depth=depth, inputs=inputs,
+                                                     digests=digests), rng, time_budget_s=0.25)
+            if w is None:
+                if j >= need + need // 2 and passed == 0:
                     break  # no attempt gets through the guards: stop early, reject below
-                else:
-                    continue
-            bad = compare(j, w.with_assignment(solved))
+                continue
+            bad = compare(j, w)
             if bad:
                 return _reject(bad)
     if passed < need:
@@ -423,8 +420,10 @@ def check_block(check: BlockCheck) -> Verdict:
 
 
 def check_blocks(checks: list[BlockCheck]) -> list[Verdict]:
-    """Check many candidates in-process (the embedded default's verify backend)."""
-    return [check_block(c) for c in checks]
+    """Check many candidates in-process (the embedded default's verify backend). Memoized
+    per `BlockCheck` (deterministic for its seed), so the whole-function proof by
+    `check_aligned` does not redo the block stage's checks."""
+    return [_check_block_cached(c) for c in checks]
 
 
 # -- whole functions ----------------------------------------------------------------------
@@ -507,13 +506,8 @@ def check_function(baseline: Program, candidate: Program | None, *, depth: int =
     any_ok = False
     hb: dict[str, int] = {}
     hc: dict[str, int] = {}
-
-    def compare(i: int, w: Witness) -> bool:
-        """Run both on ``w``; False if they differ (verdict filled in)."""
-        nonlocal any_ok, hb, hc, ok_cycles_b, ok_cycles_c
-        rb = _run(baseline, w, step_limit)
-        if rb.error is not None and rb.error.kind == "StepLimitExceeded":
-            return True
+    for i, w, rb in _baseline_runs(baseline, depth, witnesses, seed, step_limit, tries,
+                                   budget_s).runs():
         verdict.conclusive += 1
         rc = rb if candidate is None else _run(candidate, w, 10 * rb.cycles + 1000)
         ob, oc = observe(rb), observe(rc)
@@ -521,48 +515,16 @@ def check_function(baseline: Program, candidate: Program | None, *, depth: int =
             kind = "directed " if w.directed else ""
             verdict.reason = f"{kind}witness {i} ({w.family}): {_explain(ob, oc)}"
             verdict.witness = i
-            return False
+            return verdict
         if rb.error is None:
             verdict.halted += 1
             if not any_ok:
                 any_ok, hb, hc, ok_cycles_b, ok_cycles_c = True, {}, {}, 0, 0
+        if rb.error is None or not any_ok:
             ok_cycles_b = max(ok_cycles_b, rb.cycles)
             ok_cycles_c = max(ok_cycles_c, rc.cycles)
             _merge_heights(hb, rb.heights)
             _merge_heights(hc, rc.heights)
-        elif not any_ok:
-            ok_cycles_b = max(ok_cycles_b, rb.cycles)
-            ok_cycles_c = max(ok_cycles_c, rc.cycles)
-            _merge_heights(hb, rb.heights)
-            _merge_heights(hc, rc.heights)
-        return True
-
-    def make(i: int) -> Witness:
-        return witness(i, seed, depth=depth, inputs=24, digests=6, families=CONTROL_FAMILIES)
-
-    for i in range(tries):
-        if verdict.halted >= witnesses:
-            break
-        if not compare(i, make(i)):
-            return verdict
-    if verdict.halted < witnesses:
-        from tasmopt.vm.concolic import directed_witness  # the concolic layer imports us
-        deadline = time.perf_counter() + budget_s
-        ctx = ExprContext()
-        guards: set[tuple] = set()
-        rng = random.Random(seed * 104_729 + 3)
-        misses = 0
-        j = tries
-        while verdict.halted < witnesses and time.perf_counter() < deadline:
-            w = directed_witness(baseline, make(j), ctx, guards, rng,
-                                 step_limit=min(step_limit, 20_000), deadline=deadline)
-            if w is None:
-                misses += 1
-                if misses >= 3 and verdict.halted == 0:
-                    break
-            elif not compare(j, w):
-                return verdict
-            j += 1
     verdict.baseline_cycles = max(0, ok_cycles_b - HARNESS_CYCLES)
     verdict.cycles = max(0, ok_cycles_c - HARNESS_CYCLES)
     verdict.heights, verdict.baseline_heights = hc, hb
@@ -573,6 +535,80 @@ def check_function(baseline: Program, candidate: Program | None, *, depth: int =
         return verdict
     verdict.equivalent = True
     return verdict
+
+
+class _BaselineRuns:
+    """The witnesses of a function check and the baseline's run on each, produced lazily
+    and kept: ``(index, witness, VmResult)`` for every conclusive run (runs past the step
+    limit are left out) until ``witnesses`` of them halt. Random witnesses first, then
+    concolic guard-directed ones within ``budget_s`` seconds. A check that finds a
+    difference stops early; one that measures the same reference again (a caller
+    re-measured with its callees' improved code, `tasmopt.optimizer`) reuses the runs."""
+
+    def __init__(self, baseline: Program, depth: int, witnesses: int, seed: int,
+                 step_limit: int, tries: int, budget_s: float) -> None:
+        self._done: list[tuple[int, Witness, object]] = []
+        self._more = self._produce(baseline, depth, witnesses, seed, step_limit, tries,
+                                   budget_s)
+        self._lock = threading.Lock()
+
+    def runs(self) -> Iterator[tuple[int, Witness, object]]:
+        k = 0
+        while True:
+            with self._lock:
+                if k == len(self._done):
+                    nxt = next(self._more, None)
+                    if nxt is None:
+                        return
+                    self._done.append(nxt)
+                item = self._done[k]
+            yield item
+            k += 1
+
+    @staticmethod
+    def _produce(baseline: Program, depth: int, witnesses: int, seed: int, step_limit: int,
+                 tries: int, budget_s: float) -> Iterator[tuple[int, Witness, object]]:
+        halted = 0
+
+        def make(i: int) -> Witness:
+            return witness(i, seed, depth=depth, inputs=24, digests=6,
+                           families=CONTROL_FAMILIES)
+
+        def conclusive(w: Witness):
+            rb = _run(baseline, w, step_limit)
+            return None if rb.error is not None and rb.error.kind == "StepLimitExceeded" else rb
+
+        for i in range(tries):
+            if halted >= witnesses:
+                return
+            rb = conclusive(w := make(i))
+            if rb is not None:
+                halted += rb.error is None
+                yield i, w, rb
+        from tasmopt.vm.concolic import directed_witness  # the concolic layer imports us
+        deadline = time.perf_counter() + budget_s
+        ctx = ExprContext()
+        guards: set[tuple] = set()
+        rng = random.Random(seed * 104_729 + 3)
+        misses = 0
+        j = tries
+        while halted < witnesses and time.perf_counter() < deadline:
+            w = directed_witness(baseline, make(j), ctx, guards, rng,
+                                 step_limit=min(step_limit, 20_000), deadline=deadline)
+            if w is None:
+                misses += 1
+                if misses >= 3 and halted == 0:
+                    return
+            elif (rb := conclusive(w)) is not None:
+                halted += rb.error is None
+                yield j, w, rb
+            j += 1
+
+
+@lru_cache(maxsize=128)
+def _baseline_runs(baseline: Program, depth: int, witnesses: int, seed: int, step_limit: int,
+                   tries: int, budget_s: float) -> _BaselineRuns:
+    return _BaselineRuns(baseline, depth, witnesses, seed, step_limit, tries, budget_s)
 
 
 # -- whole functions by alignment -----------------------------------------------------------

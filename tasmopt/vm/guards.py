@@ -38,8 +38,9 @@ from collections.abc import Iterable
 from tasmopt.vm.evaluate import Assignment, Evaluator, Unevaluable
 from tasmopt.vm.expr import ExprContext, Poly
 from tasmopt.vm.field import P
+from tasmopt.vm.witness import Witness
 
-__all__ = ["solve", "violated", "guard_polys"]
+__all__ = ["solve", "violated", "guard_polys", "passing_witness"]
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,17 @@ def solve(ctx: ExprContext, guards: Iterable[tuple], base: Assignment, rng: rand
         if found is not None and not violated(ctx, guards, found):
             return found
     return None
+
+
+def passing_witness(ctx: ExprContext, guards: Iterable[tuple], w: Witness, rng: random.Random,
+                    *, time_budget_s: float) -> Witness | None:
+    """``w`` itself if it passes every guard, else ``w`` with the guards solved (a directed
+    witness), else None (``time_budget_s`` seconds for `solve`)."""
+    guards = set(guards)
+    if not violated(ctx, guards, w.assignment()):
+        return w
+    solved = solve(ctx, guards, w.assignment(), rng, time_budget_s=time_budget_s)
+    return None if solved is None else w.with_assignment(solved)
 
 
 # -- propagation --------------------------------------------------------------------------

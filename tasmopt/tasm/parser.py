@@ -18,12 +18,25 @@ from tasmopt.tasm.program import EXTERNAL_PREFIX, Instr, Item, Label, Program
 __all__ = ["parse", "parse_instructions", "parse_field_literal"]
 
 KEYWORDS = frozenset({"hint", "error_id", "error_message", "break"})
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+
+# Whitespace is Unicode's White_Space property (Rust `char::is_whitespace`, which the reference
+# parser uses; spec/triton-vm.md §10). Python's `str.isspace` also counts the information
+# separators U+001C..U+001F, which are not whitespace there, so the set is spelled out.
+WHITESPACE = frozenset(
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+_WS = "[" + "".join(f"\\u{ord(c):04x}" for c in sorted(WHITESPACE)) + "]"
+# A `//` comment ends at the first line terminator, `\n` or `\r` (so `\r\n` and a lone `\r`).
+_LINE_END = re.compile(r"[\n\r]")
 _HINT = re.compile(
-    r"hint\s+[a-z_][a-z0-9_]*\s*(:\s*\**[A-Za-z_][A-Za-z0-9_]*(<[A-Za-z0-9_<>,\s*]*>)?\s*)?"
-    r"=\s*stack\s*\[\s*(\d+)\s*(\.\.\s*(\d+)\s*)?\]",
+    (
+        r"hint\s+[a-z_][a-z0-9_]*\s*(:\s*\**[A-Za-z_][A-Za-z0-9_]*(<[A-Za-z0-9_<>,\s*]*>)?\s*)?"
+        r"=\s*stack\s*\[\s*([0-9]+)\s*(\.\.\s*([0-9]+)\s*)?\]"
+    ).replace(r"\s", _WS),
     re.S,
 )
-_DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +74,11 @@ def _tokenize(src: _Source) -> list[_Tok]:
     toks: list[_Tok] = []
     while i < n:
         c = text[i]
-        if c.isspace():
+        if c in WHITESPACE:
             i += 1
         elif text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
+            m = _LINE_END.search(text, i)
+            i = n if m is None else m.start()
         elif text.startswith("/*", i):
             j = text.find("*/", i + 2)
             if j < 0:
@@ -76,7 +89,7 @@ def _tokenize(src: _Source) -> list[_Tok]:
             i += 1
         else:
             j = i
-            while j < n and not text[j].isspace() and text[j] != ":" and not text.startswith(
+            while j < n and text[j] not in WHITESPACE and text[j] != ":" and not text.startswith(
                 ("//", "/*"), j
             ):
                 j += 1
@@ -151,7 +164,7 @@ def parse(text: str, isa: IsaVariant = "release", *, allow_external: bool = True
             if m.group(5) is not None and int(m.group(5)) <= int(m.group(3)):
                 raise src.error("type hint range must have end > start", tok.pos)
             end = m.end()
-            if end < len(text) and not (text[end].isspace() or text.startswith(("//", "/*"), end)):
+            if end < len(text) and not (text[end] in WHITESPACE or text.startswith(("//", "/*"), end)):
                 # the hint's closing ']' must be followed by whitespace, a comment or the end,
                 # like every other token (spec §10); otherwise the next token would be lost
                 raise src.error("expected whitespace or a comment after the type hint", end)
@@ -202,7 +215,7 @@ def parse(text: str, isa: IsaVariant = "release", *, allow_external: bool = True
         else:
             allowed = spec.arg_range()
             assert allowed is not None
-            if not arg_text.isdigit() or (len(arg_text) > 1 and arg_text[0] == "0") or int(
+            if not (arg_text.isascii() and arg_text.isdigit()) or (len(arg_text) > 1 and arg_text[0] == "0") or int(
                     arg_text) not in allowed:
                 raise src.error(
                     f"'{word}' takes one of {allowed.start}..{allowed.stop - 1}, got {arg_text!r}",

@@ -44,6 +44,26 @@ def test_any_unicode_whitespace_separates():
     assert items("push\u00a01\u2003halt\tnop\r\nnop") == ["push 1", "halt", "nop", "nop"]
 
 
+@pytest.mark.parametrize("sep", ["\x1c", "\x1d", "\x1e", "\x1f"])
+def test_information_separators_are_not_whitespace(sep):
+    # Python's str.isspace() says True for U+001C..U+001F; Unicode White_Space (and Rust's
+    # char::is_whitespace, which the reference parser uses) says no: `push{sep}1` is one word.
+    assert sep.isspace()
+    e = error(f"push{sep}1")
+    assert (e.line, e.column) == (1, 1) and "unknown instruction" in str(e)
+    assert where(f"halt {sep}") == (1, 6)
+    with pytest.raises(TasmSyntaxError):
+        parse(f"hint x = stack[{sep}0] halt")
+
+
+def test_unicode_digits_are_not_arguments():
+    # '²'.isdigit() and '٣'.isdigit() are True in Python; the spec allows only 0..9
+    for arg in ("\u00b2", "\u0663", "\uff11"):
+        assert where(f"dup {arg}") == (1, 5)
+    with pytest.raises(TasmSyntaxError):
+        parse("hint x = stack[\u0663] halt")
+
+
 def test_argument_needed():
     e = error("nop\npush")
     assert (e.line, e.column) == (2, 5)
@@ -57,6 +77,10 @@ def test_line_comments():
     assert items("halt //") == ["halt"]  # bare `//` at the end: accepted (spec §12.5)
     assert items("halt\n//\nnop") == ["halt", "nop"]
     assert items("skiz//c\nhalt") == ["skiz", "halt"]
+    # a lone carriage return ends a line comment too (old Mac line ends); CRLF as well
+    assert items("push 1 // one\rpop 1") == ["push 1", "pop 1"]
+    assert items("push 1 // one\r\npop 1\r\n") == ["push 1", "pop 1"]
+    assert items("halt //\rnop") == ["halt", "nop"]
 
 
 def test_block_comments():

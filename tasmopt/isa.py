@@ -15,6 +15,8 @@ Two instruction-set variants exist (spec §0, §12.1):
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -30,6 +32,8 @@ __all__ = [
     "InstructionSet",
     "instruction_set",
     "raw_table",
+    "all_instructions",
+    "names_where",
 ]
 
 IsaVariant = Literal["release", "head"]
@@ -42,6 +46,19 @@ P = 0xFFFFFFFF00000001
 ARG_KINDS = ("field_element", "n_1_5", "stack_index", "label")
 
 _TABLES = ("processor", "jump_stack", "op_stack", "ram", "hash")
+
+#: Facts the JSON table carries only in prose, kept here and nowhere else.
+#: Binary instructions (two single-word operands, one result) whose operands may be swapped:
+#: the semantics column reads ``push(st0 op st1)`` with a symmetric ``op`` (spec §5.6, §5.7).
+#: `tests/test_isa_facts.py` checks each against the simulator.
+_COMMUTATIVE = frozenset({"add", "mul", "eq", "and", "xor"})
+#: Deeper reads the table states only in its semantics: ``assert_vector`` compares st0..4
+#: with st5..9 before popping five (spec §5.5).
+_EXTRA_READS = {"assert_vector": 10}
+#: Instructions an ``error_id <i128>`` may follow (spec §10, assertion context).
+_TAKES_ERROR_ID = frozenset({"assert", "assert_vector"})
+_ST = re.compile(r"st(\d+)")
+_RAM_WRITE = re.compile(r"RAM\[[^\]]*\]\s*=(?!=)")
 
 
 def _count(value: int | str, arg: int | None, what: str, name: str) -> int:
@@ -92,6 +109,7 @@ class Instruction:
     _rows: tuple[tuple[str, int | str], ...] = field(repr=False)
     _u32_entries: tuple[tuple[str, str, str], ...] = field(repr=False)
     _permutations: int = field(repr=False, default=0)
+    _ram_rows: int | str = field(repr=False, default=0)
 
     @property
     def has_arg(self) -> bool:
@@ -139,6 +157,12 @@ class Instruction:
         return self.ip_update != "+size"
 
     @property
+    def ends_frame(self) -> bool:
+        """True if control never reaches the next instruction of the current frame: ``return``
+        (pops the jump stack) and ``halt`` (ends execution), from ``ip_update``."""
+        return "execution ends" in self.ip_update or "popped pair" == self.ip_update[-11:]
+
+    @property
     def may_skip_next(self) -> bool:
         """True if the *next* instruction can be skipped, so that control reaches the one
         after it without falling through (``skiz``): from the table's ``ip_update``."""
@@ -146,7 +170,110 @@ class Instruction:
 
     @property
     def is_u32_flagged(self) -> bool:
+        """The opcode's u32 flag (bit 2, spec §5.1): the instruction records U32 table rows."""
         return bool(self.opcode & 4)
+
+    # --- effects outside the op stack, all derived from the table's columns ----------------
+
+    @property
+    def accesses_ram(self) -> bool:
+        """Reads or writes RAM (a non-zero ``table_rows.ram``)."""
+        return self._ram_rows != 0
+
+    @property
+    def writes_ram(self) -> bool:
+        """Stores to RAM (the semantics assign ``RAM[..] = ..``: ``write_mem``)."""
+        return self.accesses_ram and bool(_RAM_WRITE.search(self.semantics))
+
+    @property
+    def reads_ram(self) -> bool:
+        """Loads from RAM without storing (``read_mem``, the ``*_mem`` and dot/horner steps)."""
+        return self.accesses_ram and not self.writes_ram
+
+    @property
+    def reads_public_input(self) -> bool:
+        """Consumes public input (``read_io``)."""
+        return "public input" in self.semantics
+
+    @property
+    def writes_public_output(self) -> bool:
+        """Appends to public output (``write_io``)."""
+        return "public output" in self.semantics
+
+    @property
+    def reads_secret_input(self) -> bool:
+        """Consumes non-deterministic input: secret tokens (``divine``) or secret digests
+        (``merkle_step``)."""
+        return "secret" in self.semantics
+
+    @property
+    def uses_sponge(self) -> bool:
+        """Reads or replaces the Tip5 sponge state (``sponge_*``)."""
+        return "sponge" in self.semantics
+
+    @property
+    def has_side_effect(self) -> bool:
+        """Has an effect outside the op stack (RAM, I/O, secret input, sponge): such
+        instructions keep their relative order and are never dropped."""
+        return (self.accesses_ram or self.reads_public_input or self.writes_public_output
+                or self.reads_secret_input or self.uses_sponge)
+
+    @property
+    def can_fail(self) -> bool:
+        """Can fail for a reason other than a too-shallow op stack (u32 checks, zero checks,
+        assertions, empty inputs, an empty jump stack): from the ``failures`` column."""
+        return any(not f.startswith("TooShallow") for f in self.failures)
+
+    @property
+    def is_guarded(self) -> bool:
+        """Pure (no side effect, no control flow) but can fail (``lt``, ``invert``,
+        ``assert``, ...): a rewrite may move it but never drop it."""
+        return self.can_fail and not self.has_side_effect and not self.is_control_flow
+
+    @property
+    def commutative(self) -> bool:
+        """A binary instruction whose two operands may be swapped (``add``, ``mul``, ``eq``,
+        ``and``, ``xor``)."""
+        return self.name in _COMMUTATIVE
+
+    @property
+    def is_stack_shuffle(self) -> bool:
+        """Only moves, copies, drops or pushes constant words (``group`` ``stack``, no
+        secret input): ``push``, ``pop``, ``dup``, ``swap``, ``pick``, ``place``."""
+        return self.group == "stack" and not self.reads_secret_input
+
+    @property
+    def takes_error_id(self) -> bool:
+        """An ``error_id`` annotation may follow it in TASM text (``assert``,
+        ``assert_vector``; spec §10)."""
+        return self.name in _TAKES_ERROR_ID
+
+    @property
+    def reads_jump_stack(self) -> bool:
+        """Reads the jump stack and fails when it is empty (``return``, ``recurse``,
+        ``recurse_or_return``): from the ``failures`` column."""
+        return any(f.startswith("JumpStackIsEmpty") for f in self.failures)
+
+    @property
+    def has_field_argument(self) -> bool:
+        """Its argument is a field element (``push``, ``addi``), printed in signed form."""
+        return self.arg_kind == "field_element"
+
+    def reads_depth(self, arg: int | None = None) -> int:
+        """Op stack words the instruction reads or rewrites, counted from st0: the largest of
+        pops, the stack-index argument + 1, the u32 operands and the in-place writes (the
+        latter two from the table), and the prose-only deeper reads (``assert_vector``)."""
+        pops, pushes = self.pops(arg), self.pushes(arg)
+        depth = max(pops, _EXTRA_READS.get(self.name, 0))
+        if self.arg_kind == "stack_index" and arg is not None:
+            depth = max(depth, arg + 1)
+        if self.u32_inputs:
+            depth = max(depth, max(self.u32_inputs) + 1)
+        for write in self.in_place_writes:
+            shift = (pushes - pops) if "(after)" in write else 0
+            for k in _ST.findall(write):
+                depth = max(depth, int(k) - shift + 1)
+        return depth
 
 
 def _make(entry: dict) -> Instruction:
@@ -172,6 +299,7 @@ def _make(entry: dict) -> Instruction:
             _rows=tuple((t, rows[t]) for t in _TABLES),
             _u32_entries=tuple(tuple(e) for e in rows.get("u32_entries", ())),
             _permutations=int(rows.get("tip5_permutations", 1 if rows.get("hash", 0) == 6 else 0)),
+            _ram_rows=rows["ram"],
         )
     except KeyError as exc:  # pragma: no cover - only a corrupted data file gets here
         raise IsaError(f"instruction table entry {entry.get('name')!r} lacks {exc}") from exc
@@ -249,3 +377,20 @@ def instruction_set(variant: IsaVariant = "release") -> InstructionSet:
         replaced = {i.opcode for i in released}
         return InstructionSet("release", [i for i in head if i.opcode not in replaced] + released)
     raise IsaError(f"unknown ISA variant {variant!r}; expected one of {ISA_VARIANTS}")
+
+
+@cache
+def all_instructions() -> tuple[Instruction, ...]:
+    """Every instruction of either variant (the dot steps of release and the horner steps of
+    head both included), in opcode order, release first where both define an opcode."""
+    seen: dict[str, Instruction] = {}
+    for variant in ISA_VARIANTS:
+        for ins in instruction_set(variant):
+            seen.setdefault(ins.name, ins)
+    return tuple(seen.values())
+
+
+def names_where(predicate: Callable[[Instruction], bool]) -> frozenset[str]:
+    """Mnemonics (of either variant) whose instruction satisfies ``predicate``, e.g.
+    ``names_where(lambda i: i.has_side_effect)``: how every module derives a name set."""
+    return frozenset(i.name for i in all_instructions() if predicate(i))

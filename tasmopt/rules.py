@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from tasmopt.isa import names_where
 from tasmopt.tasm.program import Instr
 from tasmopt.vm.expr import ExprContext
 from tasmopt.vm.field import P
@@ -24,7 +25,8 @@ from tasmopt.vm.symbolic import run_symbolic
 
 __all__ = ["RULES", "rewrite", "candidates"]
 
-_COMMUTATIVE = frozenset({"add", "mul", "eq", "and", "xor"})
+_COMMUTATIVE = names_where(lambda i: i.commutative)
+
 _MAX_FOLD_WINDOW = 6
 
 

@@ -13,23 +13,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tasmopt.isa import instruction_set
+from tasmopt.isa import instruction_set, names_where
 from tasmopt.tasm.program import Instr
 
 __all__ = ["Node", "Dataflow", "extract", "UnsupportedBlock", "COMMUTATIVE", "EFFECTS",
            "GUARDED"]
 
-#: Binary instructions whose two operands may be swapped (Triton VM spec §5.6, §5.7).
-COMMUTATIVE = frozenset({"add", "mul", "eq", "and", "xor"})
-#: Instructions with an effect outside the op stack; they keep their relative order.
-EFFECTS = frozenset({"read_io", "write_io", "divine", "read_mem", "write_mem", "sponge_init",
-                     "sponge_absorb", "sponge_absorb_mem", "sponge_squeeze", "merkle_step",
-                     "merkle_step_mem", "xx_dot_step", "xb_dot_step", "b_horner_step",
-                     "x_horner_step"})
-#: Pure instructions that can fail (u32 checks, zero checks, asserts): never dropped.
-GUARDED = frozenset({"lt", "and", "xor", "log_2_floor", "pop_count", "pow", "div_mod",
-                     "invert", "x_invert", "assert", "assert_vector"})
-_SHUFFLES = frozenset({"dup", "swap", "pick", "place", "pop", "nop"})
+#: Binary instructions whose two operands may be swapped (ISA table ``commutative``).
+COMMUTATIVE = names_where(lambda i: i.commutative)
+#: Instructions with an effect outside the op stack; they keep their relative order
+#: (ISA table ``has_side_effect``).
+EFFECTS = names_where(lambda i: i.has_side_effect)
+#: Pure instructions that can fail (u32 checks, zero checks, asserts): never dropped
+#: (ISA table ``is_guarded``).
+GUARDED = names_where(lambda i: i.is_guarded)
 
 #: Instructions that read or rewrite slots below what they pop (Triton VM spec §5.10,
 #: §5.5): ``(reach, passthrough)`` — the node consumes ``reach`` slots and produces
@@ -144,8 +141,7 @@ def extract(instrs: Sequence[Instr], isa: str = "release") -> Dataflow:
 
     for ins in instrs:
         name, arg = ins.name, ins.arg
-        if name not in table or name in ("halt", "skiz", "call", "return", "recurse",
-                                         "recurse_or_return"):
+        if name not in table or table[name].is_control_flow:
             raise UnsupportedBlock(f"{name} is not straight-line code")
         d = table[name].stack_delta(arg if isinstance(arg, int) else None)
         if d < 0:

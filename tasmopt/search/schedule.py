@@ -25,13 +25,15 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tasmopt.isa import names_where
 from tasmopt.search.dataflow import Dataflow, Node
 from tasmopt.tasm.program import Instr
 
 __all__ = ["exact", "beam", "arrange", "Budget"]
 
 _MAX_INDEX = 15
-_SHUFFLE_NAMES = frozenset({"dup", "swap", "pick", "place", "pop", "push"})
+#: Data-movement instructions (ISA table ``is_stack_shuffle``).
+SHUFFLES = names_where(lambda i: i.is_stack_shuffle)
 
 
 class Budget:
@@ -114,7 +116,7 @@ def _produced(p: _Problem, done: frozenset[int]) -> set[int]:
 # -- exact breadth-first search --------------------------------------------------------------
 
 def exact(df: Dataflow, *, max_length: int, budget: Budget,
-          shuffles: frozenset[str] = frozenset({"dup", "swap", "pick", "place", "pop", "push"})
+          shuffles: frozenset[str] = SHUFFLES
           ) -> list[Instr] | None:
     """The shortest schedule of at most ``max_length`` instructions, or None if there is none
     or the budget ran out first. ``shuffles`` limits the data-movement instructions used
@@ -135,7 +137,7 @@ def exact(df: Dataflow, *, max_length: int, budget: Budget,
         if not budget.spend():
             return None
         for ins, nxt in _moves(p, stack, done):
-            if ins.name in _SHUFFLE_NAMES and ins.name not in shuffles:
+            if ins.name in SHUFFLES and ins.name not in shuffles:
                 continue
             if nxt not in prev:
                 prev[nxt] = (state, ins)

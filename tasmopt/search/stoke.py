@@ -18,6 +18,7 @@ import math
 import random
 from collections.abc import Sequence
 
+from tasmopt.isa import instruction_set, names_where
 from tasmopt.tasm.program import Instr, Program
 from tasmopt.vm.equivalence import BlockCheck, check_block, compare_symbolic
 from tasmopt.vm.expr import ExprContext
@@ -27,6 +28,8 @@ from tasmopt.vm.witness import witness
 
 __all__ = ["stoke"]
 
+#: Shuffles with a small index argument (ISA table: stack shuffles without a field argument).
+_INDEXED_SHUFFLES = names_where(lambda i: i.is_stack_shuffle and not i.has_field_argument)
 _WRONG = 4          # penalty per wrong observable
 _FAIL = 16          # penalty when failing differs
 
@@ -35,7 +38,7 @@ def _pool(baseline: Sequence[Instr], depth: int) -> list[Instr]:
     """Instructions the chain may insert: the baseline's own non-shuffle instructions and
     constants, and every shuffle within reach."""
     reach = min(15, max(depth, 1))
-    pool = {i for i in baseline if i.name not in ("dup", "swap", "pick", "place", "pop")}
+    pool = {i for i in baseline if i.name not in _INDEXED_SHUFFLES}
     pool |= {Instr("dup", k) for k in range(reach + 1)}
     pool |= {Instr("swap", k) for k in range(1, reach + 1)}
     pool |= {Instr("pick", k) for k in range(2, reach + 1)}
@@ -89,9 +92,11 @@ def _mutate(prog: list[Instr], pool: list[Instr], rng: random.Random) -> list[In
     elif out:                                               # change an argument
         i = rng.randrange(len(out))
         ins = out[i]
-        if ins.name in ("dup", "swap", "pick", "place", "pop"):
-            lo = 1 if ins.name in ("swap", "pop") else 0
-            hi = 5 if ins.name == "pop" else 15
+        if ins.name in _INDEXED_SHUFFLES:
+            legal = instruction_set()[ins.name].arg_range()
+            assert legal is not None
+            lo = max(legal.start, 1 if ins.name == "swap" else 0)  # swap 0 is a nop
+            hi = legal.stop - 1
             out[i] = Instr(ins.name, max(lo, min(hi, ins.arg + rng.choice((-1, 1)))))
     return out
 

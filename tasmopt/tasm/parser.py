@@ -173,7 +173,7 @@ def parse(text: str, isa: IsaVariant = "release", *, allow_external: bool = True
             continue
         if word == "error_id":
             prev = items[-1] if items else None
-            if not (isinstance(prev, Instr) and prev.name in ("assert", "assert_vector")
+            if not (isinstance(prev, Instr) and table[prev.name].takes_error_id
                     and prev.error_id is None and i > 0 and toks[i - 1].kind == "word"):
                 raise src.error("'error_id' must directly follow 'assert' or 'assert_vector'",
                                 tok.pos)

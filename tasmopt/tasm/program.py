@@ -11,7 +11,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from tasmopt.isa import IsaVariant, P, instruction_set
+from tasmopt.isa import IsaVariant, P, instruction_set, names_where
+
+#: Instructions whose argument is a field element, printed signed (ISA table).
+_FIELD_ARGUMENT = names_where(lambda i: i.has_field_argument)
 
 __all__ = ["Instr", "Label", "Item", "Program", "format_field", "EXTERNAL_PREFIX"]
 
@@ -47,7 +50,7 @@ class Instr:
     def __str__(self) -> str:
         if self.arg is None:
             text = self.name
-        elif self.name in ("push", "addi"):
+        elif self.name in _FIELD_ARGUMENT:
             text = f"{self.name} {format_field(self.arg)}"  # type: ignore[arg-type]
         else:
             text = f"{self.name} {self.arg}"

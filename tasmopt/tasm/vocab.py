@@ -5,7 +5,7 @@ instruction table (`tasmopt.isa`), never from a hand-kept list:
 
 * specials ``<pad>`` (0), ``<bos>`` (1), ``<eos>`` (2);
 * every instruction that may appear in a straight-line block (control flow,
-  `tasmopt.vm.symbolic.CONTROL_FLOW`, and ``call`` are excluded), with each of its small
+  ISA table ``is_control_flow``, and ``call`` are excluded), with each of its small
   arguments: ``n_1_5`` -> 1..5, ``stack_index`` -> 0..15 (the table's ``arg_range``);
 * ``push`` / ``addi`` with the small constants `PUSH_CONSTANTS` / `ADDI_CONSTANTS`;
 * pointer tokens ``push <imm k>``, ``push -<imm k>``, ``addi <imm k>``, ``addi -<imm k>``
@@ -28,9 +28,13 @@ from functools import cache
 from hashlib import sha256
 
 from tasmopt.errors import TasmoptError
-from tasmopt.isa import P, instruction_set
+from tasmopt.isa import P, instruction_set, names_where
 from tasmopt.tasm.program import Instr, format_field
-from tasmopt.vm.symbolic import CONTROL_FLOW
+
+#: Instructions a straight-line fragment cannot contain (ISA table ``is_control_flow``).
+CONTROL_FLOW = names_where(lambda i: i.is_control_flow)
+#: Instructions whose argument is a field element (ISA table).
+_FIELD_ARGUMENT = names_where(lambda i: i.has_field_argument)
 
 __all__ = [
     "PAD", "BOS", "EOS", "MAX_POINTERS", "PUSH_CONSTANTS", "ADDI_CONSTANTS", "POINTER_KINDS",
@@ -99,7 +103,7 @@ class Vocab:
         def add(name: str, arg: int | None = None, text: str | None = None,
                 pointer: tuple[int, int] | None = None) -> None:
             if text is None:
-                text = name if arg is None else f"{name} {format_field(arg) if name in ('push', 'addi') else arg}"
+                text = name if arg is None else f"{name} {format_field(arg) if name in _FIELD_ARGUMENT else arg}"
             toks.append(Token(len(toks), text, name, arg, pointer))
 
         for ins in table:
@@ -158,7 +162,7 @@ class Vocab:
         tid = self._by_line.get(key)
         if tid is not None:
             return tid
-        if ins.name in ("push", "addi") and isinstance(ins.arg, int):
+        if ins.name in _FIELD_ARGUMENT and isinstance(ins.arg, int):
             for j, (name, neg) in enumerate(POINTER_KINDS):
                 if name != ins.name:
                     continue

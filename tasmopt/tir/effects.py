@@ -9,13 +9,12 @@ effects, a loop whose body is not net 0) is an explicit `UnknownEffect`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
 from tasmopt.errors import IsaError
-from tasmopt.isa import IsaVariant, instruction_set
+from tasmopt.isa import IsaVariant, instruction_set, names_where
 from tasmopt.lower.expansion import call_target, expand, label_of, split_instruction
 from tasmopt.tir.ops import Op
 
@@ -100,12 +99,9 @@ Effect = StackEffect | UnknownEffect
 #: The effect of ops that emit no instructions (Comment, FnStart, FnEnd, Entry).
 NO_EFFECT = StackEffect(0, 0, 0)
 
-#: Reads the instruction table carries only in prose: assert_vector compares st0..4 with
-#: st5..9 (Triton VM spec §5.5).
-_EXTRA_READS = {"assert_vector": 10}
-#: Instructions whose effect depends on control flow, not on the instruction alone.
-_CONTROL = frozenset({"skiz", "call", "recurse", "recurse_or_return"})
-_ST = re.compile(r"st(\d+)")
+#: Instructions whose effect depends on control flow, not on the instruction alone (ISA
+#: table: control flow that may come back to this frame; ``return``/``halt`` end it).
+_CONTROL = names_where(lambda i: i.is_control_flow and not i.ends_frame)
 
 
 @cache
@@ -130,17 +126,7 @@ def instruction_effect(text: str, isa: IsaVariant = "release") -> StackEffect:
         if arg_text is None or not arg_text.lstrip("-").isdigit():
             raise IsaError(f"{text!r}: {name} needs an integer argument")
         arg = int(arg_text)
-    pops, pushes = ins.pops(arg), ins.pushes(arg)
-    depth = max(pops, _EXTRA_READS.get(name, 0))
-    if ins.arg_kind == "stack_index" and arg is not None:
-        depth = max(depth, arg + 1)
-    if ins.u32_inputs:
-        depth = max(depth, max(ins.u32_inputs) + 1)
-    for write in ins.in_place_writes:
-        shift = (pushes - pops) if "(after)" in write else 0
-        for k in _ST.findall(write):
-            depth = max(depth, int(k) - shift + 1)
-    return StackEffect(pops, pushes, depth)
+    return StackEffect(ins.pops(arg), ins.pushes(arg), ins.reads_depth(arg))
 
 
 def _texts_effect(texts: Iterable[str], isa: IsaVariant) -> Effect:

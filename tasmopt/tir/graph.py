@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch_geometric.data import Batch, Data
 
-from tasmopt.isa import P, instruction_set
+from tasmopt.isa import P, instruction_set, names_where
 from tasmopt.lower.expansion import expand, split_instruction
 from tasmopt.tasm.vocab import MAX_POINTERS, dataflow, vocab
 from tasmopt.tir.ops import VARIANTS, Op
@@ -60,10 +60,8 @@ EDGE_TYPES = ("data_dep", "control_flow", "mem_order",
 #: Edge attribute: [stack slot / 16, from the context node].
 EDGE_FEATURES = 2
 
-#: ISA groups whose instructions have side effects that must keep their order.
-_EFFECT_GROUPS = frozenset({"memory", "io", "many_in_one"})
-_EFFECT_NAMES = frozenset({"divine", "sponge_init", "sponge_absorb", "sponge_squeeze",
-                           "sponge_absorb_mem"})
+#: Instructions with side effects that must keep their order (ISA table ``has_side_effect``).
+_EFFECTS = names_where(lambda i: i.has_side_effect)
 
 
 def immediates(ops: Sequence[Op]) -> list[int]:
@@ -117,9 +115,7 @@ def _field_type(instrs: list[tuple[str, int | None]]) -> int:
 
 
 def _has_side_effect(instrs: list[tuple[str, int | None]]) -> bool:
-    table = instruction_set()
-    return any(n in _EFFECT_NAMES or (n in table and table[n].group in _EFFECT_GROUPS)
-               for n, _ in instrs)
+    return any(n in _EFFECTS for n, _ in instrs)
 
 
 @dataclass

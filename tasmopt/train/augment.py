@@ -24,10 +24,11 @@ import random
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from tasmopt.isa import names_where
 from tasmopt.lower.expansion import SINGLE, expand
 from tasmopt.search.algebra import simplify
 from tasmopt.search.dataflow import Dataflow, UnsupportedBlock, extract
-from tasmopt.search.schedule import Budget, beam, exact
+from tasmopt.search.schedule import SHUFFLES, Budget, beam, exact
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tasm.program import Instr
 from tasmopt.tir.ops import Op
@@ -35,12 +36,15 @@ from tasmopt.vm.equivalence import BlockCheck, check_block
 
 __all__ = ["tir_of", "lower_block", "reorder_variants", "target_variants", "coverage"]
 
+_FIELD_ARGUMENT = names_where(lambda i: i.has_field_argument)
 _N_OPS = {"pop": "Pop", "divine": "Hint", "read_io": "ReadIo", "write_io": "WriteIo",
           "read_mem": "ReadMem", "write_mem": "WriteMem", "dup": "Dup", "swap": "Swap"}
 #: instruction -> TIR op, for the ops that lower to exactly that one instruction
 _ONE = {instrs[0]: kind for kind, instrs in SINGLE.items()
         if len(instrs) == 1 and kind not in ("Return", "Halt")}
-_TIR_SHUFFLES = frozenset({"dup", "swap", "pop", "push"})
+#: The data-movement instructions TIR can express: the stack shuffles (ISA table) that some
+#: TIR op lowers to on its own (no ``pick``/``place``).
+_TIR_SHUFFLES = frozenset(n for n in SHUFFLES if n in _N_OPS or n in _ONE)
 
 
 def tir_of(code: Sequence[Instr]) -> tuple[Op, ...] | None:
@@ -180,7 +184,7 @@ def target_variants(baseline: Sequence[str], target: Sequence[str], *, count: in
 
 def _gram_text(line: str) -> str:
     parts = line.split()
-    return f"{parts[0]} c" if parts[0] in ("push", "addi") and len(parts) > 1 else line
+    return f"{parts[0]} c" if parts[0] in _FIELD_ARGUMENT and len(parts) > 1 else line
 
 
 def _grams(lines: Sequence[str], n: int = 3) -> list[tuple[str, ...]]:

@@ -20,13 +20,16 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from tasmopt.isa import instruction_set
+from tasmopt.isa import instruction_set, names_where
 from tasmopt.tasm.program import Program
 from tasmopt.vm.evaluate import Assignment, Evaluator, Unevaluable
 from tasmopt.vm.expr import ExprContext
 from tasmopt.vm.guards import _holds, solve
 from tasmopt.vm.symbolic import CONTROL_FLOW, SymbolicRun, _step
 from tasmopt.vm.witness import Witness
+
+#: ``return``, ``recurse``, ``recurse_or_return`` (ISA table ``reads_jump_stack``).
+_JUMP_STACK_READERS = names_where(lambda i: i.reads_jump_stack)
 
 __all__ = ["PathResult", "run_path", "directed_witness"]
 
@@ -114,7 +117,7 @@ def run_path(program: Program, w: Witness, ctx: ExprContext, *, step_limit: int 
             js.append((ip + 1, target))
             ip = target
             continue
-        if name in ("return", "recurse", "recurse_or_return"):
+        if name in _JUMP_STACK_READERS:
             if not js:
                 return result(False, "jump stack empty")
             if name == "return":

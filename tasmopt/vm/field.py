@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import builtins
 
-P: int = 0xFFFF_FFFF_0000_0001
-"""The Goldilocks prime 2^64 - 2^32 + 1."""
+from tasmopt.isa import P  # the Goldilocks prime 2^64 - 2^32 + 1, defined once
 
 MONTGOMERY_R: int = 0xFFFF_FFFF
 """R = 2^64 mod p = 2^32 - 1 (Triton VM spec §7.8, §9)."""

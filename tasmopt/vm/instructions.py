@@ -24,15 +24,17 @@ others fall through to the next instruction.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from tasmopt.isa import Instruction
+from tasmopt.isa import Instruction, names_where
 
 __all__ = ["Shape", "TEMPLATES", "TERMINATORS", "PLACEHOLDERS", "shape_lines"]
 
-#: Instructions that decide the next ``ip`` themselves (a local ``call`` included).
-TERMINATORS = frozenset({"halt", "skiz", "call", "return", "recurse", "recurse_or_return"})
+#: Instructions that decide the next ``ip`` themselves, a local ``call`` included (ISA table
+#: ``is_control_flow``).
+TERMINATORS = names_where(lambda i: i.is_control_flow)
 
 #: Names in template text that stand for per-site values.
 PLACEHOLDERS = ("NEXT", "SKIP", "TARGET", "A", "EID", "SYM", "K")
@@ -57,6 +59,15 @@ class Shape(NamedTuple):
     @property
     def terminates(self) -> bool:
         return self.name in TERMINATORS and self.variant != "external"
+
+
+def u32_key(k: int) -> str:
+    """Stands for the instruction name of the table's ``k``-th U32 entry (ISA table
+    ``u32_entries``; e.g. ``xor`` records an ``and`` entry): `shape_lines` fills it in."""
+    return f"U32KEY{k}"
+
+
+_U32_KEY = re.compile(r"U32KEY(\d)")
 
 
 def _fail(kind: str, detail: str = "None") -> str:
@@ -231,7 +242,7 @@ def _merkle_tail() -> list[str]:
         "h = vm.permute((sib + cur if idx & 1 else cur + sib) + [1, 1, 1, 1, 1, 1])",
         "stk[-5:] = h[4::-1]",
         "stk[-6] = idx >> 1",
-        "u32add(('split', idx, idx >> 1))",
+        f"u32add(({u32_key(0)}, idx, idx >> 1))",
     ]
 
 
@@ -280,29 +291,29 @@ def _invert(s: Shape) -> list[str]:
 
 def _split(s: Shape) -> list[str]:
     return ["a = stk[-1]", "hi = a >> 32", "lo = a & 0xFFFFFFFF", "stk[-1] = hi",
-            "stk.append(lo)", "u32add(('split', lo, hi))"]
+            "stk.append(lo)", f"u32add(({u32_key(0)}, lo, hi))"]
 
 
 def _lt(s: Shape) -> list[str]:
     return ["a = stk.pop()", "b = stk[-1]", "stk[-1] = 1 if a < b else 0",
-            "u32add(('lt', a, b))"]
+            f"u32add(({u32_key(0)}, a, b))"]
 
 
 def _and(s: Shape) -> list[str]:
-    return ["a = stk.pop()", "b = stk[-1]", "stk[-1] = a & b", "u32add(('and', a, b))"]
+    return ["a = stk.pop()", "b = stk[-1]", "stk[-1] = a & b", f"u32add(({u32_key(0)}, a, b))"]
 
 
-def _xor(s: Shape) -> list[str]:  # the U32 table derives xor from and (spec §5.7)
-    return ["a = stk.pop()", "b = stk[-1]", "stk[-1] = a ^ b", "u32add(('and', a, b))"]
+def _xor(s: Shape) -> list[str]:  # the U32 table records xor as an `and` entry (spec §5.7)
+    return ["a = stk.pop()", "b = stk[-1]", "stk[-1] = a ^ b", f"u32add(({u32_key(0)}, a, b))"]
 
 
 def _log_2_floor(s: Shape) -> list[str]:
     return ["a = stk[-1]", f"if a == 0: {_fail('LogarithmOfZero')}",
-            "stk[-1] = a.bit_length() - 1", "u32add(('log_2_floor', a, 0))"]
+            "stk[-1] = a.bit_length() - 1", f"u32add(({u32_key(0)}, a, 0))"]
 
 
 def _pow(s: Shape) -> list[str]:
-    return ["a = stk.pop()", "e = stk[-1]", "stk[-1] = pow(a, e, P)", "u32add(('pow', a, e))"]
+    return ["a = stk.pop()", "e = stk[-1]", "stk[-1] = pow(a, e, P)", f"u32add(({u32_key(0)}, a, e))"]
 
 
 def _div_mod(s: Shape) -> list[str]:
@@ -313,13 +324,13 @@ def _div_mod(s: Shape) -> list[str]:
         "q, r = divmod(a, d)",
         "stk[-1] = r",
         "stk[-2] = q",
-        "u32add(('lt', r, d))",
-        "u32add(('split', a, q))",
+        f"u32add(({u32_key(0)}, r, d))",
+        f"u32add(({u32_key(1)}, a, q))",
     ]
 
 
 def _pop_count(s: Shape) -> list[str]:
-    return ["a = stk[-1]", "stk[-1] = a.bit_count()", "u32add(('pop_count', a, 0))"]
+    return ["a = stk[-1]", "stk[-1] = a.bit_count()", f"u32add(({u32_key(0)}, a, 0))"]
 
 
 # --- extension-field arithmetic (spec §5.8); c0 is the shallowest word --------------------
@@ -433,4 +444,6 @@ def shape_lines(shape: Shape, spec: Instruction) -> list[str]:
         f"if stk[-{pos + 1}] > {U32_MAX}: {_fail('FailedU32Conversion', f'stk[-{pos + 1}]')}"
         for pos in spec.u32_inputs
     ]
-    return lines + TEMPLATES[shape.name](shape)
+    keys = spec.u32_entries
+    return lines + [_U32_KEY.sub(lambda m: repr(keys[int(m.group(1))][0]), line)
+                    for line in TEMPLATES[shape.name](shape)]

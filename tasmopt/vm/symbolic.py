@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tasmopt.isa import instruction_set
+from tasmopt.isa import instruction_set, names_where
 from tasmopt.tasm.program import Instr
 from tasmopt.vm import xfield
 from tasmopt.vm.expr import ExprContext, Poly
@@ -24,8 +24,7 @@ from tasmopt.vm.field import P
 __all__ = ["SymbolicRun", "run_symbolic", "CONTROL_FLOW"]
 
 #: Instructions a straight-line fragment cannot contain (derived from the ISA table).
-CONTROL_FLOW = frozenset(i.name for v in ("release", "head") for i in instruction_set(v)
-                         if i.is_control_flow)
+CONTROL_FLOW = names_where(lambda i: i.is_control_flow)
 
 _U32 = 1 << 32
 

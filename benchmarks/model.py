@@ -32,11 +32,11 @@ import torch
 from tasmopt.model.beam import beam_search
 from tasmopt.model.checkpoint import load_model
 from tasmopt.model.config import ModelConfig
+from tasmopt.model.graph import batch_graphs
 from tasmopt.model.inputs import block_data
 from tasmopt.model.model import TasmModel
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tir.codec import decode
-from tasmopt.tir.graph import batch_graphs
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "trident-std"

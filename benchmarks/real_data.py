@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{i2} ({100 * i2 / n2:.1f}%) | {m2} | {b2}→{c2} ({100 * (b2 - c2) / b2:.1f}%) |")
     for k, name in enumerate(("ours", "client")):
         xs = sorted(lat[k])
-        q = lambda f: xs[min(len(xs) - 1, int(f * len(xs)))] * 1000  # noqa: E731
+        q = lambda f, xs=xs: xs[min(len(xs) - 1, int(f * len(xs)))] * 1000  # noqa: E731
         print(f"\n{name}: function check time P50 {q(0.5):.1f} ms, P90 {q(0.9):.1f} ms; "
               f"{halted[k]} of {tot[k][0]} functions ran to their return on some witness")
     print(f"\n{time.perf_counter() - t0:.0f} s, search budget {args.budget} s per request")

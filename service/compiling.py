@@ -23,11 +23,11 @@ from service.core.config import Settings
 from service.errors import CLIENT_ERRORS, InvalidRequest, LimitExceeded, MalformedBody
 from service.schemas import CompileOptionsIn, CompileRequest, CompileResponse
 from service.spool import Spool, is_connectivity_error, job_to_json
+from tasmopt.lower.validate import validate
 from tasmopt.report import CompileOptions, CompileResult
 from tasmopt.store import build_records, fallback_records, insert_build_results, save_compile_job
 from tasmopt.tir import codec
 from tasmopt.tir.ops import BODY_FIELDS
-from tasmopt.tir.validate import validate
 from tasmopt.vm.equivalence import BlockCheck, Verdict
 
 __all__ = ["Compiler", "Verifier", "Served", "DbBreaker", "parse_request", "check_limits",

@@ -15,6 +15,7 @@ RQ workers import this module by name (``service.jobs.compile_job``) and build t
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import uuid
@@ -177,13 +178,13 @@ def _worker_context() -> JobContext:
 
             settings = Settings()
             factory = make_sessionmaker(engine_from_settings(settings))
+            watcher = ModelWatcher(session_factory=factory, model_store=settings.model_store,
+                                   device=settings.model_device, poll_s=settings.model_poll_s)
             _CONTEXT = JobContext(
                 settings=settings, session_factory=factory, spool=Spool(settings.spool_dir),
                 breaker=compiling.DbBreaker(cooldown_s=settings.spool_retry_s),
-                compiler=compile_tir, verify=check_blocks, baseline=baseline_tasm,
-                watcher=ModelWatcher(session_factory=factory, model_store=settings.model_store,
-                                     device=settings.model_device,
-                                     poll_s=settings.model_poll_s))
+                compiler=functools.partial(compile_tir, sources=watcher.sources),
+                verify=check_blocks, baseline=baseline_tasm, watcher=watcher)
         return _CONTEXT
 
 

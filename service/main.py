@@ -37,7 +37,6 @@ from service.limits import BodyLimit
 from service.model_watcher import Loader, ModelWatcher, bootstrap_embedded, default_loader
 from service.schemas import CompileRequest
 from service.spool import Spool
-from tasmopt import sources
 from tasmopt.store import make_sessionmaker
 from tasmopt.vm.equivalence import check_blocks
 from worker import context as worker_context
@@ -106,7 +105,7 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
                     await task
             await asyncio.to_thread(threads.shutdown)
             if state.watcher.version is not None:
-                sources.unregister("model")
+                state.watcher.sources.remove("model")
             if state.redis is not None:
                 state.redis.close()
             state.engine.dispose()

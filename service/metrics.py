@@ -23,8 +23,8 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, g
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from tasmopt.report import CompileResult
 from tasmopt.optimizer import REJECTION_CLASSES
+from tasmopt.report import CompileResult
 
 __all__ = ["STAGES", "STAGE_SECONDS", "HTTP_REQUESTS", "HTTP_SECONDS", "COMPILES",
            "CANDIDATES_GENERATED", "CANDIDATES_VALID", "ACCEPTED", "CYCLE_REDUCTION",

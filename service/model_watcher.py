@@ -5,7 +5,7 @@ learning phase with the replay buffer (design §3, §4).
 ``production``); when it names a version other than the one loaded, the checkpoint's
 ``model.safetensors`` is checked against the registered sha256 and loaded through the loader
 hook, ``tasmopt.model.source.load_model_source(checkpoint_dir, device) -> CandidateSource``,
-then registered with `tasmopt.sources.register`. The API calls it every MODEL_POLL_S
+then added to the process's `tasmopt.sources.SourceSet` (`ModelWatcher.sources`). The API calls it every MODEL_POLL_S
 seconds, so a promotion is served without a restart; an RQ worker calls it before each async
 compile (at most every MODEL_POLL_S seconds).
 
@@ -28,7 +28,8 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.metrics import MODEL_LOAD_FAILURES
-from tasmopt import sources
+from tasmopt.optimizer import default_sources
+from tasmopt.sources import SourceSet
 from tasmopt.store import (
     CheckpointInfo,
     describe_checkpoint,
@@ -116,6 +117,8 @@ class ModelWatcher:
         device: torch device passed to the loader.
         loader: the loader hook (default `default_loader`).
         poll_s: `refresh_if_due` refreshes at most this often, seconds.
+        sources: the candidate sources this process compiles with; the watcher adds and
+            removes ``model`` there (default: the built-in rules and search).
     """
 
     session_factory: sessionmaker[Session]
@@ -123,6 +126,7 @@ class ModelWatcher:
     device: str = "cpu"
     loader: Loader = default_loader
     poll_s: float = 5.0
+    sources: SourceSet = field(default_factory=default_sources)
     version: str | None = None
     phase: str = "A"
     phase_detail: dict[str, Any] = field(default_factory=dict)
@@ -166,7 +170,7 @@ class ModelWatcher:
                 self._metrics = {}
                 if self.version is not None:
                     log.info("no production checkpoint any more; model source removed")
-                    sources.unregister("model")
+                    self.sources.remove("model")
                     self.version = None
                     return True
                 return False
@@ -179,7 +183,7 @@ class ModelWatcher:
                 self._failed.add((version, sha256))
                 MODEL_LOAD_FAILURES.inc()
                 return False
-            sources.register(source)
+            self.sources.add(source)
             previous, self.version = self.version, version
             log.info("model source: checkpoint %s now serving (was %s)", version, previous)
             return True

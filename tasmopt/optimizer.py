@@ -20,6 +20,7 @@ to the baseline (or is the baseline).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import defaultdict
@@ -28,10 +29,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tasmopt import sources as source_registry
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import P, instruction_set
+from tasmopt.lower.blocks import split_functions
 from tasmopt.lower.triton import INDENT, LOOP_HEADER, LoweredBlock, Lowering, lower
+from tasmopt.lower.validate import find_unlowerable, validate
 from tasmopt.module import ModuleText, label_lines
 from tasmopt.report import (
     BaselineMismatch,
@@ -41,14 +43,14 @@ from tasmopt.report import (
     CompileResult,
     FunctionReport,
 )
-from tasmopt.sources import BlockTask
+from tasmopt.rules import RulesSource
+from tasmopt.search.source import SearchSource
+from tasmopt.sources import BlockTask, SourceSet
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tasm.program import Instr, Program
 from tasmopt.tir import codec
-from tasmopt.tir.blocks import split_functions
 from tasmopt.tir.codec import tir_hash
 from tasmopt.tir.ops import Op
-from tasmopt.tir.validate import find_unlowerable, validate
 from tasmopt.vm.equivalence import (
     ACCEPTANCE_TABLES,
     REJECTION_CLASSES,
@@ -63,7 +65,7 @@ from tasmopt.vm.equivalence import (
     rejection_class,
 )
 
-__all__ = ["compile", "VerifyBackend", "REJECTION_CLASSES", "entry_hazard"]
+__all__ = ["compile", "default_sources", "VerifyBackend", "REJECTION_CLASSES", "entry_hazard"]
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +106,22 @@ def _decode(tir: Any) -> tuple[Op, ...]:
     return codec.decode(tir)
 
 
+@functools.cache
+def _shared_search() -> SearchSource:
+    # one search source per process, so its per-block result cache is shared by every caller
+    return SearchSource()
+
+
+def default_sources() -> SourceSet:
+    """A new `SourceSet` with the built-in sources: ``rules`` and ``search`` (the model is
+    added by whoever loads a checkpoint, e.g. the service's model watcher)."""
+    return SourceSet([RulesSource(), _shared_search()])
+
+
 def compile(tir: Any, baseline_tasm: str | None = None, *,  # noqa: A001 - the service's verb
             options: CompileOptions | None = None,
-            verify: VerifyBackend | None = None) -> CompileResult:
+            verify: VerifyBackend | None = None,
+            sources: SourceSet | None = None) -> CompileResult:
     """Optimize a TIR module or function.
 
     Args:
@@ -115,6 +130,8 @@ def compile(tir: Any, baseline_tasm: str | None = None, *,  # noqa: A001 - the s
             we must beat and what we fall back to.
         options: `CompileOptions` (ISA, witnesses, seed, candidate sources, budgets).
         verify: the block verification backend (default: in-process `check_blocks`).
+        sources: the candidate sources that may propose, by name (default:
+            `default_sources()`, rules and search); ``options.sources`` picks among them.
 
     Returns:
         CompileResult with the module TASM and one FunctionReport per function.
@@ -127,6 +144,7 @@ def compile(tir: Any, baseline_tasm: str | None = None, *,  # noqa: A001 - the s
     """
     options = options or CompileOptions()
     verify = verify or check_blocks
+    sources = sources if sources is not None else default_sources()
     timings: dict[str, float] = {}
     with _stage(timings, "decode"):
         ops = _decode(tir)
@@ -145,7 +163,7 @@ def compile(tir: Any, baseline_tasm: str | None = None, *,  # noqa: A001 - the s
         f.report.tir_hash = tir_hash(chunks.get(f.name, ()))
     tasks = [t for f in fns for t in f.tasks]
     with _stage(timings, "candidates"):
-        proposals = _propose(tasks, options)
+        proposals = _propose(tasks, options, sources)
     with _stage(timings, "verify"):
         checks, owners = _checks(tasks, proposals, options)
         verdicts = verify(checks) if checks else []
@@ -165,7 +183,7 @@ def compile(tir: Any, baseline_tasm: str | None = None, *,  # noqa: A001 - the s
                 f.report.tasm = out.section_lines(f.name)
         _measure_with_callees(fns, out, options)
     reference_text = baseline_tasm if baseline_tasm is not None else low.text()
-    model = source_registry.get("model") if "model" in proposals else None
+    model = sources.get("model") if "model" in proposals else None
     return CompileResult(text, [f.report for f in fns], request_hash, reference_text, timings,
                          model_version=getattr(model, "version", None))
 
@@ -348,10 +366,11 @@ def _block_instrs(lines: Sequence[str], isa: str) -> list[Instr]:
 
 # -- stages 3-5 ---------------------------------------------------------------------------
 
-def _propose(tasks: list[BlockTask], options: CompileOptions) -> dict[str, list[list[list[Instr]]]]:
+def _propose(tasks: list[BlockTask], options: CompileOptions,
+             sources: SourceSet) -> dict[str, list[list[list[Instr]]]]:
     out: dict[str, list[list[list[Instr]]]] = {}
     for name in options.sources:
-        src = source_registry.get(name)
+        src = sources.get(name)
         if src is None or not tasks:
             continue
         try:

@@ -18,12 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from tasmopt.isa import names_where
+from tasmopt.report import CompileOptions
+from tasmopt.sources import BlockTask
 from tasmopt.tasm.program import Instr
 from tasmopt.vm.expr import ExprContext
 from tasmopt.vm.field import P
 from tasmopt.vm.symbolic import run_symbolic
 
-__all__ = ["RULES", "rewrite", "candidates"]
+__all__ = ["RULES", "rewrite", "candidates", "RulesSource"]
 
 _COMMUTATIVE = names_where(lambda i: i.commutative)
 
@@ -167,3 +169,13 @@ def candidates(code: Sequence[Instr]) -> list[list[Instr]]:
             seen.add(key)
             out.append(cand)
     return out
+
+
+class RulesSource:
+    """The rewrite rules as a candidate source (`tasmopt.sources.CandidateSource`)."""
+
+    name = "rules"
+
+    def propose(self, tasks: Sequence[BlockTask],
+                options: CompileOptions) -> list[list[list[Instr]]]:
+        return [candidates(t.baseline) for t in tasks]

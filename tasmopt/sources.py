@@ -2,24 +2,24 @@
 
 A source sees every block of a request at once (the model decodes them as one batch) and
 returns, per block, candidate instruction lists. Sources only propose; the verifier decides.
-Registered sources are looked up by name from `CompileOptions.sources`; a source that is not
-registered (e.g. ``model`` before a checkpoint is loaded) is skipped.
+The optimizer receives a `SourceSet` (no global registry: whoever calls it decides what may
+propose) and looks sources up by the names in `CompileOptions.sources`; a name without a
+source (e.g. ``model`` before a checkpoint is loaded) is skipped.
+`tasmopt.optimizer.default_sources` builds the built-in set (rules and search).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from tasmopt import rules
 from tasmopt.report import CompileOptions
 from tasmopt.tasm.program import Instr
 from tasmopt.tir.ops import Op
 
-__all__ = ["BlockTask", "CandidateSource", "RulesSource", "register", "unregister", "get",
-           "registered"]
+__all__ = ["BlockTask", "CandidateSource", "SourceSet"]
 
 
 @dataclass(frozen=True)
@@ -58,53 +58,36 @@ class CandidateSource(Protocol):
         ...
 
 
-class RulesSource:
-    """Classical rewrite rules (`tasmopt.rules`)."""
+class SourceSet:
+    """The candidate sources one caller (a service, a worker, a training run, a test) lets
+    propose, by name. Thread-safe: the service's model watcher adds or removes ``model`` while
+    compiles look sources up.
 
-    name = "rules"
+    Args:
+        sources: initial sources; a later one replaces an earlier one of the same name.
+    """
 
-    def propose(self, tasks: Sequence[BlockTask],
-                options: CompileOptions) -> list[list[list[Instr]]]:
-        return [rules.candidates(t.baseline) for t in tasks]
+    def __init__(self, sources: Iterable[CandidateSource] = ()) -> None:
+        self._lock = threading.Lock()
+        self._by_name: dict[str, CandidateSource] = {s.name: s for s in sources}
 
+    def add(self, source: CandidateSource) -> None:
+        """Add (or replace) the source named ``source.name``."""
+        with self._lock:
+            self._by_name[source.name] = source
 
-_LOCK = threading.Lock()
-_REGISTRY: dict[str, CandidateSource] = {}
-_BUILTINS_LOADED = False
+    def remove(self, name: str) -> None:
+        """Remove the source ``name``; no error if there is none."""
+        with self._lock:
+            self._by_name.pop(name, None)
 
+    def get(self, name: str) -> CandidateSource | None:
+        with self._lock:
+            return self._by_name.get(name)
 
-def _builtins() -> None:
-    """Register the built-in sources on first use (the search imports this module)."""
-    global _BUILTINS_LOADED
-    if _BUILTINS_LOADED:
-        return
-    _BUILTINS_LOADED = True
-    from tasmopt.search.source import SearchSource
+    def names(self) -> tuple[str, ...]:
+        with self._lock:
+            return tuple(self._by_name)
 
-    _REGISTRY.setdefault("rules", RulesSource())
-    _REGISTRY.setdefault("search", SearchSource())
-
-
-def register(source: CandidateSource) -> None:
-    """Register (or replace) a source under ``source.name``."""
-    with _LOCK:
-        _builtins()
-        _REGISTRY[source.name] = source
-
-
-def unregister(name: str) -> None:
-    with _LOCK:
-        _builtins()
-        _REGISTRY.pop(name, None)
-
-
-def get(name: str) -> CandidateSource | None:
-    with _LOCK:
-        _builtins()
-        return _REGISTRY.get(name)
-
-
-def registered() -> tuple[str, ...]:
-    with _LOCK:
-        _builtins()
-        return tuple(_REGISTRY)
+    def __repr__(self) -> str:
+        return f"SourceSet({', '.join(self.names())})"

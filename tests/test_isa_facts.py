@@ -124,7 +124,7 @@ def test_simulator_u32_keys_come_from_the_table():
     res = run(parse("push 5 push 3 xor push 7 push 2 div_mod halt"), VmInput())
     assert res.error is None
     assert res.heights is not None
-    from tasmopt.vm.instructions import shape_lines, Shape
+    from tasmopt.vm.instructions import Shape, shape_lines
     lines = "\n".join(shape_lines(Shape("xor"), instruction_set()["xor"]))
     assert "('and'," in lines and "U32KEY" not in lines
     lines = "\n".join(shape_lines(Shape("div_mod"), instruction_set()["div_mod"]))

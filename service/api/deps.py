@@ -6,6 +6,7 @@ Everything a route needs comes from ``app.state`` (built once by the lifespan in
 
 from __future__ import annotations
 
+import functools
 import secrets
 import threading
 from collections.abc import Callable, Iterator
@@ -47,11 +48,15 @@ def get_breaker(request: Request) -> DbBreaker:
     return request.app.state.db_breaker
 
 
-def get_compiler() -> Compiler:
-    """The optimizer's entry point (`tasmopt.optimizer.compile`)."""
+def get_compiler(request: Request) -> Compiler:
+    """The optimizer's entry point (`tasmopt.optimizer.compile`) bound to this process's
+    candidate sources (the model watcher's `SourceSet`)."""
     from tasmopt.optimizer import compile as compile_tir  # imported on first use: heavy
 
-    return compile_tir
+    watcher = getattr(request.app.state, "watcher", None)
+    if watcher is None:
+        return compile_tir
+    return functools.partial(compile_tir, sources=watcher.sources)
 
 
 def get_verifier(request: Request) -> Verifier:

@@ -1,7 +1,7 @@
 """The instructions each flat TIR op lowers to, and the label rules (spec/tir.md §3.2–§3.9).
 
 One table shared by the Triton lowering (`tasmopt.lower.triton`) and the stack-effect
-analysis (`tasmopt.tir.effects`), so the effect of an op is always the ISA effect of exactly
+analysis (`tasmopt.lower.effects`), so the effect of an op is always the ISA effect of exactly
 the text we emit. Ops with bodies or layout of their own (IfElse, IfOnly, Loop, FnStart,
 FnEnd, Entry, Comment, ProofBlock) are not flat; the lowering handles them itself.
 """
@@ -94,7 +94,7 @@ def expand(op: Op, *, upstream_bugs: bool = False) -> tuple[str, ...]:
             instead of the correct sequences.
 
     Texts are emitted as upstream would even where they are not valid TASM (``dup 24``,
-    ``pop 0``); `tasmopt.tir.validate.find_unlowerable` reports those.
+    ``pop 0``); `tasmopt.lower.validate.find_unlowerable` reports those.
 
     Raises:
         ValueError: ``op`` is not flat.

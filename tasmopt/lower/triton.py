@@ -22,7 +22,7 @@ differences, each covered by a simulator test in ``tests/lower/test_lower_triton
 
 Ops whose upstream text is not valid TASM for reasons of their payload (``dup 24``,
 ``pop 0``, ``Seal`` with more than 9 fields, ``Assert(3)``, ...;
-`tasmopt.tir.validate.find_unlowerable`) are emitted exactly as upstream would and reported
+`tasmopt.lower.validate.find_unlowerable`) are emitted exactly as upstream would and reported
 in `LoweredFunction.unlowerable`; the optimizer passes those functions through untouched.
 ``lower(..., upstream_bugs=True)`` reproduces the Rust lowering exactly (1-4 included).
 
@@ -42,10 +42,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tasmopt.isa import IsaVariant
+from tasmopt.lower.blocks import blocks as tir_blocks
 from tasmopt.lower.expansion import NOT_FLAT, expand, label_of
-from tasmopt.tir.blocks import blocks as tir_blocks
+from tasmopt.lower.validate import find_unlowerable
 from tasmopt.tir.ops import Op
-from tasmopt.tir.validate import find_unlowerable
 
 __all__ = ["INDENT", "LOOP_HEADER", "LoweredBlock", "LoweredFunction", "Lowering", "lower"]
 
@@ -63,12 +63,12 @@ class LoweredBlock:
 
     Attributes:
         function: enclosing FnStart name (``""`` for top-level code).
-        index: block index within the function (as `tasmopt.tir.blocks.blocks`).
+        index: block index within the function (as `tasmopt.lower.blocks.blocks`).
         path: TIR path of the first op.
         ops: the block's ops (comments dropped).
         start, end: half-open range into `Lowering.lines` holding exactly this block's lines
             (comment lines between its ops included).
-        entry_depth, net_effect: see `tasmopt.tir.blocks.Block`.
+        entry_depth, net_effect: see `tasmopt.lower.blocks.Block`.
     """
 
     function: str

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import torch
 
 from tasmopt.model.model import TasmModel
+from tasmopt.model.vocab import EOS, PAD
 from tasmopt.tasm.program import Instr
-from tasmopt.tasm.vocab import EOS, PAD
 
 __all__ = ["Hypothesis", "beam_search", "sample"]
 
@@ -89,7 +89,7 @@ def beam_search(model: TasmModel, batch, immediates: Sequence[Sequence[int]], *,
 
     Args:
         model: the model (its mode is left as is; call ``model.eval()`` first).
-        batch: torch-geometric ``Batch`` of G block graphs (`tasmopt.tir.graph`).
+        batch: torch-geometric ``Batch`` of G block graphs (`tasmopt.model.graph`).
         immediates: per graph, the block's immediates (to decode pointer tokens).
         k: beams per block.
         alpha: length-normalisation exponent.

@@ -17,7 +17,7 @@ from safetensors.torch import load_file, save_file
 from tasmopt.errors import TasmoptError
 from tasmopt.model.config import ModelConfig
 from tasmopt.model.model import TasmModel
-from tasmopt.tasm.vocab import vocab
+from tasmopt.model.vocab import vocab
 
 __all__ = ["CheckpointError", "WEIGHTS", "CONFIG", "METRICS", "save_checkpoint",
            "read_config", "read_metrics", "load_model"]

@@ -25,7 +25,7 @@ from torch_geometric.nn import GATv2Conv, global_max_pool, global_mean_pool
 from torch_geometric.utils import to_dense_batch
 
 from tasmopt.model.config import ModelConfig
-from tasmopt.tir.graph import EDGE_FEATURES, EDGE_TYPES, NODE_FEATURES
+from tasmopt.model.graph import EDGE_FEATURES, EDGE_TYPES, NODE_FEATURES
 
 __all__ = ["GraphEncoder", "EncodedGraphs"]
 
@@ -94,7 +94,7 @@ class GraphEncoder(nn.Module):
         config: `ModelConfig` (``d_model``, ``gnn_layers``, ``gnn_heads``, ``d_edge``).
 
     Shapes:
-        input: a torch-geometric ``Batch`` of `tasmopt.tir.graph.TirGraph.to_data`:
+        input: a torch-geometric ``Batch`` of `tasmopt.model.graph.TirGraph.to_data`:
         ``x`` (|V|, NODE_FEATURES), ``edge_index`` (2, |E|), ``edge_type`` (|E|,),
         ``edge_attr`` (|E|, EDGE_FEATURES), ``batch`` (|V|,), ``imm_local`` (G, P).
         output: `EncodedGraphs` with memory (G, S, d), S = 1 + most nodes in a graph.

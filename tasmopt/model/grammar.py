@@ -2,7 +2,7 @@
 
 Per decoding row the state is the stack length relative to block entry, ``h`` (starts at 0),
 and the types of the top `WINDOW` slots. Every rule is a table lookup in per-token tensors
-built once from the ISA (`tasmopt.tasm.vocab.dataflow`, `tasmopt.tir.effects`), so a step
+built once from the ISA (`tasmopt.model.vocab.dataflow`, `tasmopt.lower.effects`), so a step
 is a handful of gathers and comparisons on the decoder's device, with no host sync.
 
 A token ``t`` with stack delta ``delta_t`` and read depth ``need_t`` (elements it touches)
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import torch
 
 from tasmopt.isa import instruction_set
-from tasmopt.tasm.vocab import BOS, EOS, MAX_POINTERS, PAD, POINTER_KINDS, Vocab, dataflow
-from tasmopt.tir.effects import instruction_effect
+from tasmopt.lower.effects import instruction_effect
+from tasmopt.model.vocab import BOS, EOS, MAX_POINTERS, PAD, POINTER_KINDS, Vocab, dataflow
 
 __all__ = ["TYPES", "WINDOW", "GrammarTables", "GrammarState"]
 

@@ -1,4 +1,4 @@
-"""Model inputs of one block: its graph (`tasmopt.tir.graph`) with the decoding limits the
+"""Model inputs of one block: its graph (`tasmopt.model.graph`) with the decoding limits the
 grammar needs (floor, token limit), built the same way for training, evaluation and serving.
 """
 
@@ -10,9 +10,9 @@ import torch
 from torch_geometric.data import Data
 
 from tasmopt.isa import instruction_set
+from tasmopt.model.graph import tir_graph
+from tasmopt.model.vocab import PAD, VocabError, vocab
 from tasmopt.tasm.program import Instr
-from tasmopt.tasm.vocab import PAD, VocabError, vocab
-from tasmopt.tir.graph import tir_graph
 from tasmopt.tir.ops import Op
 
 __all__ = ["low_water", "block_data"]
@@ -36,7 +36,7 @@ def block_data(ops: Sequence[Op], entry_depth: int, net_effect: int,
                ) -> tuple[Data, list[int]]:
     """The graph ``Data`` of a block and its immediates.
 
-    Besides the graph (`tasmopt.tir.graph.TirGraph.to_data`) the data holds ``limit`` (1,):
+    Besides the graph (`tasmopt.model.graph.TirGraph.to_data`) the data holds ``limit`` (1,):
     most tokens to decode, EOS included (``len(baseline) + 1`` capped at ``max_len``), and
     ``base_tokens`` (1, max_len): the baseline's token ids, PAD-padded (lines without a
     token are left out), which the model reads as a second memory.

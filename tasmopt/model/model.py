@@ -36,7 +36,7 @@ from tasmopt.model.config import ModelConfig
 from tasmopt.model.decoder import Decoder, KVCache
 from tasmopt.model.encoder import EncodedGraphs, GraphEncoder
 from tasmopt.model.grammar import TYPES, GrammarState, GrammarTables
-from tasmopt.tasm.vocab import BOS, MAX_POINTERS, PAD, POINTER_KINDS, vocab
+from tasmopt.model.vocab import BOS, MAX_POINTERS, PAD, POINTER_KINDS, vocab
 
 __all__ = ["TasmModel", "MASK_PENALTY"]
 

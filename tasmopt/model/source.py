@@ -1,11 +1,11 @@
 """The model as a candidate source (`tasmopt.sources`): K beam hypotheses per block, all
-blocks of a request decoded as one batch. Load and register it with::
+blocks of a request decoded as one batch. Load it and add it to the sources a compile uses::
 
-    from tasmopt import sources
+    from tasmopt.optimizer import compile, default_sources
     from tasmopt.model.source import load_model_source
-    sources.register(load_model_source(Path("model_store/s1-real-v1")))
-
-after which ``CompileOptions(sources=(..., "model"))`` consults it.
+    sources = default_sources()
+    sources.add(load_model_source(Path("model_store/s1-real-v1")))
+    compile(tir, options=CompileOptions(sources=("rules", "search", "model")), sources=sources)
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ import torch
 
 from tasmopt.model.beam import beam_search, sample
 from tasmopt.model.checkpoint import load_model, read_config
+from tasmopt.model.graph import batch_graphs
 from tasmopt.model.inputs import block_data
 from tasmopt.model.model import TasmModel
 from tasmopt.report import CompileOptions
 from tasmopt.sources import BlockTask, CandidateSource
 from tasmopt.tasm.program import Instr
-from tasmopt.tir.graph import batch_graphs
 
 __all__ = ["ModelSource", "load_model_source"]
 

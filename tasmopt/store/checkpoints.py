@@ -65,13 +65,13 @@ def file_sha256(path: Path) -> str:
 
 
 def _read_config(directory: Path) -> dict[str, Any]:
-    try:  # the model package's reader, where it is installed (it may validate more)
-        from tasmopt.model.checkpoint import read_config
-    except ImportError:
-        read_config = None
-    if read_config is not None:
-        return dict(read_config(directory))
-    return json.loads((directory / CONFIG_FILE).read_text(encoding="utf-8"))
+    # the store reads the file itself (it sits beside the core and imports no model code);
+    # the format is `tasmopt.model.checkpoint`'s: a JSON object with `version` and `model`
+    path = directory / CONFIG_FILE
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(config, dict) or "model" not in config:
+        raise ValueError(f"{path}: config lacks 'version' or 'model'")
+    return config
 
 
 def describe_checkpoint(directory: Path, *, store: Path | None = None) -> CheckpointInfo:

@@ -2,7 +2,7 @@
 
 ``"Add"`` (unit), ``{"Push": 5}`` (newtype), ``{"IfElse": {"then_body": [...], ...}}``
 (struct). `decode` checks the wire shape only (tags, payload types, integer widths) and names
-the offending op by its path; semantic limits live in `tasmopt.tir.validate`.
+the offending op by its path; semantic limits live in `tasmopt.lower.validate`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tasmopt.tir.ops import VARIANTS, Op
 __all__ = ["decode", "encode", "loads", "dumps", "canonical_json", "tir_hash"]
 
 #: Deepest body nesting the decoder follows (levels). A recursion guard only, far above the
-#: request limit `tasmopt.tir.validate.MAX_NESTING`, so that hostile input gets a TirError
+#: request limit `tasmopt.lower.validate.MAX_NESTING`, so that hostile input gets a TirError
 #: instead of a RecursionError.
 MAX_DECODE_DEPTH = 256
 

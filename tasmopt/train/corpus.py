@@ -36,10 +36,10 @@ from typing import Any
 
 from tqdm import tqdm
 
+from tasmopt.lower.blocks import split_functions
 from tasmopt.lower.triton import lower
 from tasmopt.optimizer import compile as compile_tir
 from tasmopt.report import CompileOptions
-from tasmopt.tir.blocks import split_functions
 from tasmopt.tir.codec import decode, encode, tir_hash
 from tasmopt.tir.ops import Op
 from tasmopt.train.augment import coverage, lower_block, reorder_variants, target_variants

@@ -28,11 +28,11 @@ from torch.utils.data import Dataset
 
 from tasmopt.errors import TasmoptError
 from tasmopt.model.grammar import GrammarState, GrammarTables
+from tasmopt.model.graph import batch_graphs
 from tasmopt.model.inputs import block_data
+from tasmopt.model.vocab import PAD, VocabError, vocab
 from tasmopt.tasm.parser import parse_instructions
-from tasmopt.tasm.vocab import PAD, VocabError, vocab
 from tasmopt.tir.codec import decode
-from tasmopt.tir.graph import batch_graphs
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "SPLITS", "ORIGINS", "PairRow", "PairsError",
            "write_pairs", "read_pairs", "read_manifest", "PairDataset", "Example", "collate",

@@ -36,11 +36,11 @@ import torch
 
 from tasmopt.model.beam import beam_search
 from tasmopt.model.checkpoint import load_model, read_config
+from tasmopt.model.graph import batch_graphs
 from tasmopt.model.inputs import block_data
 from tasmopt.model.model import TasmModel
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tir.codec import decode
-from tasmopt.tir.graph import batch_graphs
 from tasmopt.train.dataset import PairRow, read_pairs
 from tasmopt.vm.equivalence import BlockCheck, check_block, no_taller
 

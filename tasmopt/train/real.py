@@ -12,16 +12,15 @@ blocks the model has not seen.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tasmopt import sources as source_registry
 from tasmopt.lower.triton import lower
 from tasmopt.optimizer import compile as compile_tir
+from tasmopt.optimizer import default_sources
 from tasmopt.report import CompileOptions
 from tasmopt.tir.codec import decode, encode
 from tasmopt.train.dataset import SPLITS, PairRow, write_pairs
@@ -44,14 +43,9 @@ def module_split(module: str, *, holdout: float = 0.2, validation: float = 0.15,
 
 
 def _available_sources(wanted: Sequence[str]) -> tuple[str, ...]:
-    if "search" in wanted and source_registry.get("search") is None:
-        try:  # the search package registers itself on import, where it exists
-            mod = importlib.import_module("tasmopt.search.source")
-            if source_registry.get("search") is None and hasattr(mod, "SearchSource"):
-                source_registry.register(mod.SearchSource())
-        except ImportError:
-            log.info("no block search available; targets from rules only")
-    return tuple(s for s in wanted if s != "model" and source_registry.get(s) is not None)
+    # targets come from the built-in sources only (never from the model being trained)
+    builtin = default_sources()
+    return tuple(s for s in wanted if s != "model" and builtin.get(s) is not None)
 
 
 def real_rows(path: Path, split: str, *, sources: Sequence[str] = ("rules", "search"),

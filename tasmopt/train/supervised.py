@@ -33,7 +33,7 @@ from tqdm import tqdm
 from tasmopt.model.checkpoint import save_checkpoint
 from tasmopt.model.config import ModelConfig
 from tasmopt.model.model import TasmModel
-from tasmopt.tasm.vocab import PAD
+from tasmopt.model.vocab import PAD
 from tasmopt.train.dataset import PairDataset, collate, read_pairs
 
 __all__ = ["TrainConfig", "TrainResult", "train_stage1", "plot_losses", "default_device"]

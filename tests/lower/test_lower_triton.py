@@ -8,10 +8,10 @@ from collections import Counter
 import pytest
 
 from tasmopt.errors import TirError
+from tasmopt.lower.blocks import blocks, split_functions
 from tasmopt.lower.expansion import OR_FIXED, SHR_FIXED, SHR_UPSTREAM, expand
 from tasmopt.lower.triton import lower
 from tasmopt.tasm.parser import parse
-from tasmopt.tir.blocks import blocks, split_functions
 from tasmopt.tir.codec import decode
 from tasmopt.tir.ops import Op
 

@@ -8,11 +8,11 @@ import random
 import pytest
 
 from tasmopt.errors import TasmSyntaxError
+from tasmopt.lower.blocks import split_functions
+from tasmopt.lower.effects import function_effects
 from tasmopt.lower.triton import lower
 from tasmopt.tasm.parser import parse
-from tasmopt.tir.blocks import split_functions
 from tasmopt.tir.codec import decode
-from tasmopt.tir.effects import function_effects
 
 sim = pytest.importorskip("tasmopt.vm.simulator")
 run, VmInput = sim.run, sim.VmInput
@@ -371,8 +371,8 @@ def test_real_functions_with_known_effects_run(trident_std):
 
 
 def test_every_variant_is_executed_somewhere_in_this_file():
+    from tasmopt.lower.validate import iter_ops
     from tasmopt.tir.ops import VARIANTS
-    from tasmopt.tir.validate import iter_ops
 
     in_cases = {op.kind for case in CASES for _, op, _ in iter_ops(decode(f(*case[1])))}
     elsewhere = {"WriteMem", "RamWrite", "SpongeLoad", "MerkleStep", "MerkleLoad", "Call",

@@ -8,15 +8,15 @@ import pytest
 import torch
 from modelkit import EXAMPLES, tiny_config
 
-from tasmopt import sources
 from tasmopt.model.beam import beam_search
 from tasmopt.model.checkpoint import CheckpointError, load_model, read_config, save_checkpoint
+from tasmopt.model.graph import batch_graphs
 from tasmopt.model.inputs import block_data
 from tasmopt.model.model import TasmModel
 from tasmopt.model.source import load_model_source
 from tasmopt.optimizer import compile as compile_tir
 from tasmopt.report import CompileOptions
-from tasmopt.tir.graph import batch_graphs
+from tasmopt.sources import SourceSet
 
 
 def test_save_load_gives_identical_outputs(tmp_path, example_blocks) -> None:
@@ -56,11 +56,8 @@ def test_model_source_in_compile(tmp_path) -> None:
     src = load_model_source(tmp_path / "m", "cpu", k=4)
     assert src.name == "model"
     req = json.loads((EXAMPLES / "u32_ops.json").read_text())
-    sources.register(src)
-    try:
-        result = compile_tir(req["tir"], options=CompileOptions(sources=("model",)))
-    finally:
-        sources.unregister("model")
+    result = compile_tir(req["tir"], options=CompileOptions(sources=("model",)),
+                         sources=SourceSet([src]))
     assert result.model_version == "m-test"
     blocks = [b for f in result.functions for b in f.blocks]
     assert blocks and all("model" in b.candidates for b in blocks)

@@ -8,13 +8,13 @@ import torch
 from modelkit import tiny_config
 
 from tasmopt.isa import instruction_set
+from tasmopt.lower.effects import instruction_effect
 from tasmopt.model.beam import beam_search, sample
 from tasmopt.model.grammar import GrammarState, GrammarTables
+from tasmopt.model.graph import batch_graphs
 from tasmopt.model.inputs import block_data, low_water
 from tasmopt.model.model import TasmModel
-from tasmopt.tasm.vocab import EOS, vocab
-from tasmopt.tir.effects import instruction_effect
-from tasmopt.tir.graph import batch_graphs
+from tasmopt.model.vocab import EOS, vocab
 
 
 def _replay(instrs, entry: int) -> tuple[int, int, int]:

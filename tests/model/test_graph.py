@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from tasmopt.tir.codec import decode
-from tasmopt.tir.effects import sequence_effect
-from tasmopt.tir.graph import (
+from tasmopt.lower.effects import sequence_effect
+from tasmopt.model.graph import (
     CONTROL_FLOW,
     DATA_DEP,
     MEM_ORDER,
@@ -14,6 +13,7 @@ from tasmopt.tir.graph import (
     batch_graphs,
     tir_graph,
 )
+from tasmopt.tir.codec import decode
 
 
 def _graph(tir):

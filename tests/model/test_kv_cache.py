@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 from modelkit import tiny_config
 
+from tasmopt.model.graph import batch_graphs
 from tasmopt.model.inputs import block_data
 from tasmopt.model.model import TasmModel
-from tasmopt.tasm.vocab import vocab
-from tasmopt.tir.graph import batch_graphs
+from tasmopt.model.vocab import vocab
 from tasmopt.train.dataset import pad_tokens
 
 

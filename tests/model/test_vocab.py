@@ -6,10 +6,10 @@ import pytest
 from modelkit import SHARED, lowered_blocks
 
 from tasmopt.isa import P, instruction_set
+from tasmopt.model.graph import immediates
+from tasmopt.model.vocab import EOS, MAX_POINTERS, POINTER_KINDS, VocabError, dataflow, vocab
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tasm.program import Instr
-from tasmopt.tasm.vocab import EOS, MAX_POINTERS, POINTER_KINDS, VocabError, dataflow, vocab
-from tasmopt.tir.graph import immediates
 from tasmopt.vm.symbolic import CONTROL_FLOW
 
 

@@ -97,9 +97,7 @@ class FakeModelSource:
 
 @pytest.fixture()
 def fake_loader():
-    """A loader hook that records what it loaded; the `model` source is unregistered after."""
-    from tasmopt import sources
-
+    """A loader hook that records what it loaded."""
     loaded: list[str] = []
 
     def load(directory: Path, device: str) -> FakeModelSource:
@@ -108,8 +106,7 @@ def fake_loader():
         return src
 
     load.loaded = loaded  # type: ignore[attr-defined]
-    yield load
-    sources.unregister("model")
+    return load
 
 
 @pytest.fixture()

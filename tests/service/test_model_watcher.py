@@ -10,7 +10,6 @@ import pytest
 
 from service.metrics import MODEL_LOAD_FAILURES
 from service.model_watcher import ModelWatcher, compute_phase, default_loader
-from tasmopt import sources
 from tasmopt.store import (
     describe_checkpoint,
     list_admin_actions,
@@ -39,7 +38,7 @@ def test_missing_model_package_degrades_to_no_model_source(pg_engine, make_check
     w = ModelWatcher(session_factory=make_sessionmaker(pg_engine), model_store=store)
     before = MODEL_LOAD_FAILURES._value.get()
     assert w.refresh() is False
-    assert w.version is None and sources.get("model") is None
+    assert w.version is None and w.sources.get("model") is None
     assert "serving without the model source" in caplog.text
     assert MODEL_LOAD_FAILURES._value.get() == before + 1
     assert w.refresh() is False  # not retried (nor logged) at every poll
@@ -77,12 +76,12 @@ def test_load_and_unload_follow_the_pointer(pg_engine, make_checkpoint, tmp_path
     w = ModelWatcher(session_factory=make_sessionmaker(pg_engine), model_store=store,
                      loader=fake_loader, device="cpu")
     assert w.refresh() is True and w.version == "v1"
-    src = sources.get("model")
+    src = w.sources.get("model")
     assert src.version == "v1" and src.directory == store / "v1"
     assert w.refresh() is False  # unchanged
     with make_sessionmaker(pg_engine)() as s, s.begin():
         s.execute(update(Checkpoint).values(status="archived"))
-    assert w.refresh() is True and w.version is None and sources.get("model") is None
+    assert w.refresh() is True and w.version is None and w.sources.get("model") is None
 
 
 def test_embedded_default_registers_and_promotes_the_shipped_checkpoint(make_client, tmp_path,

@@ -16,9 +16,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tasmopt import sources
+from tasmopt import optimizer
 from tasmopt.cli import main as cli
 from tasmopt.lower.triton import lower
+from tasmopt.sources import SourceSet
 from tasmopt.tasm.parser import parse, parse_instructions
 from tasmopt.tasm.program import Instr
 from tasmopt.tir import codec
@@ -131,17 +132,20 @@ def _returned_output(tasm: str, inputs: list[int]) -> list[int]:
 
 
 @pytest.fixture()
-def adversary():
-    registered: list[str] = []
+def adversary(monkeypatch):
+    """``install(adv, http=None)``: the adversary joins the candidate sources of the CLI's
+    compiles (the optimizer's default set) or, given a test client, of that service."""
 
-    def install(adv: Adversary) -> Adversary:
-        sources.register(adv)
-        registered.append(adv.name)
+    def install(adv: Adversary, http=None) -> Adversary:
+        if http is not None:
+            http.app.state.watcher.sources.add(adv)
+        else:
+            builtin = optimizer.default_sources
+            monkeypatch.setattr(optimizer, "default_sources",
+                                lambda: SourceSet([*map(builtin().get, builtin().names()), adv]))
         return adv
 
-    yield install
-    for name in registered:
-        sources.unregister(name)
+    return install
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -164,7 +168,7 @@ def test_cli_returns_no_wrong_program(name, adversary, tmp_path):
 def test_post_compile_returns_no_wrong_program(name, adversary, make_client):
     tir, client, inputs, adv = _case(name)
     http = make_client(model_poll_s=3600)
-    adversary(adv)
+    adversary(adv, http)
     body = {"tir": tir, "options": {"sources": ["model", "rules"], "seed": 5}}
     if client is not None:
         body["baseline_tasm"] = client

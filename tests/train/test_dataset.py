@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from tasmopt.tasm.vocab import EOS, PAD
+from tasmopt.model.vocab import EOS, PAD
 from tasmopt.train.dataset import (
     PairDataset,
     PairRow,

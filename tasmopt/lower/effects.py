@@ -290,7 +290,7 @@ def function_effects(functions: Mapping[str, Sequence[Op]], *,
 
     Args:
         functions: function name -> its ops (``FnStart … Return, FnEnd``; e.g. the chunks
-            of `tasmopt.tir.blocks.split_functions`).
+            of `tasmopt.lower.blocks.split_functions`).
         callees: known effects of other targets (lowered labels, e.g. ``@m__f``).
 
     Returns:

@@ -5,7 +5,7 @@ Edges are typed:
 
 * **DataDep** (0): value flow, from an abstract run of the block on an op stack of producer
   tags. Each op runs the instructions it lowers to (`tasmopt.lower.expansion.expand`) with
-  their ISA value flow (`tasmopt.tasm.vocab.dataflow`), so every effect is the real one
+  their ISA value flow (`tasmopt.model.vocab.dataflow`), so every effect is the real one
   (``ExtMul`` 4 -> 3, ``MerkleLoad`` in-place writes, ``Sub`` = ``push -1 mul add``). The
   entry stack is produced by the context node, so parameters get edges too (the anchor's
   graph started from an empty stack, spec/neural-anchor.md §18.10). Values moved by a
@@ -32,7 +32,7 @@ from torch_geometric.data import Batch, Data
 
 from tasmopt.isa import P, instruction_set, names_where
 from tasmopt.lower.expansion import expand, split_instruction
-from tasmopt.tasm.vocab import MAX_POINTERS, dataflow, vocab
+from tasmopt.model.vocab import MAX_POINTERS, dataflow, vocab
 from tasmopt.tir.ops import VARIANTS, Op
 
 __all__ = [
@@ -129,7 +129,7 @@ class TirGraph:
         edge_attr: (E, EDGE_FEATURES) float32.
         imm_nodes: node index of the k-th immediate (k < MAX_POINTERS), in op order.
         immediates: the block's immediates, canonical mod p (`immediates`).
-        entry_depth, net_effect: of the block (`tasmopt.tir.blocks.Block`).
+        entry_depth, net_effect: of the block (`tasmopt.lower.blocks.Block`).
         floor: lowest stack length the block may reach, relative to entry (<= 0): the
             baseline's low-water mark when known, else ``-entry_depth``.
     """
@@ -151,7 +151,7 @@ class TirGraph:
     def to_data(self, isa: str = "release") -> Data:
         """A torch-geometric ``Data`` with graph-level attributes (each a (1, ...) row):
         ``imm_local`` (1, MAX_POINTERS) node index or -1, ``ptr_valid`` (1, 4*MAX_POINTERS)
-        bool (`tasmopt.tasm.vocab.Vocab.pointer_valid`), ``entry_depth``, ``net_effect``,
+        bool (`tasmopt.model.vocab.Vocab.pointer_valid`), ``entry_depth``, ``net_effect``,
         ``floor`` (1,) int64."""
         imm = torch.full((1, MAX_POINTERS), -1, dtype=torch.long)
         k = min(len(self.imm_nodes), MAX_POINTERS)

@@ -6,11 +6,11 @@ import pytest
 
 from tasmopt.errors import TasmSyntaxError, TirError
 from tasmopt.isa import P
+from tasmopt.lower import validate as V
 from tasmopt.lower.triton import lower
+from tasmopt.lower.validate import find_unlowerable, is_tasm_label, validate
 from tasmopt.tasm.parser import parse
-from tasmopt.tir import validate as V
 from tasmopt.tir.codec import decode
-from tasmopt.tir.validate import find_unlowerable, is_tasm_label, validate
 
 
 def fn(name: str, *body) -> list:

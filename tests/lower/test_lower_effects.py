@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasmopt.tir.codec import decode
-from tasmopt.tir.effects import (
+from tasmopt.lower.effects import (
     NO_EFFECT,
     StackEffect,
     UnknownEffect,
@@ -15,6 +14,7 @@ from tasmopt.tir.effects import (
     op_effect,
     sequence_effect,
 )
+from tasmopt.tir.codec import decode
 from tasmopt.tir.ops import VARIANTS, Op
 
 

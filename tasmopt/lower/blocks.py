@@ -3,7 +3,7 @@
 A block (design §2) is a maximal run of ops inside one body (function, branch, loop or proof
 body) containing no structure op (`STRUCTURE_KINDS`); comments are dropped from it without
 ending it. Blocks are the unit the optimizer rewrites, so each carries its TIR path, its
-entry depth requirement and net stack effect (`tasmopt.tir.effects`) and its `tir_hash`.
+entry depth requirement and net stack effect (`tasmopt.lower.effects`) and its `tir_hash`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from tasmopt.isa import IsaVariant
+from tasmopt.lower.effects import StackEffect, sequence_effect
 from tasmopt.tir.codec import tir_hash
-from tasmopt.tir.effects import StackEffect, sequence_effect
 from tasmopt.tir.ops import STRUCTURE_KINDS, Op
 
 __all__ = ["Chunk", "Block", "split_functions", "blocks", "op_path"]

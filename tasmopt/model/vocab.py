@@ -10,7 +10,7 @@ instruction table (`tasmopt.isa`), never from a hand-kept list:
 * ``push`` / ``addi`` with the small constants `PUSH_CONSTANTS` / `ADDI_CONSTANTS`;
 * pointer tokens ``push <imm k>``, ``push -<imm k>``, ``addi <imm k>``, ``addi -<imm k>``
   for k < `MAX_POINTERS`: the immediate of the k-th TIR node that has one (see
-  `tasmopt.tir.graph.immediates`), so any constant of the input can be emitted.
+  `tasmopt.model.graph.immediates`), so any constant of the input can be emitted.
 
 Encoding is canonical, so token sequences and instruction lists correspond one to one: a
 constant is a small-constant token when it is one, else the first pointer to an immediate of
@@ -151,7 +151,7 @@ class Vocab:
         Args:
             ins: the instruction (canonical argument, as parsed).
             immediates: the block's immediates in node order, canonical mod p
-                (`tasmopt.tir.graph.immediates`).
+                (`tasmopt.model.graph.immediates`).
 
         Raises:
             VocabError: no token spells this instruction for this block.
@@ -294,7 +294,7 @@ def dataflow(name: str, arg: int | None = None, isa: str = "release") -> Dataflo
     Raises:
         IsaError: unknown mnemonic.
     """
-    from tasmopt.tir.effects import instruction_effect
+    from tasmopt.lower.effects import instruction_effect
 
     ins = instruction_set(isa)[name]  # type: ignore[arg-type]
     if name == "dup":

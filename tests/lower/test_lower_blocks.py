@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tasmopt.tir.blocks import blocks, split_functions
+from tasmopt.lower.blocks import blocks, split_functions
+from tasmopt.lower.effects import sequence_effect
 from tasmopt.tir.codec import decode, tir_hash
-from tasmopt.tir.effects import sequence_effect
 from tasmopt.tir.ops import STRUCTURE_KINDS, Op
 
 EXAMPLE_B = [

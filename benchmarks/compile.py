@@ -32,16 +32,23 @@ def quantile(xs: list[float], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("files", nargs="*", type=Path, help="request files (default: examples/*.json)")
     ap.add_argument("--repeat", type=int, default=5, help="runs per example (default 5)")
-    ap.add_argument("--sources", default="rules,search,model",
-                    help="candidate sources, comma-separated (default: all registered)")
+    ap.add_argument(
+        "--sources",
+        default="rules,search,model",
+        help="candidate sources, comma-separated (default: all registered)",
+    )
     args = ap.parse_args(argv)
     files = args.files or sorted((ROOT / "examples").glob("*.json"))
     options = CompileOptions(sources=tuple(s for s in args.sources.split(",") if s))
-    head = f"{'example':28s} {'fns':>3s} {'cycles':>13s} {'P50 ms':>8s} {'P90 ms':>8s}  " + \
-        "  ".join(f"{s:>10s}" for s in STAGES)
+    head = (
+        f"{'example':28s} {'fns':>3s} {'cycles':>13s} {'P50 ms':>8s} {'P90 ms':>8s}  "
+        + "  ".join(f"{s:>10s}" for s in STAGES)
+    )
     print(head)
     print("-" * len(head))
     all_totals: list[float] = []
@@ -59,13 +66,17 @@ def main(argv: list[str] | None = None) -> int:
         assert result is not None
         all_totals.extend(totals)
         cyc = f"{result.baseline_cycles}->{result.cycles}"
-        row = f"{path.stem[:28]:28s} {len(result.functions):3d} {cyc:>13s} " \
-              f"{1000 * quantile(totals, .5):8.1f} {1000 * quantile(totals, .9):8.1f}  " + \
-              "  ".join(f"{1000 * quantile(stages[s], .5):10.1f}" for s in STAGES)
+        row = (
+            f"{path.stem[:28]:28s} {len(result.functions):3d} {cyc:>13s} "
+            f"{1000 * quantile(totals, 0.5):8.1f} {1000 * quantile(totals, 0.9):8.1f}  "
+            + "  ".join(f"{1000 * quantile(stages[s], 0.5):10.1f}" for s in STAGES)
+        )
         print(row)
     print("-" * len(head))
-    print(f"{'all requests':28s} {'':3s} {'':13s} {1000 * quantile(all_totals, .5):8.1f} "
-          f"{1000 * quantile(all_totals, .9):8.1f}   (stage columns: P50 ms)")
+    print(
+        f"{'all requests':28s} {'':3s} {'':13s} {1000 * quantile(all_totals, 0.5):8.1f} "
+        f"{1000 * quantile(all_totals, 0.9):8.1f}   (stage columns: P50 ms)"
+    )
     return 0
 
 

@@ -35,14 +35,44 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: spec/tir.md §2.1 example A and small variants (straight-line, one function each).
 PROGRAMS = [
-    [{"FnStart": "add_mul"}, {"Dup": 1}, {"Dup": 1}, "Add", {"Dup": 0}, {"Dup": 3}, "Mul",
-     {"Swap": 3}, {"Pop": 3}, "Return", "FnEnd"],
-    [{"FnStart": "sum3"}, {"Dup": 2}, {"Dup": 2}, "Add", {"Dup": 1}, "Add", {"Swap": 3},
-     {"Pop": 3}, "Return", "FnEnd"],
-    [{"FnStart": "sq"}, {"Dup": 0}, {"Dup": 0}, "Mul", {"Swap": 1}, {"Pop": 1}, "Return",
-     "FnEnd"],
-    [{"FnStart": "k"}, {"Push": 7}, {"Push": 5}, "Add", {"Dup": 1}, "Mul", {"Swap": 1},
-     {"Pop": 1}, "Return", "FnEnd"],
+    [
+        {"FnStart": "add_mul"},
+        {"Dup": 1},
+        {"Dup": 1},
+        "Add",
+        {"Dup": 0},
+        {"Dup": 3},
+        "Mul",
+        {"Swap": 3},
+        {"Pop": 3},
+        "Return",
+        "FnEnd",
+    ],
+    [
+        {"FnStart": "sum3"},
+        {"Dup": 2},
+        {"Dup": 2},
+        "Add",
+        {"Dup": 1},
+        "Add",
+        {"Swap": 3},
+        {"Pop": 3},
+        "Return",
+        "FnEnd",
+    ],
+    [{"FnStart": "sq"}, {"Dup": 0}, {"Dup": 0}, "Mul", {"Swap": 1}, {"Pop": 1}, "Return", "FnEnd"],
+    [
+        {"FnStart": "k"},
+        {"Push": 7},
+        {"Push": 5},
+        "Add",
+        {"Dup": 1},
+        "Mul",
+        {"Swap": 1},
+        {"Pop": 1},
+        "Return",
+        "FnEnd",
+    ],
 ]
 
 
@@ -82,8 +112,9 @@ def body(i: int) -> dict:
     return {"tir": PROGRAMS[i % len(PROGRAMS)], "options": {"seed": i % DISTINCT}}
 
 
-async def drive(url: str, n: int, concurrency: int, timeout_s: float = 60.0
-                ) -> tuple[list[float], dict[str, int], list[str], dict[str, int], int, float]:
+async def drive(
+    url: str, n: int, concurrency: int, timeout_s: float = 60.0
+) -> tuple[list[float], dict[str, int], list[str], dict[str, int], int, float]:
     """Send `n` requests with `concurrency` in flight.
 
     Returns:
@@ -158,26 +189,35 @@ def warm_up(url: str, n: int) -> list[str]:
     return ids
 
 
-def run(url: str, *, requests: int, concurrency: int, database_url: str | None,
-        warmup: int = DISTINCT) -> LoadReport:
+def run(
+    url: str, *, requests: int, concurrency: int, database_url: str | None, warmup: int = DISTINCT
+) -> LoadReport:
     """One load run against the API at `url` (after `warmup` sequential requests, whose rows
     are checked too)."""
     warm_ids = warm_up(url, warmup)
-    latencies, statuses, ids, stored, errors, wall = asyncio.run(
-        drive(url, requests, concurrency))
+    latencies, statuses, ids, stored, errors, wall = asyncio.run(drive(url, requests, concurrency))
     ids = warm_ids + ids
     rows = None
     if database_url:
         wait_spool_empty(url)
         rows = persisted(database_url, ids)
     return LoadReport(
-        requests=requests, concurrency=concurrency, warmup=warmup, seconds=round(wall, 3),
+        requests=requests,
+        concurrency=concurrency,
+        warmup=warmup,
+        seconds=round(wall, 3),
         throughput_rps=round(len(latencies) / wall, 1) if wall else 0.0,
-        p50_s=round(quantile(latencies, 0.50), 4), p90_s=round(quantile(latencies, 0.90), 4),
-        p99_s=round(quantile(latencies, 0.99), 4), status_counts=statuses,
+        p50_s=round(quantile(latencies, 0.50), 4),
+        p90_s=round(quantile(latencies, 0.90), 4),
+        p99_s=round(quantile(latencies, 0.99), 4),
+        status_counts=statuses,
         server_errors=sum(v for k, v in statuses.items() if k.startswith("5")),
-        transport_errors=errors, rows_served=len(ids), rows_persisted=rows,
-        rows_lost=None if rows is None else len(ids) - rows, stored=stored)
+        transport_errors=errors,
+        rows_served=len(ids),
+        rows_persisted=rows,
+        rows_lost=None if rows is None else len(ids) - rows,
+        stored=stored,
+    )
 
 
 def spawn_api(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
@@ -186,10 +226,24 @@ def spawn_api(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "service.main:create_app",
-                             "--factory", "--host", "127.0.0.1", "--port", str(port),
-                             "--log-level", "warning", "--no-access-log"],
-                            cwd=ROOT, env={**os.environ, **env})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "service.main:create_app",
+            "--factory",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        cwd=ROOT,
+        env={**os.environ, **env},
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -207,25 +261,34 @@ def spawn_api(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
 
 def format_report(r: LoadReport) -> str:
     lost = "n/a" if r.rows_lost is None else str(r.rows_lost)
-    return (f"{r.requests} requests, concurrency {r.concurrency}: {r.seconds:.1f} s, "
-            f"{r.throughput_rps:.1f} req/s; latency P50 {1000 * r.p50_s:.1f} ms, "
-            f"P90 {1000 * r.p90_s:.1f} ms, P99 {1000 * r.p99_s:.1f} ms; "
-            f"5xx {r.server_errors}, transport errors {r.transport_errors}; BuildResults "
-            f"served {r.rows_served}, persisted {r.rows_persisted}, lost {lost}; "
-            f"statuses {r.status_counts}")
+    return (
+        f"{r.requests} requests, concurrency {r.concurrency}: {r.seconds:.1f} s, "
+        f"{r.throughput_rps:.1f} req/s; latency P50 {1000 * r.p50_s:.1f} ms, "
+        f"P90 {1000 * r.p90_s:.1f} ms, P99 {1000 * r.p99_s:.1f} ms; "
+        f"5xx {r.server_errors}, transport errors {r.transport_errors}; BuildResults "
+        f"served {r.rows_served}, persisted {r.rows_persisted}, lost {lost}; "
+        f"statuses {r.status_counts}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url", help="API already running (default: spawn uvicorn).")
-    ap.add_argument("--database-url", help="Database to check for lost rows (default: the "
-                    "spawned API's temporary SQLite).")
+    ap.add_argument(
+        "--database-url",
+        help="Database to check for lost rows (default: the spawned API's temporary SQLite).",
+    )
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--concurrency", type=int, default=32)
-    ap.add_argument("--warmup", type=int, default=DISTINCT,
-                    help="Sequential requests before the timed run.")
-    ap.add_argument("--out", type=Path, default=ROOT / "var" / "load.json",
-                    help="Where to write the figures as JSON.")
+    ap.add_argument(
+        "--warmup", type=int, default=DISTINCT, help="Sequential requests before the timed run."
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "var" / "load.json",
+        help="Where to write the figures as JSON.",
+    )
     args = ap.parse_args(argv)
     proc = None
     tmp = None
@@ -233,14 +296,23 @@ def main(argv: list[str] | None = None) -> int:
     if url is None:
         tmp = tempfile.TemporaryDirectory()
         database_url = database_url or f"sqlite:///{tmp.name}/load.db"
-        env = {"DATABASE_URL": database_url, "SPOOL_DIR": f"{tmp.name}/spool",
-               "MODEL_STORE": f"{tmp.name}/store", "LOG_LEVEL": "WARNING"}
+        env = {
+            "DATABASE_URL": database_url,
+            "SPOOL_DIR": f"{tmp.name}/spool",
+            "MODEL_STORE": f"{tmp.name}/store",
+            "LOG_LEVEL": "WARNING",
+        }
         if not database_url.startswith("sqlite"):
             env["ADMIN_TOKEN"] = "load-benchmark-admin-token"
         proc, url = spawn_api(env)
     try:
-        report = run(url, requests=args.requests, concurrency=args.concurrency,
-                     database_url=database_url, warmup=args.warmup)
+        report = run(
+            url,
+            requests=args.requests,
+            concurrency=args.concurrency,
+            database_url=database_url,
+            warmup=args.warmup,
+        )
     finally:
         if proc is not None:
             proc.terminate()

@@ -55,8 +55,11 @@ def functions_from_modules(directory: Path, limit: int) -> list[list[tuple]]:
                 continue
             blocks = []
             for b in f.blocks:
-                text = "\n".join(ln for ln in low.lines[b.start:b.end]
-                                 if ln.strip() and not ln.strip().startswith("//"))
+                text = "\n".join(
+                    ln
+                    for ln in low.lines[b.start : b.end]
+                    if ln.strip() and not ln.strip().startswith("//")
+                )
                 base = parse_instructions(text)
                 if base:
                     blocks.append((b.ops, b.entry_depth, b.net_effect, base))
@@ -72,8 +75,8 @@ def functions_from_pairs(directory: Path, split: str, limit: int) -> list[list[t
     groups: dict[tuple[str, str], list[tuple]] = defaultdict(list)
     for r in rows:
         groups[(r.module, r.function)].append(
-            (decode(r.tir), r.entry_depth, r.net_effect,
-             parse_instructions("\n".join(r.baseline))))
+            (decode(r.tir), r.entry_depth, r.net_effect, parse_instructions("\n".join(r.baseline)))
+        )
     return list(groups.values())[:limit]
 
 
@@ -88,8 +91,9 @@ def peak_memory_mb(device: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--checkpoint", type=Path, help="checkpoint directory (default: random)")
     ap.add_argument("--data", type=Path, help="pairs directory (default: the real modules)")
     ap.add_argument("--split", default="holdout", help="split of --data (default holdout)")
@@ -101,14 +105,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = args.device
-    model = load_model(args.checkpoint, device) if args.checkpoint else \
-        TasmModel(ModelConfig()).to(device).eval()
-    fns = functions_from_pairs(args.data, args.split, args.functions) if args.data else \
-        functions_from_modules(SHARED, args.functions)
+    model = (
+        load_model(args.checkpoint, device)
+        if args.checkpoint
+        else TasmModel(ModelConfig()).to(device).eval()
+    )
+    fns = (
+        functions_from_pairs(args.data, args.split, args.functions)
+        if args.data
+        else functions_from_modules(SHARED, args.functions)
+    )
     max_len = model.config.max_len
-    print(f"model: {model.num_parameters() / 1e6:.2f}M parameters, device {device}, "
-          f"threads {torch.get_num_threads()}, {len(fns)} functions, "
-          f"{sum(len(f) for f in fns)} blocks")
+    print(
+        f"model: {model.num_parameters() / 1e6:.2f}M parameters, device {device}, "
+        f"threads {torch.get_num_threads()}, {len(fns)} functions, "
+        f"{sum(len(f) for f in fns)} blocks"
+    )
     sync = (lambda: torch.cuda.synchronize()) if device.startswith("cuda") else (lambda: None)
     rows_out = []
     if fns:  # warm-up: allocator, thread pool, lazy initializations
@@ -144,18 +156,25 @@ def main(argv: list[str] | None = None) -> int:
             beams += k * len(blocks) * steps
             del hyps
         total = sum(lat)
-        row = {"k": k, "latency_p50_ms": 1000 * q(lat, 50), "latency_p90_ms": 1000 * q(lat, 90),
-               "cpu_p50_ms": 1000 * q(cpu, 50), "cpu_p90_ms": 1000 * q(cpu, 90),
-               "encoder_ms": 1000 * statistics.median(enc_t),
-               "decoder_step_ms": 1000 * statistics.median(step_t),
-               "beam_steps_per_s": beams / total if total else float("nan"),
-               "peak_memory_mb": peak_memory_mb(device)}
+        row = {
+            "k": k,
+            "latency_p50_ms": 1000 * q(lat, 50),
+            "latency_p90_ms": 1000 * q(lat, 90),
+            "cpu_p50_ms": 1000 * q(cpu, 50),
+            "cpu_p90_ms": 1000 * q(cpu, 90),
+            "encoder_ms": 1000 * statistics.median(enc_t),
+            "decoder_step_ms": 1000 * statistics.median(step_t),
+            "beam_steps_per_s": beams / total if total else float("nan"),
+            "peak_memory_mb": peak_memory_mb(device),
+        }
         rows_out.append(row)
-        print(f"K={k:3d}  function latency P50 {row['latency_p50_ms']:8.1f} ms  "
-              f"P90 {row['latency_p90_ms']:8.1f} ms  (CPU time P50 {row['cpu_p50_ms']:.0f} / "
-              f"P90 {row['cpu_p90_ms']:.0f} ms)  encoder {row['encoder_ms']:6.1f} ms  "
-              f"decoder step {row['decoder_step_ms']:6.1f} ms  "
-              f"beam-slots/s {row['beam_steps_per_s']:9.0f}  peak {row['peak_memory_mb']:.0f} MB")
+        print(
+            f"K={k:3d}  function latency P50 {row['latency_p50_ms']:8.1f} ms  "
+            f"P90 {row['latency_p90_ms']:8.1f} ms  (CPU time P50 {row['cpu_p50_ms']:.0f} / "
+            f"P90 {row['cpu_p90_ms']:.0f} ms)  encoder {row['encoder_ms']:6.1f} ms  "
+            f"decoder step {row['decoder_step_ms']:6.1f} ms  "
+            f"beam-slots/s {row['beam_steps_per_s']:9.0f}  peak {row['peak_memory_mb']:.0f} MB"
+        )
     print(json.dumps(rows_out))
     return 0
 

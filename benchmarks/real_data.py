@@ -26,8 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "trident-std")
     ap.add_argument("--budget", type=float, default=0.5, help="search budget per request, s")
     args = ap.parse_args(argv)
@@ -37,8 +38,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no module files in {args.data}", file=sys.stderr)
         return 1
     opts = CompileOptions(sources=("rules", "search"), search_budget_s=args.budget)
-    print("| module | fns | ours: improved | ours: cycles | client: improved | "
-          "client: mismatches | client: cycles |")
+    print(
+        "| module | fns | ours: improved | ours: cycles | client: improved | "
+        "client: mismatches | client: cycles |"
+    )
     print("|---|---|---|---|---|---|---|")
     tot = [[0] * 5, [0] * 5]
     halted = [0, 0]
@@ -57,22 +60,30 @@ def main(argv: list[str] | None = None) -> int:
             b = r.baseline_cycles
             # own savings only (callees at their baseline): comparable across versions, and
             # no double counting of a callee's saving in its callers
-            c = b - sum(f.baseline_cycles - (getattr(f, "own_cycles", None) or f.cycles)
-                        for f in r.functions)
+            c = b - sum(
+                f.baseline_cycles - (getattr(f, "own_cycles", None) or f.cycles)
+                for f in r.functions
+            )
             for j, v in enumerate((n, imp, mm, b, c)):
                 tot[k][j] += v
             cells.append((n, imp, mm, b, c))
         (n, i, _, b, c), (_, i2, m2, b2, c2) = cells
-        print(f"| {data['module']} | {n} | {i} | {b}→{c} ({100 * (b - c) / max(b, 1):.1f}%) | "
-              f"{i2} | {m2} | {b2}→{c2} ({100 * (b2 - c2) / max(b2, 1):.1f}%) |")
+        print(
+            f"| {data['module']} | {n} | {i} | {b}→{c} ({100 * (b - c) / max(b, 1):.1f}%) | "
+            f"{i2} | {m2} | {b2}→{c2} ({100 * (b2 - c2) / max(b2, 1):.1f}%) |"
+        )
     (n, i, _, b, c), (n2, i2, m2, b2, c2) = tot
-    print(f"| **total** | {n} | {i} ({100 * i / n:.1f}%) | {b}→{c} ({100 * (b - c) / b:.1f}%) | "
-          f"{i2} ({100 * i2 / n2:.1f}%) | {m2} | {b2}→{c2} ({100 * (b2 - c2) / b2:.1f}%) |")
+    print(
+        f"| **total** | {n} | {i} ({100 * i / n:.1f}%) | {b}→{c} ({100 * (b - c) / b:.1f}%) | "
+        f"{i2} ({100 * i2 / n2:.1f}%) | {m2} | {b2}→{c2} ({100 * (b2 - c2) / b2:.1f}%) |"
+    )
     for k, name in enumerate(("ours", "client")):
         xs = sorted(lat[k])
         q = lambda f, xs=xs: xs[min(len(xs) - 1, int(f * len(xs)))] * 1000  # noqa: E731
-        print(f"\n{name}: function check time P50 {q(0.5):.1f} ms, P90 {q(0.9):.1f} ms; "
-              f"{halted[k]} of {tot[k][0]} functions ran to their return on some witness")
+        print(
+            f"\n{name}: function check time P50 {q(0.5):.1f} ms, P90 {q(0.9):.1f} ms; "
+            f"{halted[k]} of {tot[k][0]} functions ran to their return on some witness"
+        )
     print(f"\n{time.perf_counter() - t0:.0f} s, search budget {args.budget} s per request")
     return 0
 

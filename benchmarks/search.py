@@ -69,18 +69,25 @@ def _hand_cycles() -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--inputs", choices=("examples", "holdout", "hand", "all"), default="all",
-                    help="examples/, the corpus holdout modules, or every module with a "
-                         "hand-optimized function (default: examples and holdout)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--inputs",
+        choices=("examples", "holdout", "hand", "all"),
+        default="all",
+        help="examples/, the corpus holdout modules, or every module with a "
+        "hand-optimized function (default: examples and holdout)",
+    )
     ap.add_argument("--budget", type=float, default=2.0, help="search budget per request, s")
     ap.add_argument("--json", type=Path, help="also write the rows to this file")
     args = ap.parse_args(argv)
     hand = _hand_cycles()
     rows = []
-    print(f"{'input':24s} {'function':28s} {'baseline':>8s} {'hand':>6s} {'search':>7s} "
-          f"{'saved':>6s} {'time s':>7s}")
+    print(
+        f"{'input':24s} {'function':28s} {'baseline':>8s} {'hand':>6s} {'search':>7s} "
+        f"{'saved':>6s} {'time s':>7s}"
+    )
     for name, tir, baseline in _requests(args.inputs):
         opts = CompileOptions(sources=("search",), search_budget_s=args.budget)
         t = time.perf_counter()
@@ -91,12 +98,22 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             key = f"{name}:{f.name}"
             h = hand.get(key)
-            rows.append({"input": name, "function": f.name, "baseline": f.baseline_cycles,
-                         "hand": h, "search": f.cycles, "time_s": spent / len(result.functions)})
+            rows.append(
+                {
+                    "input": name,
+                    "function": f.name,
+                    "baseline": f.baseline_cycles,
+                    "hand": h,
+                    "search": f.cycles,
+                    "time_s": spent / len(result.functions),
+                }
+            )
             red = (f.baseline_cycles - f.cycles) / f.baseline_cycles
-            print(f"{name[:24]:24s} {f.name[:28]:28s} {f.baseline_cycles:8d} "
-                  f"{h if h is not None else '-':>6} {f.cycles:7d} {100 * red:5.1f}% "
-                  f"{spent / len(result.functions):7.2f}")
+            print(
+                f"{name[:24]:24s} {f.name[:28]:28s} {f.baseline_cycles:8d} "
+                f"{h if h is not None else '-':>6} {f.cycles:7d} {100 * red:5.1f}% "
+                f"{spent / len(result.functions):7.2f}"
+            )
     if not rows:
         print("no functions")
         return 1
@@ -105,8 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     with_hand = [r for r in rows if r["hand"] is not None]
     print()
     print(f"functions: {len(rows)}; improved: {improved} ({100 * improved / len(rows):.1f}%)")
-    print(f"cycle reduction: median {100 * statistics.median(reds):.1f}%, "
-          f"mean {100 * statistics.mean(reds):.1f}%")
+    print(
+        f"cycle reduction: median {100 * statistics.median(reds):.1f}%, "
+        f"mean {100 * statistics.mean(reds):.1f}%"
+    )
     if with_hand:
         ok = sum(1 for r in with_hand if r["search"] <= r["hand"])
         print(f"hand-optimized functions matched or beaten: {ok}/{len(with_hand)}")

@@ -55,16 +55,39 @@ from tasmopt.vm.symbolic import run_symbolic
 from tasmopt.vm.witness import witness
 
 ROOT = Path(__file__).resolve().parents[1]
-MEMORY_IO = {"read_mem", "write_mem", "read_io", "write_io", "divine", "sponge_absorb",
-             "sponge_absorb_mem", "sponge_squeeze", "xx_dot_step", "xb_dot_step",
-             "merkle_step_mem"}
-NEAR = {"add": "mul", "mul": "add", "eq": "lt", "lt": "eq", "and": "xor", "xor": "and",
-        "split": "pop_count", "invert": "pop_count", "xx_add": "xx_mul", "xx_mul": "xx_add",
-        "read_io": "divine", "divine": "read_io"}
+MEMORY_IO = {
+    "read_mem",
+    "write_mem",
+    "read_io",
+    "write_io",
+    "divine",
+    "sponge_absorb",
+    "sponge_absorb_mem",
+    "sponge_squeeze",
+    "xx_dot_step",
+    "xb_dot_step",
+    "merkle_step_mem",
+}
+NEAR = {
+    "add": "mul",
+    "mul": "add",
+    "eq": "lt",
+    "lt": "eq",
+    "and": "xor",
+    "xor": "and",
+    "split": "pop_count",
+    "invert": "pop_count",
+    "xx_add": "xx_mul",
+    "xx_mul": "xx_add",
+    "read_io": "divine",
+    "divine": "read_io",
+}
 NON_COMMUTATIVE = {"lt", "div_mod", "pow", "xb_mul"}
 
 
-def mutants(instrs: list[Instr], rng: random.Random, per_kind: int) -> Iterator[tuple[str, list[Instr]]]:
+def mutants(
+    instrs: list[Instr], rng: random.Random, per_kind: int
+) -> Iterator[tuple[str, list[Instr]]]:
     """Semantic mutations of a straight-line run (at most ``per_kind`` of each kind)."""
     n = len(instrs)
 
@@ -73,15 +96,24 @@ def mutants(instrs: list[Instr], rng: random.Random, per_kind: int) -> Iterator[
         return idxs[:per_kind]
 
     for i in sample("const", [i for i, x in enumerate(instrs) if x.name in ("push", "addi")]):
-        yield "constant", instrs[:i] + [Instr(instrs[i].name, (int(instrs[i].arg) + 1) % P)] + instrs[i + 1:]
+        yield (
+            "constant",
+            instrs[:i] + [Instr(instrs[i].name, (int(instrs[i].arg) + 1) % P)] + instrs[i + 1 :],
+        )
     for i in sample("swap", [i for i, x in enumerate(instrs) if x.name in NON_COMMUTATIVE]):
         yield "operands", instrs[:i] + [Instr("swap", 1)] + instrs[i:]
     for i in sample("drop", list(range(n))):
-        yield "drop", instrs[:i] + instrs[i + 1:]
+        yield "drop", instrs[:i] + instrs[i + 1 :]
     for i in sample("dup", list(range(n))):
-        yield "duplicate", instrs[:i + 1] + [instrs[i]] + instrs[i + 1:]
-    for i in sample("near", [i for i, x in enumerate(instrs)
-                             if x.name in NEAR or x.name in ("dup", "swap", "pick", "place")]):
+        yield "duplicate", instrs[: i + 1] + [instrs[i]] + instrs[i + 1 :]
+    for i in sample(
+        "near",
+        [
+            i
+            for i, x in enumerate(instrs)
+            if x.name in NEAR or x.name in ("dup", "swap", "pick", "place")
+        ],
+    ):
         x = instrs[i]
         if x.name in NEAR:
             y = Instr(NEAR[x.name], x.arg if NEAR[x.name] in ("read_io", "divine") else None)
@@ -89,8 +121,10 @@ def mutants(instrs: list[Instr], rng: random.Random, per_kind: int) -> Iterator[
             lo = 1 if x.name == "swap" else 0
             y = Instr(x.name, max(lo, min(15, int(x.arg) + rng.choice((-1, 1)))))
         if y != x:
-            yield "near op", instrs[:i] + [y] + instrs[i + 1:]
-    for i in sample("addr", [i for i, x in enumerate(instrs) if x.name in ("read_mem", "write_mem")]):
+            yield "near op", instrs[:i] + [y] + instrs[i + 1 :]
+    for i in sample(
+        "addr", [i for i, x in enumerate(instrs) if x.name in ("read_mem", "write_mem")]
+    ):
         yield "RAM address", instrs[:i] + [Instr("addi", 1)] + instrs[i:]
     mem = [i for i, x in enumerate(instrs) if x.name in MEMORY_IO]
     pairs = [(a, b) for a, b in zip(mem, mem[1:])]
@@ -110,8 +144,15 @@ def block_differs(base: list[Instr], mut: list[Instr], seed: int, tries: int = 4
     sym = run_symbolic(base, ctx)
     sym_m = run_symbolic(mut, ctx)
     depth = 16 + max(sym.base, sym_m.base, -sym.low_water, -sym_m.low_water) + 2
-    inputs = max(sym.consumed["public"], sym.consumed["secret"],
-                 sym_m.consumed["public"], sym_m.consumed["secret"]) + 2
+    inputs = (
+        max(
+            sym.consumed["public"],
+            sym.consumed["secret"],
+            sym_m.consumed["public"],
+            sym_m.consumed["secret"],
+        )
+        + 2
+    )
     digests = max(sym.consumed["digests"], sym_m.consumed["digests"]) + 1
     pb, pm = _block_program(base, "release"), _block_program(mut, "release")
     rng = random.Random(seed)
@@ -132,8 +173,11 @@ def _blocks_of(low, prefix: str) -> Iterator[tuple[str, list[Instr]]]:
         if fn.unlowerable or not fn.name:
             continue
         for b in fn.blocks:
-            text = "\n".join(ln for ln in low.lines[b.start:b.end]
-                             if ln.strip() and not ln.strip().startswith("//"))
+            text = "\n".join(
+                ln
+                for ln in low.lines[b.start : b.end]
+                if ln.strip() and not ln.strip().startswith("//")
+            )
             try:
                 instrs = list(parse_instructions(text))
             except Exception:
@@ -150,6 +194,7 @@ def real_blocks(data: Path) -> Iterator[tuple[str, list[Instr]]]:
 
 def corpus_blocks(root: Path, limit: int) -> Iterator[tuple[str, list[Instr]]]:
     from tasmopt.frontend import compile_modules
+
     files = sorted(p for p in root.rglob("*.tri") if "hand" not in p.parts)[:limit]
     for f in files:
         try:
@@ -174,26 +219,32 @@ def real_functions(data: Path) -> Iterator[tuple[str, Program]]:
                 continue
 
 
-def function_mutants(prog: Program, rng: random.Random, count: int) -> Iterator[tuple[str, Program]]:
+def function_mutants(
+    prog: Program, rng: random.Random, count: int
+) -> Iterator[tuple[str, Program]]:
     """Mutate one straight-line instruction of the function (not the harness's first two)."""
     items = list(prog.items)
-    spots = [k for k, it in enumerate(items[2:], 2)
-             if isinstance(it, Instr) and it.name not in ("call", "return", "recurse",
-                                                          "recurse_or_return", "skiz", "halt")]
+    spots = [
+        k
+        for k, it in enumerate(items[2:], 2)
+        if isinstance(it, Instr)
+        and it.name not in ("call", "return", "recurse", "recurse_or_return", "skiz", "halt")
+    ]
     rng.shuffle(spots)
     for k in spots[:count]:
         kind, mutated = next(iter(mutants([items[k]], rng, 1)), (None, None))
         if kind is None:
             continue
-        new = items[:k] + mutated + items[k + 1:]
+        new = items[:k] + mutated + items[k + 1 :]
         if any(isinstance(x, Label) for x in mutated):
             continue
         yield kind, Program.from_items(new, prog.isa)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "trident-std")
     ap.add_argument("--corpus", type=Path, default=ROOT / "corpus")
     ap.add_argument("--corpus-files", type=int, default=20, help="corpus entry files to compile")
@@ -210,9 +261,14 @@ def main(argv: list[str] | None = None) -> int:
         units += list(corpus_blocks(args.corpus, args.corpus_files))
     if args.max_units:
         rng.shuffle(units)
-        units = units[:args.max_units]
-    stats = {"mutants": 0, "different": 0, "accepted_different": 0, "rejected_equivalent": 0,
-             "accepted": 0}
+        units = units[: args.max_units]
+    stats = {
+        "mutants": 0,
+        "different": 0,
+        "accepted_different": 0,
+        "rejected_equivalent": 0,
+        "accepted": 0,
+    }
     bad: list[str] = []
     for name, instrs in tqdm(units, desc="blocks", unit="block", file=sys.stderr):
         base = tuple(str(i) for i in instrs)
@@ -227,23 +283,29 @@ def main(argv: list[str] | None = None) -> int:
                 bad.append(f"{name} [{kind}]: {' ; '.join(base)} => {' ; '.join(map(str, mut))}")
             if not v.equivalent and not differs:
                 stats["rejected_equivalent"] += 1
-    print(f"blocks: {len(units)} blocks, {stats['mutants']} mutants, {stats['different']} truly "
-          f"different, accepted-but-different {stats['accepted_different']}, "
-          f"rejected-but-equivalent {stats['rejected_equivalent']}, accepted {stats['accepted']}")
+    print(
+        f"blocks: {len(units)} blocks, {stats['mutants']} mutants, {stats['different']} truly "
+        f"different, accepted-but-different {stats['accepted_different']}, "
+        f"rejected-but-equivalent {stats['rejected_equivalent']}, accepted {stats['accepted']}"
+    )
     if args.functions:
-        fstats = {"mutants": 0, "different": 0, "accepted_different": 0,
-                  "rejected_equivalent": 0, "accepted": 0}
+        fstats = {
+            "mutants": 0,
+            "different": 0,
+            "accepted_different": 0,
+            "rejected_equivalent": 0,
+            "accepted": 0,
+        }
         fns = list(real_functions(args.data))
         if args.max_units:
             rng.shuffle(fns)
-            fns = fns[:args.max_units]
+            fns = fns[: args.max_units]
         for name, prog in tqdm(fns, desc="functions", unit="fn", file=sys.stderr):
             for kind, mut in function_mutants(prog, rng, args.per_kind):
                 fstats["mutants"] += 1
                 v = check_function(prog, mut, seed=args.seed, budget_s=1.0)
                 accepted = v.equivalent and check_aligned(prog, mut, seed=args.seed).equivalent
-                truth = check_function(prog, mut, seed=args.seed + 1000, witnesses=32,
-                                       budget_s=2.0)
+                truth = check_function(prog, mut, seed=args.seed + 1000, witnesses=32, budget_s=2.0)
                 differs = truth.witness >= 0
                 fstats["different"] += differs
                 fstats["accepted"] += accepted
@@ -252,10 +314,12 @@ def main(argv: list[str] | None = None) -> int:
                     bad.append(f"{name} [{kind}] function")
                 if not accepted and not differs:
                     fstats["rejected_equivalent"] += 1
-        print(f"functions: {len(fns)} functions, {fstats['mutants']} mutants, "
-              f"{fstats['different']} truly different, accepted-but-different "
-              f"{fstats['accepted_different']}, rejected-but-equivalent "
-              f"{fstats['rejected_equivalent']}, accepted {fstats['accepted']}")
+        print(
+            f"functions: {len(fns)} functions, {fstats['mutants']} mutants, "
+            f"{fstats['different']} truly different, accepted-but-different "
+            f"{fstats['accepted_different']}, rejected-but-equivalent "
+            f"{fstats['rejected_equivalent']}, accepted {fstats['accepted']}"
+        )
     for line in bad[:20]:
         print("ACCEPTED BUT DIFFERENT:", line)
     print(f"{time.perf_counter() - t0:.0f} s, seed {args.seed}")

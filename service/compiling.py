@@ -30,8 +30,19 @@ from tasmopt.tir import codec
 from tasmopt.tir.ops import BODY_FIELDS
 from tasmopt.vm.equivalence import BlockCheck, Verdict
 
-__all__ = ["Compiler", "Verifier", "Served", "DbBreaker", "parse_request", "check_limits",
-           "make_options", "precheck", "serve", "persist", "to_response"]
+__all__ = [
+    "Compiler",
+    "Verifier",
+    "Served",
+    "DbBreaker",
+    "parse_request",
+    "check_limits",
+    "make_options",
+    "precheck",
+    "serve",
+    "persist",
+    "to_response",
+]
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +52,14 @@ Verifier = Callable[[list[BlockCheck]], list[Verdict]]
 class Compiler(Protocol):
     """The shape of `tasmopt.optimizer.compile`."""
 
-    def __call__(self, tir: Sequence[Any], baseline_tasm: str | None = None, *,
-                 options: CompileOptions = ..., verify: Verifier | None = None
-                 ) -> CompileResult: ...
+    def __call__(
+        self,
+        tir: Sequence[Any],
+        baseline_tasm: str | None = None,
+        *,
+        options: CompileOptions = ...,
+        verify: Verifier | None = None,
+    ) -> CompileResult: ...
 
 
 # -- parsing and limits ------------------------------------------------------------------------
@@ -69,13 +85,18 @@ def parse_request(body: bytes) -> CompileRequest:
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise MalformedBody(f"malformed JSON at line {exc.lineno} column {exc.colno}: "
-                            f"{exc.msg}", line=exc.lineno, column=exc.colno) from None
+        raise MalformedBody(
+            f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+            line=exc.lineno,
+            column=exc.colno,
+        ) from None
     except RecursionError:
         raise MalformedBody("JSON nested too deeply to parse") from None
     if not isinstance(obj, dict):
-        raise InvalidRequest(f"request body must be a JSON object with fields "
-                             f"{list(_REQUEST_FIELDS)}, got a JSON {_json_type(obj)}")
+        raise InvalidRequest(
+            f"request body must be a JSON object with fields "
+            f"{list(_REQUEST_FIELDS)}, got a JSON {_json_type(obj)}"
+        )
     try:
         return CompileRequest.model_validate(obj)
     except ValidationError as exc:
@@ -85,7 +106,8 @@ def parse_request(body: bytes) -> CompileRequest:
 
 def _json_type(obj: Any) -> str:
     return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-        type(obj), "number")
+        type(obj), "number"
+    )
 
 
 def _describe(error: Any) -> str:
@@ -124,15 +146,16 @@ def check_limits(tir: list[Any], *, max_ops: int, max_depth: int) -> int:
         for i, op in enumerate(ops):
             count += 1
             if count > max_ops:
-                raise LimitExceeded(f"{path}[{i}]: more than {max_ops} ops (MAX_TIR_OPS)",
-                                    path=f"{path}[{i}]")
+                raise LimitExceeded(
+                    f"{path}[{i}]: more than {max_ops} ops (MAX_TIR_OPS)", path=f"{path}[{i}]"
+                )
             if isinstance(op, str):
                 continue
             here = f"{path}[{i}]"
             if not (isinstance(op, dict) and len(op) == 1):
                 _check_shallow(op, here)
                 continue
-            (kind, payload), = op.items()
+            ((kind, payload),) = op.items()
             here = f"{here}.{kind}"
             if not isinstance(payload, dict):
                 _check_shallow(payload, here)
@@ -141,8 +164,10 @@ def check_limits(tir: list[Any], *, max_ops: int, max_depth: int) -> int:
             for name, value in payload.items():
                 if name in bodies and isinstance(value, list):
                     if depth + 1 > max_depth:
-                        raise LimitExceeded(f"{here}.{name}: bodies nested deeper than "
-                                            f"{max_depth} (MAX_TIR_DEPTH)", path=f"{here}.{name}")
+                        raise LimitExceeded(
+                            f"{here}.{name}: bodies nested deeper than {max_depth} (MAX_TIR_DEPTH)",
+                            path=f"{here}.{name}",
+                        )
                     stack.append((value, f"{here}.{name}", depth + 1))
                 else:
                     _check_shallow(value, f"{here}.{name}")
@@ -152,13 +177,18 @@ def check_limits(tir: list[Any], *, max_ops: int, max_depth: int) -> int:
 def _check_shallow(value: Any, path: str) -> None:
     level: list[Any] = [value]
     for _ in range(MAX_PAYLOAD_DEPTH):
-        level = [c for v in level if isinstance(v, list | dict)
-                 for c in (v.values() if isinstance(v, dict) else v)]
+        level = [
+            c
+            for v in level
+            if isinstance(v, list | dict)
+            for c in (v.values() if isinstance(v, dict) else v)
+        ]
         if not level:
             return
     if any(isinstance(v, list | dict) for v in level):
-        raise LimitExceeded(f"{path}: JSON nested deeper than {MAX_PAYLOAD_DEPTH} levels",
-                            path=path)
+        raise LimitExceeded(
+            f"{path}: JSON nested deeper than {MAX_PAYLOAD_DEPTH} levels", path=path
+        )
 
 
 def make_options(given: CompileOptionsIn | None, settings: Settings) -> CompileOptions:
@@ -175,8 +205,10 @@ def make_options(given: CompileOptionsIn | None, settings: Settings) -> CompileO
         overrides["sources"] = tuple(overrides["sources"])
     budget = overrides.get("search_budget_s")
     if budget is not None and budget > settings.max_search_budget_s:
-        raise InvalidRequest(f"options.search_budget_s: {budget:g} s is above the server's "
-                             f"limit of {settings.max_search_budget_s:g} s")
+        raise InvalidRequest(
+            f"options.search_budget_s: {budget:g} s is above the server's "
+            f"limit of {settings.max_search_budget_s:g} s"
+        )
     return replace(opts, **overrides)
 
 
@@ -194,6 +226,7 @@ def precheck(req: CompileRequest, settings: Settings) -> None:
 
 # -- compile, with the baseline as the safety net -----------------------------------------------
 
+
 @dataclass
 class Served:
     """What one compile served, before persistence."""
@@ -207,9 +240,16 @@ class Served:
     fallback_reason: str | None = None
 
 
-def serve(req: CompileRequest, *, request_id: uuid.UUID, compiler: Compiler, verify: Verifier,
-          settings: Settings, baseline: Callable[[list[Any], str | None], str],
-          slots: threading.Semaphore | None = None) -> Served:
+def serve(
+    req: CompileRequest,
+    *,
+    request_id: uuid.UUID,
+    compiler: Compiler,
+    verify: Verifier,
+    settings: Settings,
+    baseline: Callable[[list[Any], str | None], str],
+    slots: threading.Semaphore | None = None,
+) -> Served:
     """Run the optimizer; if it fails for a reason that is not the client's, serve the baseline.
 
     Args:
@@ -237,24 +277,29 @@ def serve(req: CompileRequest, *, request_id: uuid.UUID, compiler: Compiler, ver
         elapsed = time.perf_counter() - t0
     waited = {"queue": t0 - queued} if slots is not None else {}
     if failure is not None:
-        log.error("optimizer failed on request %s; serving the baseline", request_id,
-                  exc_info=failure)
+        log.error(
+            "optimizer failed on request %s; serving the baseline", request_id, exc_info=failure
+        )
         reason = f"optimizer error ({type(failure).__name__}); the baseline was served unchanged"
         tasm = baseline(req.tir, req.baseline_tasm)
         elapsed = time.perf_counter() - t0
         tir_hash = codec.tir_hash(codec.decode(req.tir))  # TirError here is still a 4xx
         source = "client" if req.baseline_tasm is not None else "compiler"
-        rows = fallback_records(tasm=tasm, tir_hash=tir_hash, request_id=request_id,
-                                source=source, latency_s=elapsed)
-        return Served(request_id, tasm, tir_hash, None, rows, {**waited, "total": elapsed},
-                      reason)
+        rows = fallback_records(
+            tasm=tasm, tir_hash=tir_hash, request_id=request_id, source=source, latency_s=elapsed
+        )
+        return Served(request_id, tasm, tir_hash, None, rows, {**waited, "total": elapsed}, reason)
     try:
         rows = build_records(result, request_id, total_latency_s=elapsed)
     except Exception:
-        log.exception("could not build the rows of request %s; storing the module only",
-                      request_id)
-        rows = fallback_records(tasm=result.tasm, tir_hash=result.tir_hash,
-                                request_id=request_id, source="compiler", latency_s=elapsed)
+        log.exception("could not build the rows of request %s; storing the module only", request_id)
+        rows = fallback_records(
+            tasm=result.tasm,
+            tir_hash=result.tir_hash,
+            request_id=request_id,
+            source="compiler",
+            latency_s=elapsed,
+        )
         rows[0]["fallback_used"] = False
     timings = {**waited, **result.timings, "total": elapsed}
     return Served(request_id, result.tasm, result.tir_hash, result, rows, timings)
@@ -280,9 +325,14 @@ class DbBreaker:
         self.open_until = time.monotonic() + self.cooldown_s
 
 
-def persist(rows: list[dict[str, Any]], *, session: Session, spool: Spool,
-            breaker: DbBreaker | None = None,
-            job: Callable[[Stored], dict[str, Any]] | None = None) -> Stored:
+def persist(
+    rows: list[dict[str, Any]],
+    *,
+    session: Session,
+    spool: Spool,
+    breaker: DbBreaker | None = None,
+    job: Callable[[Stored], dict[str, Any]] | None = None,
+) -> Stored:
     """Write the rows; if the database cannot take them, spool them. Never raises.
 
     Args:
@@ -304,8 +354,11 @@ def persist(rows: list[dict[str, Any]], *, session: Session, spool: Spool,
         except Exception as exc:
             if breaker is not None and is_connectivity_error(exc):
                 breaker.trip()
-            log.warning("database write failed (%s); spooling %d row(s)",
-                        str(exc).splitlines()[0][:200], len(rows))
+            log.warning(
+                "database write failed (%s); spooling %d row(s)",
+                str(exc).splitlines()[0][:200],
+                len(rows),
+            )
     try:
         spool.append(rows, job_to_json(job("spool")) if job is not None else None)
         return "spool"
@@ -315,6 +368,7 @@ def persist(rows: list[dict[str, Any]], *, session: Session, spool: Spool,
 
 
 # -- response ----------------------------------------------------------------------------------
+
 
 def to_response(served: Served, stored: Stored) -> CompileResponse:
     """Shape the response; every function and block carries the id of its stored row."""
@@ -329,17 +383,19 @@ def to_response(served: Served, stored: Stored) -> CompileResponse:
             for b in d["blocks"]:
                 b["build_result_id"] = by_key.get((fn.name, b["index"]))
             functions.append(d)
-    return CompileResponse.model_validate({
-        "request_id": served.request_id,
-        "tasm": served.tasm,
-        "tir_hash": served.tir_hash,
-        "functions": functions,
-        "cycles": result.cycles if result is not None else None,
-        "baseline_cycles": result.baseline_cycles if result is not None else None,
-        "model_version": result.model_version if result is not None else None,
-        "timings": served.timings,
-        "fallback": result is None,
-        "fallback_reason": served.fallback_reason,
-        "build_result_ids": ids,
-        "stored": stored,
-    })
+    return CompileResponse.model_validate(
+        {
+            "request_id": served.request_id,
+            "tasm": served.tasm,
+            "tir_hash": served.tir_hash,
+            "functions": functions,
+            "cycles": result.cycles if result is not None else None,
+            "baseline_cycles": result.baseline_cycles if result is not None else None,
+            "model_version": result.model_version if result is not None else None,
+            "timings": served.timings,
+            "fallback": result is None,
+            "fallback_reason": served.fallback_reason,
+            "build_result_ids": ids,
+            "stored": stored,
+        }
+    )

@@ -19,9 +19,22 @@ from service.schemas import ErrorResponse
 from tasmopt.errors import LoweringError, TasmSyntaxError, TirError
 from tasmopt.store.errors import Conflict, InvalidCheckpoint, NotFound
 
-__all__ = ["ServiceError", "MalformedBody", "InvalidRequest", "LimitExceeded", "BodyTooLarge",
-           "Unauthorized", "Forbidden", "JobNotFound", "Unavailable", "CLIENT_ERRORS",
-           "install", "ERROR_RESPONSES", "ADMIN_ERROR_RESPONSES", "error_code"]
+__all__ = [
+    "ServiceError",
+    "MalformedBody",
+    "InvalidRequest",
+    "LimitExceeded",
+    "BodyTooLarge",
+    "Unauthorized",
+    "Forbidden",
+    "JobNotFound",
+    "Unavailable",
+    "CLIENT_ERRORS",
+    "install",
+    "ERROR_RESPONSES",
+    "ADMIN_ERROR_RESPONSES",
+    "error_code",
+]
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +47,15 @@ class ServiceError(Exception):
 
     headers: dict[str, str] | None = None
 
-    def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
-                 column: int | None = None, errors: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        errors: list[str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.message, self.path, self.line, self.column = message, path, line, column
         self.errors = errors
@@ -100,8 +120,11 @@ CLIENT_ERRORS: tuple[type[Exception], ...] = (TirError, TasmSyntaxError, Lowerin
 ERROR_RESPONSES: dict[int | str, dict] = {
     400: {"model": ErrorResponse, "description": "Body is not JSON (line and column given)."},
     413: {"model": ErrorResponse, "description": "Body larger than MAX_BODY_BYTES."},
-    422: {"model": ErrorResponse, "description": "Invalid TIR (path given), unparsable "
-          "baseline_tasm (line:column), unknown option, or a limit exceeded."},
+    422: {
+        "model": ErrorResponse,
+        "description": "Invalid TIR (path given), unparsable "
+        "baseline_tasm (line:column), unknown option, or a limit exceeded.",
+    },
     500: {"model": ErrorResponse, "description": "Not even the baseline could be served."},
 }
 
@@ -135,14 +158,24 @@ def _request_id(request: Request) -> uuid.UUID | None:
 def _reply(request: Request, status: int, body: ErrorResponse) -> JSONResponse:
     body.request_id = _request_id(request)
     headers = {"X-Request-ID": str(body.request_id)} if body.request_id else None
-    return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=status,
-                        headers=headers)
+    return JSONResponse(
+        body.model_dump(mode="json", exclude_none=True), status_code=status, headers=headers
+    )
 
 
 def _service_error(request: Request, exc: ServiceError) -> JSONResponse:
-    response = _reply(request, exc.status, ErrorResponse(
-        code=exc.code, message=exc.message, path=exc.path, line=exc.line, column=exc.column,
-        errors=exc.errors))
+    response = _reply(
+        request,
+        exc.status,
+        ErrorResponse(
+            code=exc.code,
+            message=exc.message,
+            path=exc.path,
+            line=exc.line,
+            column=exc.column,
+            errors=exc.errors,
+        ),
+    )
     response.headers.update(exc.headers or {})
     return response
 
@@ -160,8 +193,7 @@ def _invalid_checkpoint(request: Request, exc: InvalidCheckpoint) -> JSONRespons
 
 
 def _tir_error(request: Request, exc: TirError) -> JSONResponse:
-    return _reply(request, 422, ErrorResponse(code="invalid_tir", message=str(exc),
-                                              path=exc.path))
+    return _reply(request, 422, ErrorResponse(code="invalid_tir", message=str(exc), path=exc.path))
 
 
 def _tasm_error(request: Request, exc: TasmSyntaxError) -> JSONResponse:
@@ -169,8 +201,13 @@ def _tasm_error(request: Request, exc: TasmSyntaxError) -> JSONResponse:
     message = f"{where}: {exc.reason}"
     if exc.source_line:
         message += f" (in {exc.source_line.strip()[:80]!r})"
-    return _reply(request, 422, ErrorResponse(code="invalid_baseline_tasm", message=message,
-                                              line=exc.line, column=exc.column))
+    return _reply(
+        request,
+        422,
+        ErrorResponse(
+            code="invalid_baseline_tasm", message=message, line=exc.line, column=exc.column
+        ),
+    )
 
 
 def _lowering_error(request: Request, exc: LoweringError) -> JSONResponse:
@@ -183,17 +220,22 @@ def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
 
 
 def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    errors = [f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
-              for e in exc.errors()]
-    return _reply(request, 422, ErrorResponse(code="invalid_request", message=errors[0],
-                                              errors=errors))
+    errors = [f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors()]
+    return _reply(
+        request, 422, ErrorResponse(code="invalid_request", message=errors[0], errors=errors)
+    )
 
 
 def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     log.exception("request %s failed", _request_id(request), exc_info=exc)
-    return _reply(request, 500, ErrorResponse(
-        code="internal_error", message="internal error; the request id identifies it in the "
-        "service log"))
+    return _reply(
+        request,
+        500,
+        ErrorResponse(
+            code="internal_error",
+            message="internal error; the request id identifies it in the service log",
+        ),
+    )
 
 
 def install(app: FastAPI) -> None:

@@ -43,8 +43,18 @@ from service.spool import Spool
 from tasmopt.store import get_compile_job, save_compile_job
 from worker.queue import COMPILE_QUEUE, named_queue
 
-__all__ = ["JobContext", "JobView", "JobFailed", "record_status", "execute", "compile_job",
-           "ThreadRunner", "RqRunner", "submit", "lookup"]
+__all__ = [
+    "JobContext",
+    "JobView",
+    "JobFailed",
+    "record_status",
+    "execute",
+    "compile_job",
+    "ThreadRunner",
+    "RqRunner",
+    "submit",
+    "lookup",
+]
 
 log = logging.getLogger(__name__)
 
@@ -85,22 +95,34 @@ class JobView:
     error: str | None = None
 
 
-def record_status(ctx: JobContext, job_id: uuid.UUID, backend: str, body: dict[str, Any],
-          status: str, error: str | None = None) -> None:
+def record_status(
+    ctx: JobContext,
+    job_id: uuid.UUID,
+    backend: str,
+    body: dict[str, Any],
+    status: str,
+    error: str | None = None,
+) -> None:
     """Best-effort status write of a job (a failure here never fails the job)."""
     if not ctx.breaker.allow():
         return
     try:
         with ctx.session_factory() as session, session.begin():
-            save_compile_job(session, id=job_id, status=status, backend=backend, request=body,
-                             error=error)
+            save_compile_job(
+                session, id=job_id, status=status, backend=backend, request=body, error=error
+            )
     except Exception as exc:
-        log.warning("job %s: could not record status %s (%s)", job_id, status,
-                    str(exc).splitlines()[0][:200])
+        log.warning(
+            "job %s: could not record status %s (%s)",
+            job_id,
+            status,
+            str(exc).splitlines()[0][:200],
+        )
 
 
-def execute(job_id: uuid.UUID, body: dict[str, Any], ctx: JobContext, *,
-            backend: str) -> dict[str, Any]:
+def execute(
+    job_id: uuid.UUID, body: dict[str, Any], ctx: JobContext, *, backend: str
+) -> dict[str, Any]:
     """Run one async compile and store its result.
 
     Args:
@@ -125,9 +147,15 @@ def execute(job_id: uuid.UUID, body: dict[str, Any], ctx: JobContext, *,
             log.exception("spool drain failed; will retry")
     try:
         req = CompileRequest.model_validate(body)
-        served = compiling.serve(req, request_id=job_id, compiler=ctx.compiler,
-                                 verify=ctx.verify, settings=ctx.settings,
-                                 baseline=ctx.baseline, slots=ctx.slots)
+        served = compiling.serve(
+            req,
+            request_id=job_id,
+            compiler=ctx.compiler,
+            verify=ctx.verify,
+            settings=ctx.settings,
+            baseline=ctx.baseline,
+            slots=ctx.slots,
+        )
     except (ServiceError, *CLIENT_ERRORS, ValueError) as exc:
         code, message = error_code(exc)
         error = f"{code}: {message}"
@@ -140,24 +168,44 @@ def execute(job_id: uuid.UUID, body: dict[str, Any], ctx: JobContext, *,
 
     def final(stored: str) -> dict[str, Any]:
         response = compiling.to_response(served, stored).model_dump(mode="json")  # type: ignore[arg-type]
-        return {"id": job_id, "status": "finished", "backend": backend, "request": body,
-                "response": response, "at": datetime.now(UTC)}
+        return {
+            "id": job_id,
+            "status": "finished",
+            "backend": backend,
+            "request": body,
+            "response": response,
+            "at": datetime.now(UTC),
+        }
 
     with ctx.session_factory() as session:
-        stored = compiling.persist(served.rows, session=session, spool=ctx.spool,
-                                   breaker=ctx.breaker, job=final)
-    observe_compile(result=served.result, timings=served.timings, rows=len(served.rows),
-                    stored=stored, mode="async")
+        stored = compiling.persist(
+            served.rows, session=session, spool=ctx.spool, breaker=ctx.breaker, job=final
+        )
+    observe_compile(
+        result=served.result,
+        timings=served.timings,
+        rows=len(served.rows),
+        stored=stored,
+        mode="async",
+    )
     return final(stored)["response"]
 
 
-def _finish_failed(ctx: JobContext, job_id: uuid.UUID, backend: str, body: dict[str, Any],
-                   error: str) -> None:
-    job = {"id": job_id, "status": "failed", "backend": backend, "request": body,
-           "error": error, "at": datetime.now(UTC)}
+def _finish_failed(
+    ctx: JobContext, job_id: uuid.UUID, backend: str, body: dict[str, Any], error: str
+) -> None:
+    job = {
+        "id": job_id,
+        "status": "failed",
+        "backend": backend,
+        "request": body,
+        "error": error,
+        "at": datetime.now(UTC),
+    }
     with ctx.session_factory() as session:
-        compiling.persist([], session=session, spool=ctx.spool, breaker=ctx.breaker,
-                          job=lambda _stored: dict(job))
+        compiling.persist(
+            [], session=session, spool=ctx.spool, breaker=ctx.breaker, job=lambda _stored: dict(job)
+        )
 
 
 # -- the RQ job (runs in a worker process) ------------------------------------------------------
@@ -178,13 +226,22 @@ def _worker_context() -> JobContext:
 
             settings = Settings()
             factory = make_sessionmaker(engine_from_settings(settings))
-            watcher = ModelWatcher(session_factory=factory, model_store=settings.model_store,
-                                   device=settings.model_device, poll_s=settings.model_poll_s)
+            watcher = ModelWatcher(
+                session_factory=factory,
+                model_store=settings.model_store,
+                device=settings.model_device,
+                poll_s=settings.model_poll_s,
+            )
             _CONTEXT = JobContext(
-                settings=settings, session_factory=factory, spool=Spool(settings.spool_dir),
+                settings=settings,
+                session_factory=factory,
+                spool=Spool(settings.spool_dir),
                 breaker=compiling.DbBreaker(cooldown_s=settings.spool_retry_s),
                 compiler=functools.partial(compile_tir, sources=watcher.sources),
-                verify=check_blocks, baseline=baseline_tasm, watcher=watcher)
+                verify=check_blocks,
+                baseline=baseline_tasm,
+                watcher=watcher,
+            )
         return _CONTEXT
 
 
@@ -201,6 +258,7 @@ def compile_job(job_id: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- runners (in the API process) ---------------------------------------------------------------
+
 
 class ThreadRunner:
     """Runs jobs on a thread pool of the API process (no Redis). Statuses of recent jobs are
@@ -253,8 +311,9 @@ class ThreadRunner:
             error = str(exc) if isinstance(exc, JobFailed) else ": ".join(error_code(exc))
             return JobView(job_id, "failed", self.backend, error=error)
         result = future.result()
-        return JobView(job_id, "finished", self.backend,
-                       response=result if isinstance(result, dict) else None)
+        return JobView(
+            job_id, "finished", self.backend, response=result if isinstance(result, dict) else None
+        )
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=False)
@@ -289,10 +348,16 @@ class RqRunner:
         """
         s = self.settings
         retry = Retry(max=s.compile_job_retries) if s.compile_job_retries else None
-        self.queue.enqueue("service.jobs.compile_job", args=(str(job_id), body),
-                           job_id=str(job_id), job_timeout=s.compile_job_timeout_s,
-                           result_ttl=s.job_result_ttl_s, failure_ttl=s.job_result_ttl_s,
-                           retry=retry, description=f"compile {job_id}")
+        self.queue.enqueue(
+            "service.jobs.compile_job",
+            args=(str(job_id), body),
+            job_id=str(job_id),
+            job_timeout=s.compile_job_timeout_s,
+            result_ttl=s.job_result_ttl_s,
+            failure_ttl=s.job_result_ttl_s,
+            retry=retry,
+            description=f"compile {job_id}",
+        )
 
     def view(self, job_id: uuid.UUID) -> JobView | None:
         """The job as Redis knows it (None if unknown, or Redis unreachable)."""
@@ -300,8 +365,9 @@ class RqRunner:
         if local is not None:
             return local
         try:
-            job = Job.fetch(str(job_id), connection=self.connection,
-                            serializer=self.queue.serializer)
+            job = Job.fetch(
+                str(job_id), connection=self.connection, serializer=self.queue.serializer
+            )
             status = job.get_status(refresh=False)
             if status == JobStatus.STARTED:  # a dead worker's job: retry or fail it now
                 StartedJobRegistry(queue=self.queue).cleanup()
@@ -311,8 +377,14 @@ class RqRunner:
         except RedisError as exc:
             log.debug("job %s: Redis unavailable (%s)", job_id, exc)
             return None
-        view = JobView(job_id, "queued", self.backend, created_at=job.created_at,
-                       started_at=job.started_at, finished_at=job.ended_at)
+        view = JobView(
+            job_id,
+            "queued",
+            self.backend,
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.ended_at,
+        )
         if status == JobStatus.FINISHED:
             view.status = "finished"
             value = job.return_value(refresh=True)
@@ -332,14 +404,15 @@ def _rq_error(job: Job) -> str:
     line = last[-1] if last else "failed"
     prefix = f"{JobFailed.__module__}.{JobFailed.__name__}: "
     if line.startswith(prefix):
-        return line[len(prefix):]
+        return line[len(prefix) :]
     if "AbandonedJobError" in text or "Moved to FailedJobRegistry" in text:
         return "internal_error: the worker running the job died"
     return f"internal_error: {line[:300]}"
 
 
-def submit(job_id: uuid.UUID, body: dict[str, Any], ctx: JobContext,
-           runner: ThreadRunner | RqRunner) -> str:
+def submit(
+    job_id: uuid.UUID, body: dict[str, Any], ctx: JobContext, runner: ThreadRunner | RqRunner
+) -> str:
     """Record the job as queued and hand it to `runner` (the thread pool if Redis refuses it).
 
     Returns:
@@ -357,8 +430,9 @@ def submit(job_id: uuid.UUID, body: dict[str, Any], ctx: JobContext,
     return "thread"
 
 
-def lookup(job_id: uuid.UUID, *, session_factory: sessionmaker[Session],
-           runner: ThreadRunner | RqRunner) -> JobView | None:
+def lookup(
+    job_id: uuid.UUID, *, session_factory: sessionmaker[Session], runner: ThreadRunner | RqRunner
+) -> JobView | None:
     """Find a job: the database first (final states), then the runner (in-flight states and
     results the database does not have yet; those are written back to the database).
 
@@ -374,8 +448,16 @@ def lookup(job_id: uuid.UUID, *, session_factory: sessionmaker[Session],
         with session_factory() as session:
             row = get_compile_job(session, id=job_id)
             if row is not None:
-                row_view = JobView(row.id, row.status, row.backend, row.created_at,
-                                   row.started_at, row.finished_at, row.response, row.error)
+                row_view = JobView(
+                    row.id,
+                    row.status,
+                    row.backend,
+                    row.created_at,
+                    row.started_at,
+                    row.finished_at,
+                    row.response,
+                    row.error,
+                )
     except Exception as exc:
         db_ok = False
         log.warning("job %s: database unavailable (%s)", job_id, str(exc).splitlines()[0][:200])
@@ -402,12 +484,17 @@ def _write_back(session_factory: sessionmaker[Session], view: JobView) -> None:
     try:
         with session_factory() as session, session.begin():
             row = get_compile_job(session, id=view.id)
-            save_compile_job(session, id=view.id, status=view.status,
-                             backend=view.backend or "rq",
-                             request=row.request if row is not None else {},
-                             response=view.response, error=view.error,
-                             at=view.finished_at)
+            save_compile_job(
+                session,
+                id=view.id,
+                status=view.status,
+                backend=view.backend or "rq",
+                request=row.request if row is not None else {},
+                response=view.response,
+                error=view.error,
+                at=view.finished_at,
+            )
     except Exception as exc:
-        log.warning("job %s: could not store the result (%s)", view.id,
-                    str(exc).splitlines()[0][:200])
-
+        log.warning(
+            "job %s: could not store the result (%s)", view.id, str(exc).splitlines()[0][:200]
+        )

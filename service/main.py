@@ -47,8 +47,7 @@ __all__ = ["create_app"]
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings | None = None, *, model_loader: Loader | None = None
-               ) -> FastAPI:
+def create_app(settings: Settings | None = None, *, model_loader: Loader | None = None) -> FastAPI:
     """Build the app.
 
     Args:
@@ -62,8 +61,10 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
     settings = settings or Settings()
     settings.check_deployable()
     if not logging.getLogger().handlers:  # uvicorn configures only its own loggers
-        logging.basicConfig(level=settings.log_level.upper(),
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(
+            level=settings.log_level.upper(),
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -78,24 +79,32 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
         if settings.embedded and state.migrated:
             await asyncio.to_thread(_try_bootstrap, state.session_factory, settings)
         worker_context.configure(session_factory=state.session_factory)
-        state.watcher = ModelWatcher(session_factory=state.session_factory,
-                                     model_store=settings.model_store,
-                                     device=settings.model_device,
-                                     loader=model_loader or default_loader,
-                                     poll_s=settings.model_poll_s)
+        state.watcher = ModelWatcher(
+            session_factory=state.session_factory,
+            model_store=settings.model_store,
+            device=settings.model_device,
+            loader=model_loader or default_loader,
+            poll_s=settings.model_poll_s,
+        )
         if state.migrated:  # serve the production model from the first request on
             await asyncio.to_thread(_try_refresh, state.watcher)
         state.redis, state.verifier = _verify_backend(settings)
         state.compile_slots = threading.BoundedSemaphore(
-            settings.compile_slots or os.cpu_count() or 1)
+            settings.compile_slots or os.cpu_count() or 1
+        )
         threads = ThreadRunner(settings.async_threads)
-        state.runner = (RqRunner(state.redis, settings, threads) if state.redis is not None
-                        else threads)
-        tasks = [asyncio.create_task(_drain_forever(app, settings.spool_retry_s)),
-                 asyncio.create_task(_watch_forever(app, settings))]
-        log.info("tasmopt service up: database %s, verification %s",
-                 state.engine.url.render_as_string(hide_password=True),
-                 "RQ" if state.redis is not None else "in-process")
+        state.runner = (
+            RqRunner(state.redis, settings, threads) if state.redis is not None else threads
+        )
+        tasks = [
+            asyncio.create_task(_drain_forever(app, settings.spool_retry_s)),
+            asyncio.create_task(_watch_forever(app, settings)),
+        ]
+        log.info(
+            "tasmopt service up: database %s, verification %s",
+            state.engine.url.render_as_string(hide_password=True),
+            "RQ" if state.redis is not None else "in-process",
+        )
         try:
             yield
         finally:
@@ -139,15 +148,17 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
             template = getattr(route, "path", None) or "unmatched"
             metrics.HTTP_REQUESTS.labels(request.method, template, str(status)).inc()
             metrics.HTTP_SECONDS.labels(request.method, template).observe(
-                time.perf_counter() - start)
+                time.perf_counter() - start
+            )
         response.headers["X-Request-ID"] = str(request.state.request_id)
         return response
 
     def openapi() -> dict[str, Any]:
         # The compile body is parsed by hand (for line/column errors); publish its schema.
         if app.openapi_schema is None:
-            schema = get_openapi(title=app.title, version=app.version, summary=app.summary,
-                                 routes=app.routes)
+            schema = get_openapi(
+                title=app.title, version=app.version, summary=app.summary, routes=app.routes
+            )
             body = CompileRequest.model_json_schema(ref_template="#/components/schemas/{model}")
             components = schema.setdefault("components", {}).setdefault("schemas", {})
             components.update(body.pop("$defs", {}))
@@ -179,8 +190,9 @@ def _metrics_registry(app: FastAPI) -> CollectorRegistry:
         return watcher.snapshot() if watcher is not None else (None, "A", None)
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(metrics.StateCollector(queue_depths=queue_depths, spool_rows=spool_rows,
-                                             model=model))
+    registry.register(
+        metrics.StateCollector(queue_depths=queue_depths, spool_rows=spool_rows, model=model)
+    )
     return registry
 
 
@@ -195,8 +207,10 @@ def _try_refresh(watcher: ModelWatcher) -> None:
     try:
         watcher.refresh()
     except Exception as exc:
-        log.warning("production checkpoint not read at start-up (%s); will retry",
-                    str(exc).splitlines()[0][:200])
+        log.warning(
+            "production checkpoint not read at start-up (%s); will retry",
+            str(exc).splitlines()[0][:200],
+        )
 
 
 async def _watch_forever(app: FastAPI, settings: Settings) -> None:
@@ -212,8 +226,9 @@ async def _watch_forever(app: FastAPI, settings: Settings) -> None:
                     await asyncio.to_thread(watcher.refresh_phase)
                     next_phase = time.monotonic() + settings.phase_refresh_s
         except Exception as exc:
-            log.warning("production checkpoint not read (%s); will retry",
-                        str(exc).splitlines()[0][:200])
+            log.warning(
+                "production checkpoint not read (%s); will retry", str(exc).splitlines()[0][:200]
+            )
         await asyncio.sleep(settings.model_poll_s)
 
 
@@ -222,8 +237,10 @@ def _try_migrate(engine: Any) -> bool:
         migrate(engine)
         return True
     except Exception as exc:
-        log.error("could not migrate the database (%s); compiles are served and spooled, "
-                  "will retry", str(exc).splitlines()[0][:200])
+        log.error(
+            "could not migrate the database (%s); compiles are served and spooled, will retry",
+            str(exc).splitlines()[0][:200],
+        )
         return False
 
 
@@ -234,9 +251,12 @@ def _verify_backend(settings: Settings) -> tuple[Any, Any]:
     from worker.verifier import RqVerifier
 
     conn = connect(settings.redis_url)
-    return conn, RqVerifier(conn, deadline_s=settings.verify_deadline_s,
-                            hard_deadline_s=settings.verify_hard_deadline_s,
-                            max_jobs=settings.verify_max_jobs)
+    return conn, RqVerifier(
+        conn,
+        deadline_s=settings.verify_deadline_s,
+        hard_deadline_s=settings.verify_hard_deadline_s,
+        max_jobs=settings.verify_max_jobs,
+    )
 
 
 async def _drain_forever(app: FastAPI, every_s: float) -> None:
@@ -251,4 +271,3 @@ async def _drain_forever(app: FastAPI, every_s: float) -> None:
         except Exception:
             log.exception("spool drain failed; will retry")
         await asyncio.sleep(every_s)
-

@@ -26,71 +26,128 @@ from prometheus_client.registry import Collector
 from tasmopt.optimizer import REJECTION_CLASSES
 from tasmopt.report import CompileResult
 
-__all__ = ["STAGES", "STAGE_SECONDS", "HTTP_REQUESTS", "HTTP_SECONDS", "COMPILES",
-           "CANDIDATES_GENERATED", "CANDIDATES_VALID", "ACCEPTED", "CYCLE_REDUCTION",
-           "FALLBACKS", "BASELINE_MISMATCHES", "BUILD_RESULTS", "MODEL_LOAD_FAILURES",
-           "observe_compile", "StateCollector", "render"]
+__all__ = [
+    "STAGES",
+    "STAGE_SECONDS",
+    "HTTP_REQUESTS",
+    "HTTP_SECONDS",
+    "COMPILES",
+    "CANDIDATES_GENERATED",
+    "CANDIDATES_VALID",
+    "ACCEPTED",
+    "CYCLE_REDUCTION",
+    "FALLBACKS",
+    "BASELINE_MISMATCHES",
+    "BUILD_RESULTS",
+    "MODEL_LOAD_FAILURES",
+    "observe_compile",
+    "StateCollector",
+    "render",
+]
 
 log = logging.getLogger(__name__)
 
 #: Compile stages timed: ``queue`` (waiting for a compile slot), `CompileResult.timings`,
 #: ``persist`` (the rows) and ``total`` (the compile, queue excluded).
-STAGES = ("queue", "decode", "lower", "candidates", "verify", "rank", "splice", "persist",
-          "total")
+STAGES = ("queue", "decode", "lower", "candidates", "verify", "rank", "splice", "persist", "total")
 
 #: Candidate sources and report sources pre-declared so that their series exist at zero.
 CANDIDATE_SOURCES = ("rules", "search", "model")
 SERVED_SOURCES = ("compiler", "rules", "search", "model", "client")
 
 #: Latency buckets, seconds: 1 ms to 30 s (P90 target 200 ms, design §4).
-LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0,
-                   2.0, 5.0, 10.0, 30.0)
+LATENCY_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.2,
+    0.35,
+    0.5,
+    0.75,
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+    30.0,
+)
 
 STAGE_SECONDS = Histogram(
     "tasmopt_compile_stage_duration_seconds",
     "Seconds spent per compile stage (queue: waiting for a compile slot; decode, lower, "
     "candidates, verify, rank, splice, persist) and for the whole compile (total).",
-    ["stage"], buckets=LATENCY_BUCKETS)
+    ["stage"],
+    buckets=LATENCY_BUCKETS,
+)
 HTTP_REQUESTS = Counter(
-    "tasmopt_http_requests_total", "HTTP requests answered, by route template and status.",
-    ["method", "route", "status"])
+    "tasmopt_http_requests_total",
+    "HTTP requests answered, by route template and status.",
+    ["method", "route", "status"],
+)
 HTTP_SECONDS = Histogram(
-    "tasmopt_http_request_duration_seconds", "Seconds to answer an HTTP request.",
-    ["method", "route"], buckets=LATENCY_BUCKETS)
+    "tasmopt_http_request_duration_seconds",
+    "Seconds to answer an HTTP request.",
+    ["method", "route"],
+    buckets=LATENCY_BUCKETS,
+)
 COMPILES = Counter(
-    "tasmopt_compiles_total", "Compiles served: mode sync (POST /compile) or async (jobs); "
+    "tasmopt_compiles_total",
+    "Compiles served: mode sync (POST /compile) or async (jobs); "
     "outcome optimized (fewer cycles), baseline (nothing better verified) or fallback "
-    "(the optimizer failed; baseline served as is).", ["mode", "outcome"])
+    "(the optimizer failed; baseline served as is).",
+    ["mode", "outcome"],
+)
 CANDIDATES_GENERATED = Counter(
-    "tasmopt_candidates_generated_total", "Candidate blocks proposed, by source.", ["source"])
+    "tasmopt_candidates_generated_total", "Candidate blocks proposed, by source.", ["source"]
+)
 CANDIDATES_VALID = Counter(
-    "tasmopt_candidates_valid_total", "Candidate blocks the verifier accepted, by source.",
-    ["source"])
+    "tasmopt_candidates_valid_total",
+    "Candidate blocks the verifier accepted, by source.",
+    ["source"],
+)
 ACCEPTED = Counter(
-    "tasmopt_accepted_total", "Functions and blocks served, by where their TASM came from "
-    "(compiler = the baseline).", ["unit", "source"])
+    "tasmopt_accepted_total",
+    "Functions and blocks served, by where their TASM came from (compiler = the baseline).",
+    ["unit", "source"],
+)
 CYCLE_REDUCTION = Histogram(
-    "tasmopt_cycle_reduction_ratio", "Per function served: (baseline cycles - cycles) / "
-    "baseline cycles.", buckets=(0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0))
+    "tasmopt_cycle_reduction_ratio",
+    "Per function served: (baseline cycles - cycles) / baseline cycles.",
+    buckets=(0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0),
+)
 FALLBACKS = Counter(
-    "tasmopt_fallbacks_total", "Baselines served: kind=function (no verified improvement, "
+    "tasmopt_fallbacks_total",
+    "Baselines served: kind=function (no verified improvement, "
     "or a check failed) or kind=request (the optimizer failed on the whole request).",
-    ["kind"])
+    ["kind"],
+)
 BASELINE_MISMATCHES = Counter(
-    "tasmopt_baseline_mismatches_total", "Functions whose client baseline_tasm disagreed "
-    "with our lowering (returned unchanged).")
+    "tasmopt_baseline_mismatches_total",
+    "Functions whose client baseline_tasm disagreed with our lowering (returned unchanged).",
+)
 BUILD_RESULTS = Counter(
-    "tasmopt_build_results_total", "BuildResult rows of served compiles, by where they "
-    "went: database, spool (written later) or lost.", ["stored"])
+    "tasmopt_build_results_total",
+    "BuildResult rows of served compiles, by where they "
+    "went: database, spool (written later) or lost.",
+    ["stored"],
+)
 VERIFIER_REJECTIONS = Counter(
-    "tasmopt_verifier_rejections_total", "Candidates the verifier rejected, by reason class: "
+    "tasmopt_verifier_rejections_total",
+    "Candidates the verifier rejected, by reason class: "
     "guards (too few witnesses pass the baseline's guards), degree (polynomial-identity "
     "test not applicable), random (too few random-field witnesses), different (a witness "
     "or the symbolic run shows a difference), unprovable, function (whole-function "
-    "re-verification failed).", ["reason"])
+    "re-verification failed).",
+    ["reason"],
+)
 MODEL_LOAD_FAILURES = Counter(
-    "tasmopt_model_load_failures_total", "Production checkpoints that could not be loaded "
-    "(missing model package, checksum mismatch, loader error).")
+    "tasmopt_model_load_failures_total",
+    "Production checkpoints that could not be loaded "
+    "(missing model package, checksum mismatch, loader error).",
+)
 
 for _stage in STAGES:
     STAGE_SECONDS.labels(_stage)
@@ -111,8 +168,9 @@ for _stored in ("database", "spool", "lost"):
     BUILD_RESULTS.labels(_stored)
 
 
-def observe_compile(*, result: CompileResult | None, timings: dict[str, float], rows: int,
-                    stored: str, mode: str) -> None:
+def observe_compile(
+    *, result: CompileResult | None, timings: dict[str, float], rows: int, stored: str, mode: str
+) -> None:
     """Record one served compile.
 
     Args:
@@ -160,9 +218,13 @@ class StateCollector(Collector):
         model: ``() -> (production version or None, phase "A"/"B", buffer counts or None)``.
     """
 
-    def __init__(self, *, queue_depths: Callable[[], dict[str, int]],
-                 spool_rows: Callable[[], int],
-                 model: Callable[[], tuple[str | None, str, dict[str, Any] | None]]) -> None:
+    def __init__(
+        self,
+        *,
+        queue_depths: Callable[[], dict[str, int]],
+        spool_rows: Callable[[], int],
+        model: Callable[[], tuple[str | None, str, dict[str, Any] | None]],
+    ) -> None:
         self.queue_depths = queue_depths
         self.spool_rows = spool_rows
         self.model = model
@@ -171,35 +233,42 @@ class StateCollector(Collector):
         return []  # collected lazily: no registration-time scrape
 
     def collect(self) -> Iterable[Metric]:
-        depth = GaugeMetricFamily("tasmopt_queue_depth", "Jobs waiting, by queue.",
-                                  labels=["queue"])
+        depth = GaugeMetricFamily(
+            "tasmopt_queue_depth", "Jobs waiting, by queue.", labels=["queue"]
+        )
         try:
             for name, n in self.queue_depths().items():
                 depth.add_metric([name], n)
         except Exception as exc:
             log.debug("queue depth unavailable: %s", exc)
         yield depth
-        spool = GaugeMetricFamily("tasmopt_spool_rows", "BuildResult rows waiting in the "
-                                  "spool for the database.")
+        spool = GaugeMetricFamily(
+            "tasmopt_spool_rows", "BuildResult rows waiting in the spool for the database."
+        )
         try:
             spool.add_metric([], self.spool_rows())
         except Exception as exc:
             log.debug("spool size unavailable: %s", exc)
         yield spool
         version, phase, counts = self.model()
-        info = GaugeMetricFamily("tasmopt_model_info", "Model checkpoint serving (1); "
-                                 "version=none when no model source is loaded.",
-                                 labels=["version"])
+        info = GaugeMetricFamily(
+            "tasmopt_model_info",
+            "Model checkpoint serving (1); version=none when no model source is loaded.",
+            labels=["version"],
+        )
         info.add_metric([version or "none"], 1)
         yield info
-        phases = GaugeMetricFamily("tasmopt_phase", "Learning phase (design §4): 1 for the "
-                                   "current one.", labels=["phase"])
+        phases = GaugeMetricFamily(
+            "tasmopt_phase", "Learning phase (design §4): 1 for the current one.", labels=["phase"]
+        )
         for p in ("A", "B"):
             phases.add_metric([p], 1 if p == phase else 0)
         yield phases
-        buffer = GaugeMetricFamily("tasmopt_replay_buffer_rows", "Replay-buffer rows: all, "
-                                   "blocks, and online (valid, not fallback) block results.",
-                                   labels=["kind"])
+        buffer = GaugeMetricFamily(
+            "tasmopt_replay_buffer_rows",
+            "Replay-buffer rows: all, blocks, and online (valid, not fallback) block results.",
+            labels=["kind"],
+        )
         for kind in ("rows", "blocks", "online"):
             if counts is not None and kind in counts:
                 buffer.add_metric([kind], counts[kind])

@@ -43,8 +43,17 @@ from tasmopt.store.checkpoints import MODEL_FILE, file_sha256
 from tasmopt.store.errors import InvalidCheckpoint
 from tasmopt.store.jobs import buffer_counts
 
-__all__ = ["Loader", "ModelUnavailable", "ModelWatcher", "default_loader", "compute_phase",
-           "bootstrap_embedded", "PHASE_A_VALIDITY", "PHASE_A_CI_LOW", "PHASE_B_ONLINE"]
+__all__ = [
+    "Loader",
+    "ModelUnavailable",
+    "ModelWatcher",
+    "default_loader",
+    "compute_phase",
+    "bootstrap_embedded",
+    "PHASE_A_VALIDITY",
+    "PHASE_A_CI_LOW",
+    "PHASE_B_ONLINE",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +89,9 @@ def default_loader(checkpoint_dir: Path, device: str) -> Any:
     return load_model_source(checkpoint_dir, device=device)
 
 
-def compute_phase(counts: dict[str, Any] | None, metrics: dict[str, Any] | None
-                  ) -> tuple[str, dict[str, Any]]:
+def compute_phase(
+    counts: dict[str, Any] | None, metrics: dict[str, Any] | None
+) -> tuple[str, dict[str, Any]]:
     """The learning phase (design §4) and why.
 
     Args:
@@ -94,16 +104,24 @@ def compute_phase(counts: dict[str, Any] | None, metrics: dict[str, Any] | None
     """
     metrics = metrics or {}
     validity, ci_low = metrics.get(VALIDITY_KEY), metrics.get(CI_LOW_KEY)
-    a_done = (isinstance(validity, int | float) and isinstance(ci_low, int | float)
-              and validity >= PHASE_A_VALIDITY and ci_low >= PHASE_A_CI_LOW)
+    a_done = (
+        isinstance(validity, int | float)
+        and isinstance(ci_low, int | float)
+        and validity >= PHASE_A_VALIDITY
+        and ci_low >= PHASE_A_CI_LOW
+    )
     online = int((counts or {}).get("online", 0))
     b = a_done and online >= PHASE_B_ONLINE
     return ("B" if b else "A"), {
-        "holdout_validity": validity, "holdout_validity_ci_low": ci_low,
-        "phase_a_exit_met": a_done, "online_results": online,
-        "thresholds": {"holdout_validity": PHASE_A_VALIDITY,
-                       "holdout_validity_ci_low": PHASE_A_CI_LOW,
-                       "online_results": PHASE_B_ONLINE},
+        "holdout_validity": validity,
+        "holdout_validity_ci_low": ci_low,
+        "phase_a_exit_met": a_done,
+        "online_results": online,
+        "thresholds": {
+            "holdout_validity": PHASE_A_VALIDITY,
+            "holdout_validity_ci_low": PHASE_A_CI_LOW,
+            "online_results": PHASE_B_ONLINE,
+        },
     }
 
 
@@ -147,8 +165,9 @@ class ModelWatcher:
         try:
             self.refresh()
         except Exception as exc:
-            log.warning("could not read the production checkpoint (%s)",
-                        str(exc).splitlines()[0][:200])
+            log.warning(
+                "could not read the production checkpoint (%s)", str(exc).splitlines()[0][:200]
+            )
 
     def refresh(self) -> bool:
         """Load the production checkpoint if it changed.
@@ -164,8 +183,11 @@ class ModelWatcher:
             self._last = time.monotonic()
             with self.session_factory() as session:
                 row = production_checkpoint(session)
-                wanted = None if row is None else (row.version, row.sha256, row.path,
-                                                   dict(row.metrics or {}))
+                wanted = (
+                    None
+                    if row is None
+                    else (row.version, row.sha256, row.path, dict(row.metrics or {}))
+                )
             if wanted is None:
                 self._metrics = {}
                 if self.version is not None:
@@ -209,25 +231,39 @@ class ModelWatcher:
         try:
             actual = file_sha256(directory / MODEL_FILE)
         except OSError as exc:
-            log.error("checkpoint %s: cannot read %s (%s); serving without it", version,
-                      directory / MODEL_FILE, exc)
+            log.error(
+                "checkpoint %s: cannot read %s (%s); serving without it",
+                version,
+                directory / MODEL_FILE,
+                exc,
+            )
             return None
         if actual != sha256:
-            log.error("checkpoint %s: %s has sha256 %s, the registry says %s; not loaded",
-                      version, directory / MODEL_FILE, actual[:12], sha256[:12])
+            log.error(
+                "checkpoint %s: %s has sha256 %s, the registry says %s; not loaded",
+                version,
+                directory / MODEL_FILE,
+                actual[:12],
+                sha256[:12],
+            )
             return None
         try:
             source = self.loader(directory, self.device)
         except ModelUnavailable as exc:
-            log.warning("checkpoint %s is production but %s; serving without the model "
-                        "source", version, exc)
+            log.warning(
+                "checkpoint %s is production but %s; serving without the model source", version, exc
+            )
             return None
         except Exception:
             log.exception("checkpoint %s could not be loaded; serving without it", version)
             return None
         if getattr(source, "name", None) != "model":
-            log.error("checkpoint %s: the loader returned a source named %r, expected "
-                      "'model'; not registered", version, getattr(source, "name", None))
+            log.error(
+                "checkpoint %s: the loader returned a source named %r, expected "
+                "'model'; not registered",
+                version,
+                getattr(source, "name", None),
+            )
             return None
         return source
 
@@ -241,8 +277,11 @@ def shipped_checkpoint(model_store: Path) -> Path | None:
     that has ``config.json`` and ``model.safetensors``; None if there is none."""
     if not model_store.is_dir():
         return None
-    dirs = [d for d in model_store.iterdir()
-            if d.is_dir() and (d / "config.json").is_file() and (d / MODEL_FILE).is_file()]
+    dirs = [
+        d
+        for d in model_store.iterdir()
+        if d.is_dir() and (d / "config.json").is_file() and (d / MODEL_FILE).is_file()
+    ]
     return max(dirs, key=lambda d: _natural(d.name)) if dirs else None
 
 
@@ -270,9 +309,21 @@ def bootstrap_embedded(session_factory: sessionmaker[Session], model_store: Path
         register_checkpoint(session, info=info)
         promote_checkpoint(session, version=info.version)
         reason = "embedded default: register and promote the shipped checkpoint"
-        record_admin_action(session, actor="system", action="register", target=info.version,
-                            reason=reason, detail={"path": info.path, "sha256": info.sha256})
-        record_admin_action(session, actor="system", action="promote", target=info.version,
-                            reason=reason, detail={"previous": None})
+        record_admin_action(
+            session,
+            actor="system",
+            action="register",
+            target=info.version,
+            reason=reason,
+            detail={"path": info.path, "sha256": info.sha256},
+        )
+        record_admin_action(
+            session,
+            actor="system",
+            action="promote",
+            target=info.version,
+            reason=reason,
+            detail={"previous": None},
+        )
     log.info("embedded default: checkpoint %s registered and promoted", info.version)
     return info.version

@@ -12,11 +12,29 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["CompileOptionsIn", "CompileRequest", "CandidateStatsOut", "BlockOut",
-           "MismatchOut", "FunctionOut", "CompileResponse", "ErrorResponse", "CheckOut",
-           "ReadyResponse", "HealthResponse", "JobAccepted", "JobStatusOut", "ReasonIn",
-           "RegisterIn", "CheckpointPublic", "PromotionOut", "AdminActionPublic",
-           "FinetuneRunPublic", "FinetuneAccepted", "PhaseOut"]
+__all__ = [
+    "CompileOptionsIn",
+    "CompileRequest",
+    "CandidateStatsOut",
+    "BlockOut",
+    "MismatchOut",
+    "FunctionOut",
+    "CompileResponse",
+    "ErrorResponse",
+    "CheckOut",
+    "ReadyResponse",
+    "HealthResponse",
+    "JobAccepted",
+    "JobStatusOut",
+    "ReasonIn",
+    "RegisterIn",
+    "CheckpointPublic",
+    "PromotionOut",
+    "AdminActionPublic",
+    "FinetuneRunPublic",
+    "FinetuneAccepted",
+    "PhaseOut",
+]
 
 Source = Literal["compiler", "rules", "search", "model", "client"]
 
@@ -27,14 +45,16 @@ class CompileOptionsIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     isa: Literal["release", "head"] | None = Field(
-        None, description="`release` (dot steps, what Trident targets) or `head` (horner steps).")
-    witnesses: int | None = Field(None, ge=16, le=1024,
-                                  description="Differential witnesses per check.")
+        None, description="`release` (dot steps, what Trident targets) or `head` (horner steps)."
+    )
+    witnesses: int | None = Field(
+        None, ge=16, le=1024, description="Differential witnesses per check."
+    )
     seed: int | None = Field(None, ge=0, lt=2**63, description="Witness seed (deterministic).")
     sources: list[Literal["rules", "search", "model"]] | None = Field(
-        None, description="Candidate sources to consult; `[]` returns the baseline.")
-    search_budget_s: float | None = Field(None, ge=0,
-                                          description="Block-search budget, seconds.")
+        None, description="Candidate sources to consult; `[]` returns the baseline."
+    )
+    search_budget_s: float | None = Field(None, ge=0, description="Block-search budget, seconds.")
     strict: bool | None = Field(None, description="Reject TIR with ops that cannot be lowered.")
 
 
@@ -43,16 +63,33 @@ class CompileRequest(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{
-            "tir": [{"FnStart": "add_mul"}, {"Dup": 1}, {"Dup": 1}, "Add", {"Dup": 0},
-                    {"Dup": 3}, "Mul", {"Swap": 3}, {"Pop": 3}, "Return", "FnEnd"],
-        }]},
+        json_schema_extra={
+            "examples": [
+                {
+                    "tir": [
+                        {"FnStart": "add_mul"},
+                        {"Dup": 1},
+                        {"Dup": 1},
+                        "Add",
+                        {"Dup": 0},
+                        {"Dup": 3},
+                        "Mul",
+                        {"Swap": 3},
+                        {"Pop": 3},
+                        "Return",
+                        "FnEnd",
+                    ],
+                }
+            ]
+        },
     )
 
     tir: list[Any] = Field(description="Ops, with FnStart/FnEnd around each function.")
     baseline_tasm: str | None = Field(
-        None, description="The compiler's TASM for the same TIR: what to beat and to fall back "
-        "to. Omitted: our own lowering is the baseline.")
+        None,
+        description="The compiler's TASM for the same TIR: what to beat and to fall back "
+        "to. Omitted: our own lowering is the baseline.",
+    )
     options: CompileOptionsIn | None = None
 
 
@@ -94,19 +131,28 @@ class FunctionOut(BaseModel):
     baseline_heights: dict[str, int] = {}
     padded_height: int = 0
     baseline_padded_height: int = 0
-    halted: int = Field(0, description="Witnesses on which the baseline returned normally; "
-                        "0 means cycles were measured on failing runs.")
+    halted: int = Field(
+        0,
+        description="Witnesses on which the baseline returned normally; "
+        "0 means cycles were measured on failing runs.",
+    )
     fallback: bool
     reason: str | None = None
     mismatch: MismatchOut | None = None
     unlowerable: list[str] = []
-    own_cycles: int | None = Field(None, description="Cycles with the callees' baseline "
-                                   "code (the function's own saving); null if no callee "
-                                   "was improved.")
+    own_cycles: int | None = Field(
+        None,
+        description="Cycles with the callees' baseline "
+        "code (the function's own saving); null if no callee "
+        "was improved.",
+    )
     notes: list[str] = Field([], description="What was left alone and why.")
-    rejections: dict[str, int] = Field({}, description="Verifier rejections of candidates by "
-                                       "reason class (guards, degree, different, unprovable, "
-                                       "function).")
+    rejections: dict[str, int] = Field(
+        {},
+        description="Verifier rejections of candidates by "
+        "reason class (guards, degree, different, unprovable, "
+        "function).",
+    )
     blocks: list[BlockOut] = []
     tir_hash: str = Field("", description="sha256 of the function's canonical TIR JSON.")
     build_result_id: uuid.UUID | None = None
@@ -122,13 +168,17 @@ class CompileResponse(BaseModel):
     cycles: int | None = Field(description="Sum over functions; null if unknown (fallback).")
     baseline_cycles: int | None
     model_version: str | None = None
-    timings: dict[str, float] = Field(description="Seconds per stage, `total` (the compile) and `persist` (the rows).")
+    timings: dict[str, float] = Field(
+        description="Seconds per stage, `total` (the compile) and `persist` (the rows)."
+    )
     fallback: bool = Field(description="The optimizer failed and the baseline was served as is.")
     fallback_reason: str | None = None
     build_result_ids: list[uuid.UUID] = Field(
-        description="Stored rows: function rows each followed by its block rows.")
+        description="Stored rows: function rows each followed by its block rows."
+    )
     stored: Literal["database", "spool", "lost"] = Field(
-        description="Where the rows went: `spool` rows reach the database when it is back.")
+        description="Where the rows went: `spool` rows reach the database when it is back."
+    )
 
 
 class ErrorResponse(BaseModel):
@@ -169,11 +219,13 @@ JobStatus = Literal["queued", "started", "finished", "failed"]
 class JobAccepted(BaseModel):
     """`POST /compile/jobs` answer (202): poll `status_url`."""
 
-    id: uuid.UUID = Field(description="Job id (also the RQ job id and the request id of its "
-                          "BuildResult rows).")
+    id: uuid.UUID = Field(
+        description="Job id (also the RQ job id and the request id of its BuildResult rows)."
+    )
     status: JobStatus = "queued"
-    backend: Literal["rq", "thread"] = Field(description="`rq`: the worker pool; `thread`: "
-                                             "the API process (no Redis).")
+    backend: Literal["rq", "thread"] = Field(
+        description="`rq`: the worker pool; `thread`: the API process (no Redis)."
+    )
     status_url: str
 
 
@@ -191,6 +243,7 @@ class JobStatusOut(BaseModel):
 
 
 # -- admin -------------------------------------------------------------------------------------
+
 
 class ReasonIn(BaseModel):
     """Why: recorded in the audit log with who and when."""
@@ -210,8 +263,11 @@ class ReasonIn(BaseModel):
 class RegisterIn(ReasonIn):
     """Register a checkpoint directory inside MODEL_STORE."""
 
-    path: str = Field(min_length=1, max_length=1024, description="Directory, relative to "
-                      "MODEL_STORE (e.g. `v3`) or absolute inside it.")
+    path: str = Field(
+        min_length=1,
+        max_length=1024,
+        description="Directory, relative to MODEL_STORE (e.g. `v3`) or absolute inside it.",
+    )
     promote: bool = Field(False, description="Promote it right away.")
 
 
@@ -235,8 +291,9 @@ class PromotionOut(BaseModel):
     """Result of a promote or a roll-back."""
 
     production: CheckpointPublic
-    previous: CheckpointPublic | None = Field(None, description="Archived (promote) or "
-                                              "rejected (rollback).")
+    previous: CheckpointPublic | None = Field(
+        None, description="Archived (promote) or rejected (rollback)."
+    )
     action_id: int = Field(description="Audit log entry.")
 
 
@@ -283,9 +340,11 @@ class PhaseOut(BaseModel):
 
     phase: Literal["A", "B"]
     detail: dict[str, Any]
-    buffer: dict[str, Any] = Field(description="rows, functions, blocks, online (valid, "
-                                   "non-fallback blocks), by_source.")
+    buffer: dict[str, Any] = Field(
+        description="rows, functions, blocks, online (valid, non-fallback blocks), by_source."
+    )
     production: CheckpointPublic | None
-    model_loaded: str | None = Field(description="Version whose model source this API "
-                                     "process serves (null: none loaded).")
+    model_loaded: str | None = Field(
+        description="Version whose model source this API process serves (null: none loaded)."
+    )
     last_finetune: FinetuneRunPublic | None

@@ -39,7 +39,9 @@ def is_connectivity_error(exc: BaseException) -> bool:
     """True if `exc` means "the database cannot be reached" rather than "it refused this"."""
     if isinstance(exc, DBAPIError):
         return exc.connection_invalidated or type(exc).__name__ in (
-            "OperationalError", "InterfaceError")
+            "OperationalError",
+            "InterfaceError",
+        )
     return isinstance(exc, SQLAlchemyError | OSError)
 
 
@@ -168,8 +170,7 @@ class Spool:
                     log.warning("spool: database unreachable (%s); will retry", _short(exc))
                     kept = lines[k:]
                     break
-                log.error("spool: database refused a request's rows (%s); moved aside",
-                          _short(exc))
+                log.error("spool: database refused a request's rows (%s); moved aside", _short(exc))
                 self._reject([_encode(rows, job)], path)
         if kept:
             if len(kept) < len(lines) or bad:
@@ -205,8 +206,9 @@ def _encode(rows: list[dict[str, Any]], job: dict[str, Any] | None) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-def _insert(factory: sessionmaker[Session], rows: list[dict[str, Any]],
-            job: dict[str, Any] | None = None) -> int:
+def _insert(
+    factory: sessionmaker[Session], rows: list[dict[str, Any]], job: dict[str, Any] | None = None
+) -> int:
     for attempt in (1, 2):
         try:
             with factory() as session, session.begin():

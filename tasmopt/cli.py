@@ -25,7 +25,9 @@ __all__ = ["main"]
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group(context_settings=_CONTEXT, epilog="""\b
+@click.group(
+    context_settings=_CONTEXT,
+    epilog="""\b
 Examples:
   tasmopt serve                                  # API on http://127.0.0.1:8000 (docs: /docs)
   tasmopt compile examples/lock_generation.json  # TASM + cost table
@@ -35,18 +37,22 @@ Examples:
   tasmopt worker                                 # RQ worker for REDIS_URL
   tasmopt scheduler                              # RQ cron: the finetune check
   tasmopt checkpoint register model_store/v3 --promote --reason "..."
-""")
+""",
+)
 @click.option("-v", "--verbose", count=True, help="More logging on stderr (-v info, -vv debug).")
 def main(verbose: int) -> None:
     """tasmopt: cheaper Triton VM assembly (TASM) for Trident IR, proven equivalent."""
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
-    logging.basicConfig(level=level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 # -- serve ------------------------------------------------------------------------------------
 
-@main.command(epilog="""\b
+
+@main.command(
+    epilog="""\b
 Examples:
   tasmopt serve                          # embedded: SQLite in var/, verification in-process
   DATABASE_URL=postgresql://postgres@127.0.0.1/tasmopt REDIS_URL=redis://127.0.0.1:6379/0 \\
@@ -56,7 +62,8 @@ Examples:
 
 Configuration comes from the environment (see README): DATABASE_URL, REDIS_URL, ...
 The schema is migrated (alembic upgrade head) at start-up.
-""")
+"""
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
 @click.option("--port", default=8000, show_default=True, type=int, help="TCP port.")
 @click.option("--reload", is_flag=True, help="Restart on code changes (development).")
@@ -69,13 +76,17 @@ def serve(host: str, port: int, reload: bool) -> None:
 
 # -- compile ----------------------------------------------------------------------------------
 
-def _load_request(path: Path, baseline: Path | None, ours: bool
-                  ) -> tuple[list[Any], str | None, dict[str, Any]]:
+
+def _load_request(
+    path: Path, baseline: Path | None, ours: bool
+) -> tuple[list[Any], str | None, dict[str, Any]]:
     """(tir, baseline_tasm, options) from a request file, a bare TIR array or a module file."""
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise click.ClickException(f"{path}:{exc.lineno}:{exc.colno}: malformed JSON: {exc.msg}") from None
+        raise click.ClickException(
+            f"{path}:{exc.lineno}:{exc.colno}: malformed JSON: {exc.msg}"
+        ) from None
     options: dict[str, Any] = {}
     if isinstance(obj, list):
         tir, base = obj, None
@@ -85,8 +96,9 @@ def _load_request(path: Path, baseline: Path | None, ours: bool
         options = obj.get("options") or {}
     else:
         raise click.ClickException(
-            f"{path}: expected a request {{\"tir\": [...], \"baseline_tasm\"?, \"options\"?}}, "
-            "a TIR array, or a module file with \"tir\" and \"compiler_tasm\"")
+            f'{path}: expected a request {{"tir": [...], "baseline_tasm"?, "options"?}}, '
+            'a TIR array, or a module file with "tir" and "compiler_tasm"'
+        )
     if baseline is not None:
         base = baseline.read_text(encoding="utf-8")
     if ours:
@@ -110,22 +122,33 @@ def cost_table(result: CompileResult) -> list[str]:
     head = ("function", "source", "baseline", "cycles", "saved", "padded height")
     rows = [head]
     for f in result.functions:
-        rows.append((f.name, f.source, str(f.baseline_cycles), str(f.cycles),
-                     f"{100 * f.cycle_reduction:.1f}%",
-                     f"{f.baseline_padded_height} -> {f.padded_height}"))
+        rows.append(
+            (
+                f.name,
+                f.source,
+                str(f.baseline_cycles),
+                str(f.cycles),
+                f"{100 * f.cycle_reduction:.1f}%",
+                f"{f.baseline_padded_height} -> {f.padded_height}",
+            )
+        )
     total = result.baseline_cycles
     saved = (total - result.cycles) / total if total else 0.0
     rows.append(("total", "", str(total), str(result.cycles), f"{100 * saved:.1f}%", ""))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-             for r in rows]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     notes = [f"{f.name}: {f.reason}" for f in result.functions if f.reason]
-    notes += [f"{f.name}: client baseline disagrees with our lowering: {f.mismatch.cause}"
-              for f in result.functions if f.mismatch]
+    notes += [
+        f"{f.name}: client baseline disagrees with our lowering: {f.mismatch.cause}"
+        for f in result.functions
+        if f.mismatch
+    ]
     return ["// " + line for line in lines + notes]
 
 
-@main.command("compile", epilog="""\b
+@main.command(
+    "compile",
+    epilog="""\b
 FILE.tri is Trident source: the frontend compiles it and its imports (-I adds library
 roots) and the linked TIR is optimized with our own lowering as the baseline.
 FILE.json is one of:
@@ -141,25 +164,43 @@ Examples:
 
 Stdout is TASM followed by the cost table as // comments (still valid TASM); -o writes
 the TASM to a file and prints only the table. Exit status 1 on invalid input.
-""")
+""",
+)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("-I", "--include", "include", multiple=True,
-              type=click.Path(file_okay=False, path_type=Path),
-              help="FILE.tri only: a library root (holding std/, vm/, os/ or modules); "
-                   "repeatable.")
-@click.option("--baseline", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="The compiler's TASM for the same TIR (what to beat and fall back to).")
+@click.option(
+    "-I",
+    "--include",
+    "include",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="FILE.tri only: a library root (holding std/, vm/, os/ or modules); repeatable.",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The compiler's TASM for the same TIR (what to beat and fall back to).",
+)
 @click.option("--ours", is_flag=True, help="Ignore any baseline in FILE; use our own lowering.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON instead.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the TASM here.")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write the TASM here."
+)
 @click.option("--isa", type=click.Choice(["release", "head"]), help="Instruction-set variant.")
 @click.option("--seed", type=int, help="Witness seed (results are deterministic for a seed).")
 @click.option("--witnesses", type=click.IntRange(16, 1024), help="Differential witnesses.")
 @click.option("--budget", "search_budget_s", type=click.FloatRange(0), help="Search seconds.")
-def compile_cmd(file: Path, include: tuple[Path, ...], baseline: Path | None, ours: bool,
-                as_json: bool, output: Path | None, isa: str | None, seed: int | None,
-                witnesses: int | None, search_budget_s: float | None) -> None:
+def compile_cmd(
+    file: Path,
+    include: tuple[Path, ...],
+    baseline: Path | None,
+    ours: bool,
+    as_json: bool,
+    output: Path | None,
+    isa: str | None,
+    seed: int | None,
+    witnesses: int | None,
+    search_budget_s: float | None,
+) -> None:
     """Optimize FILE.json (TIR) or FILE.tri (Trident source, through the frontend) and print
     the cheapest verified TASM with a cost table."""
     from tasmopt.optimizer import compile as compile_tir
@@ -168,8 +209,7 @@ def compile_cmd(file: Path, include: tuple[Path, ...], baseline: Path | None, ou
         tir, base, given = _frontend_tir(file, include, linked=True), None, {}
     else:
         tir, base, given = _load_request(file, baseline, ours)
-    opts = _options(given, isa=isa, seed=seed, witnesses=witnesses,
-                    search_budget_s=search_budget_s)
+    opts = _options(given, isa=isa, seed=seed, witnesses=witnesses, search_budget_s=search_budget_s)
     try:
         result = compile_tir(tir, base, options=opts)
     except TasmSyntaxError as exc:
@@ -195,6 +235,7 @@ def compile_cmd(file: Path, include: tuple[Path, ...], baseline: Path | None, ou
 
 # -- tir --------------------------------------------------------------------------------------
 
+
 def _frontend_tir(file: Path, include: tuple[Path, ...], linked: bool = False) -> list[Any]:
     """Wire TIR of a Trident project; frontend errors print their diagnostics and exit 1."""
     from tasmopt.errors import FrontendError
@@ -210,7 +251,8 @@ def _frontend_tir(file: Path, include: tuple[Path, ...], linked: bool = False) -
     return encode(ops)
 
 
-@main.command(epilog="""\b
+@main.command(
+    epilog="""\b
 Examples:
   tasmopt tir prog.tri                       # TIR JSON of prog.tri and its imports
   tasmopt tir prog.tri -I lib -I ../trident  # library roots for std./vm./os. modules
@@ -219,11 +261,17 @@ Examples:
 The TIR is what the Trident toolchain would send (dependencies first, module-local labels,
 cross-module calls as @module__fn), built by our frontend: correct where the upstream builder
 is not. Errors print as file:line:col diagnostics (exit 1).
-""")
+"""
+)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("-I", "--include", "include", multiple=True,
-              type=click.Path(file_okay=False, path_type=Path),
-              help="A library root (holding std/, vm/, os/ or modules); repeatable.")
+@click.option(
+    "-I",
+    "--include",
+    "include",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A library root (holding std/, vm/, os/ or modules); repeatable.",
+)
 @click.option("--linked", is_flag=True, help="Prefix labels per module (one runnable list).")
 @click.option("--indent", type=int, help="Pretty-print the JSON with this indent.")
 def tir(file: Path, include: tuple[Path, ...], linked: bool, indent: int | None) -> None:
@@ -232,6 +280,7 @@ def tir(file: Path, include: tuple[Path, ...], linked: bool, indent: int | None)
 
 
 # -- run --------------------------------------------------------------------------------------
+
 
 def _ints(_ctx: click.Context, _param: click.Parameter, value: str | None) -> list[int] | None:
     if value is None:
@@ -242,7 +291,8 @@ def _ints(_ctx: click.Context, _param: click.Parameter, value: str | None) -> li
         raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
 
 
-@main.command(epilog="""\b
+@main.command(
+    epilog="""\b
 Examples:
   tasmopt run prog.tasm                                 # no input
   tasmopt run prog.tasm --input 1,2,3 --secret 7        # public and secret input
@@ -252,20 +302,45 @@ Examples:
 Field elements are integers reduced mod p = 2^64 - 2^32 + 1 (so -1 is p - 1). Prints the
 public output, the final stack (top first), clock cycles, every AET table height and the
 padded height; on a VM error, the error and the heights of the executed prefix (exit 1).
-""")
+"""
+)
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--input", "public", callback=_ints, help="Public input, comma-separated.")
 @click.option("--secret", callback=_ints, help="Secret input (for divine), comma-separated.")
-@click.option("--stack", callback=_ints,
-              help="Initial op stack bottom..top, at least 16 words (default: spec §3).")
-@click.option("--isa", type=click.Choice(["release", "head"]), default="release",
-              show_default=True, help="Instruction-set variant.")
-@click.option("--start", default="0", show_default=True,
-              help="Label or instruction index where execution begins.")
-@click.option("--step-limit", type=click.IntRange(1), default=1_000_000, show_default=True,
-              help="Most instructions to execute.")
-def run(file: Path, public: list[int] | None, secret: list[int] | None,
-        stack: list[int] | None, isa: str, start: str, step_limit: int) -> None:
+@click.option(
+    "--stack",
+    callback=_ints,
+    help="Initial op stack bottom..top, at least 16 words (default: spec §3).",
+)
+@click.option(
+    "--isa",
+    type=click.Choice(["release", "head"]),
+    default="release",
+    show_default=True,
+    help="Instruction-set variant.",
+)
+@click.option(
+    "--start",
+    default="0",
+    show_default=True,
+    help="Label or instruction index where execution begins.",
+)
+@click.option(
+    "--step-limit",
+    type=click.IntRange(1),
+    default=1_000_000,
+    show_default=True,
+    help="Most instructions to execute.",
+)
+def run(
+    file: Path,
+    public: list[int] | None,
+    secret: list[int] | None,
+    stack: list[int] | None,
+    isa: str,
+    start: str,
+    step_limit: int,
+) -> None:
     """Run FILE.tasm in the simulator and report outputs, cycles and table heights."""
     from tasmopt.tasm.parser import parse
     from tasmopt.vm.simulator import VmInput
@@ -275,8 +350,7 @@ def run(file: Path, public: list[int] | None, secret: list[int] | None,
         program = parse(file.read_text(encoding="utf-8"), isa)  # type: ignore[arg-type]
     except TasmSyntaxError as exc:
         raise click.ClickException(f"{file}:{exc.line}:{exc.column}: {exc.reason}") from None
-    vm_input = VmInput(public_input=public or (), secret_input=secret or (),
-                       initial_stack=stack)
+    vm_input = VmInput(public_input=public or (), secret_input=secret or (), initial_stack=stack)
     where: int | str = int(start) if start.lstrip("-").isdigit() else start
     try:
         result = run_vm(program, vm_input, start=where, step_limit=step_limit)

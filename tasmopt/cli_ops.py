@@ -15,7 +15,9 @@ __all__ = ["worker", "scheduler", "checkpoint"]
 
 # -- worker -----------------------------------------------------------------------------------
 
-@click.command(epilog="""\b
+
+@click.command(
+    epilog="""\b
 Examples:
   tasmopt worker                                   # REDIS_URL, or redis://127.0.0.1:6379/0
   tasmopt worker --url redis://cache:6379/2 --burst
@@ -25,19 +27,33 @@ learn (the finetune job). Metrics: http://<host>:<metrics-port>/metrics.
 Equivalent RQ command (no metrics, no learning-loop database):
   rq worker verify compile learn --url $REDIS_URL \\
     --serializer rq.serializers.JSONSerializer --worker-class rq.SimpleWorker
-""")
+"""
+)
 @click.option("--url", help="Redis URL (default: REDIS_URL, else redis://127.0.0.1:6379/0).")
-@click.option("--queues", default="verify,compile,learn", show_default=True,
-              help="Comma-separated queues to work on, highest priority first.")
+@click.option(
+    "--queues",
+    default="verify,compile,learn",
+    show_default=True,
+    help="Comma-separated queues to work on, highest priority first.",
+)
 @click.option("--burst", is_flag=True, help="Exit when the queues are empty.")
 @click.option("--name", help="Worker name (default: host and pid).")
-@click.option("--fork", is_flag=True,
-              help="Run each job in a forked child (isolation; ~40 ms more per job).")
-@click.option("--metrics-port", type=click.IntRange(0, 65535),
-              help="Port of this worker's /metrics (default: WORKER_METRICS_PORT, 9100; "
-                   "0: none).")
-def worker(url: str | None, queues: str, burst: bool, name: str | None, fork: bool,
-           metrics_port: int | None) -> None:
+@click.option(
+    "--fork", is_flag=True, help="Run each job in a forked child (isolation; ~40 ms more per job)."
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    help="Port of this worker's /metrics (default: WORKER_METRICS_PORT, 9100; 0: none).",
+)
+def worker(
+    url: str | None,
+    queues: str,
+    burst: bool,
+    name: str | None,
+    fork: bool,
+    metrics_port: int | None,
+) -> None:
     """Run an RQ worker: equivalence checks, async compiles and the finetune job."""
     from service.core.config import Settings
     from worker import context
@@ -48,11 +64,13 @@ def worker(url: str | None, queues: str, burst: bool, name: str | None, fork: bo
     names = [q.strip() for q in queues.split(",") if q.strip()]
     unknown = sorted(set(names) - set(QUEUES))
     if unknown or not names:
-        raise click.BadParameter(f"unknown queue(s) {unknown}; known: {list(QUEUES)}",
-                                 param_hint="--queues")
+        raise click.BadParameter(
+            f"unknown queue(s) {unknown}; known: {list(QUEUES)}", param_hint="--queues"
+        )
     url = url or settings.redis_url or "redis://127.0.0.1:6379/0"
-    context.configure(database_url=settings.database_url,
-                      connect_timeout_s=settings.db_connect_timeout_s)
+    context.configure(
+        database_url=settings.database_url, connect_timeout_s=settings.db_connect_timeout_s
+    )
     port = settings.worker_metrics_port if metrics_port is None else metrics_port
     if port:
         try:
@@ -63,19 +81,23 @@ def worker(url: str | None, queues: str, burst: bool, name: str | None, fork: bo
     conn = connect(url, socket_timeout_s=None)
     cls = MeteredWorker if fork else MeteredSimpleWorker  # checks are pure: no fork needed
     w = cls(names, connection=conn, serializer=SERIALIZER, name=name)
-    click.echo(f"worker {w.name} on {names} at {url}"
-               + (f", metrics on :{port}" if port else ""), err=True)
+    click.echo(
+        f"worker {w.name} on {names} at {url}" + (f", metrics on :{port}" if port else ""), err=True
+    )
     w.work(burst=burst, logging_level="WARNING")
 
 
 # -- scheduler --------------------------------------------------------------------------------
 
-@click.command(epilog="""\b
+
+@click.command(
+    epilog="""\b
 Examples:
   tasmopt scheduler                    # FINETUNE_CRON (default every 15 minutes)
   tasmopt scheduler --interval 60      # every minute instead (demos, tests)
 Run exactly one scheduler per Redis; the jobs run on `tasmopt worker` (queue learn).
-""")
+"""
+)
 @click.option("--url", help="Redis URL (default: REDIS_URL, else redis://127.0.0.1:6379/0).")
 @click.option("--cron", "cron_expr", help="Cron expression (default: FINETUNE_CRON).")
 @click.option("--interval", type=click.IntRange(1), help="Period in seconds instead of cron.")
@@ -88,25 +110,34 @@ def scheduler(url: str | None, cron_expr: str | None, interval: int | None) -> N
     settings = Settings()
     url = url or settings.redis_url or "redis://127.0.0.1:6379/0"
     cron_expr = cron_expr or settings.finetune_cron
-    sched = build_scheduler(connect(url, socket_timeout_s=None),
-                            cron=None if interval else cron_expr, interval_s=interval,
-                            min_results=settings.finetune_min_results,
-                            max_age_h=settings.finetune_max_age_h)
-    click.echo(f"scheduler {sched.name} at {url}: finetune check "
-               + (f"every {interval} s" if interval else f"on cron {cron_expr!r}"), err=True)
+    sched = build_scheduler(
+        connect(url, socket_timeout_s=None),
+        cron=None if interval else cron_expr,
+        interval_s=interval,
+        min_results=settings.finetune_min_results,
+        max_age_h=settings.finetune_max_age_h,
+    )
+    click.echo(
+        f"scheduler {sched.name} at {url}: finetune check "
+        + (f"every {interval} s" if interval else f"on cron {cron_expr!r}"),
+        err=True,
+    )
     sched.start()
 
 
 # -- checkpoint -------------------------------------------------------------------------------
 
-@click.group(epilog="""\b
+
+@click.group(
+    epilog="""\b
 Examples:
   tasmopt checkpoint register model_store/v3 --reason "stage 2 run 14"
   tasmopt checkpoint register model_store/v3 --promote --reason "beats v2 on holdout"
   tasmopt checkpoint list
 The registry is the DATABASE_URL database (migrated); actions are audited as cli:<user>.
 Promote and roll back through the admin API too (POST /admin/checkpoints/{version}/promote).
-""")
+"""
+)
 def checkpoint() -> None:
     """Register and list model checkpoints (the production pointer lives in the database)."""
 
@@ -143,18 +174,31 @@ def checkpoint_register(directory: Path, reason: str, promote: bool) -> None:
         with factory() as session, session.begin():
             row, created = register_checkpoint(session, info=info)
             if created:
-                record_admin_action(session, actor=actor, action="register", target=row.version,
-                                    reason=reason, detail={"path": row.path, "sha256": row.sha256})
+                record_admin_action(
+                    session,
+                    actor=actor,
+                    action="register",
+                    target=row.version,
+                    reason=reason,
+                    detail={"path": row.path, "sha256": row.sha256},
+                )
             if promote and row.status != "production":
                 _, previous = promote_checkpoint(session, version=row.version)
-                record_admin_action(session, actor=actor, action="promote", target=row.version,
-                                    reason=reason,
-                                    detail={"previous": previous.version if previous else None})
+                record_admin_action(
+                    session,
+                    actor=actor,
+                    action="promote",
+                    target=row.version,
+                    reason=reason,
+                    detail={"previous": previous.version if previous else None},
+                )
             status, version = row.status, row.version
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"{version}: {status} ({info.path}, sha256 {info.sha256[:12]}…)"
-               + ("" if created else " (already registered)"))
+    click.echo(
+        f"{version}: {status} ({info.path}, sha256 {info.sha256[:12]}…)"
+        + ("" if created else " (already registered)")
+    )
 
 
 @checkpoint.command("list")

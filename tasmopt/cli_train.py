@@ -15,71 +15,133 @@ __all__ = ["train", "eval_cmd"]
 
 # -- train / eval (the neural candidate source) ------------------------------------------
 
-@click.group(epilog="""\b
+
+@click.group(
+    epilog="""\b
 Examples:
   tasmopt train pairs-real --out data/pairs/real-v1     # pairs from the real toolchain data
   tasmopt train stage1 --data data/pairs/real-v1 --version s1-real-v1 --max-minutes 12
-""")
+"""
+)
 def train() -> None:
     """Build training pairs and train the model (design §4)."""
 
 
-@train.command("pairs-real", epilog="""\b
+@train.command(
+    "pairs-real",
+    epilog="""\b
 Compiles every module of DATA_DIR (default: ../shared/data/trident-std) with the rules and
 search sources and writes one row per distinct block: its best verified TASM as target.
 Modules are split whole into train / validation / holdout (about 65 / 15 / 20 % of rows).
-""")
-@click.option("--data-dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              default=Path("../shared/data/trident-std"), show_default=True,
-              help="Directory of module files (*.json with \"tir\").")
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Pairs directory to write (pairs.jsonl + manifest.json).")
+""",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=Path("../shared/data/trident-std"),
+    show_default=True,
+    help='Directory of module files (*.json with "tir").',
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Pairs directory to write (pairs.jsonl + manifest.json).",
+)
 @click.option("--name", help="Dataset name for the manifest (default: the directory name).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Split and search seed.")
-@click.option("--budget", "search_budget_s", type=click.FloatRange(0), default=2.0,
-              show_default=True, help="Search seconds per module.")
-def train_pairs_real(data_dir: Path, out: Path, name: str | None, seed: int,
-                     search_budget_s: float) -> None:
+@click.option(
+    "--budget",
+    "search_budget_s",
+    type=click.FloatRange(0),
+    default=2.0,
+    show_default=True,
+    help="Search seconds per module.",
+)
+def train_pairs_real(
+    data_dir: Path, out: Path, name: str | None, seed: int, search_budget_s: float
+) -> None:
     """Write training pairs built from real toolchain modules."""
     from tasmopt.train.real import build_real_pairs
 
-    manifest = build_real_pairs(data_dir, out, name=name or out.name, seed=seed,
-                                search_budget_s=search_budget_s)
-    click.echo(json.dumps({k: manifest[k] for k in ("name", "rows", "splits",
-                                                     "target_sources", "improved")}, indent=2))
+    manifest = build_real_pairs(
+        data_dir, out, name=name or out.name, seed=seed, search_budget_s=search_budget_s
+    )
+    click.echo(
+        json.dumps(
+            {k: manifest[k] for k in ("name", "rows", "splits", "target_sources", "improved")},
+            indent=2,
+        )
+    )
 
 
-@train.command("stage1", epilog="""\b
+@train.command(
+    "stage1",
+    epilog="""\b
 Examples:
   tasmopt train stage1 --data data/pairs/real-v1 --version s1-real-v1
   tasmopt train stage1 --data DIR --version v --epochs 100 --batch-size 64 --device cuda
   tasmopt train stage1 --data DIR --version tiny --set d_model=64 --set dec_layers=2
 Writes OUT/VERSION/ (model.safetensors, config.json, metrics.json), OUT/metrics.jsonl and
 OUT/loss.png; the checkpoint is the epoch with the best validation loss.
-""")
-@click.option("--data", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Pairs directory.")
+""",
+)
+@click.option(
+    "--data",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Pairs directory.",
+)
 @click.option("--version", required=True, help="Checkpoint version (directory name).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("model_store"),
-              show_default=True, help="Where the checkpoint directory goes.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("model_store"),
+    show_default=True,
+    help="Where the checkpoint directory goes.",
+)
 @click.option("--epochs", type=click.IntRange(1), default=60, show_default=True)
 @click.option("--batch-size", type=click.IntRange(1), default=32, show_default=True)
 @click.option("--lr", type=float, default=3e-4, show_default=True)
-@click.option("--patience", type=click.IntRange(1), default=8, show_default=True,
-              help="Epochs without a better validation loss before stopping.")
+@click.option(
+    "--patience",
+    type=click.IntRange(1),
+    default=8,
+    show_default=True,
+    help="Epochs without a better validation loss before stopping.",
+)
 @click.option("--max-minutes", type=click.FloatRange(0), help="Wall-clock budget.")
 @click.option("--device", help="cpu, cuda, cuda:1 ... (default: cuda if available).")
 @click.option("--threads", type=click.IntRange(1), help="CPU threads for torch.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Model config override, e.g. d_model=128 (repeatable).")
-@click.option("--copies/--no-copies", default=True, show_default=True,
-              help="Also train improved rows' baseline -> baseline (keeps a valid copy in "
-                   "the beam).")
-def train_stage1_cmd(data: Path, version: str, out: Path, epochs: int, batch_size: int,
-                     lr: float, patience: int, max_minutes: float | None, device: str | None,
-                     threads: int | None, seed: int, overrides: tuple[str, ...],
-                     copies: bool) -> None:
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Model config override, e.g. d_model=128 (repeatable).",
+)
+@click.option(
+    "--copies/--no-copies",
+    default=True,
+    show_default=True,
+    help="Also train improved rows' baseline -> baseline (keeps a valid copy in the beam).",
+)
+def train_stage1_cmd(
+    data: Path,
+    version: str,
+    out: Path,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    patience: int,
+    max_minutes: float | None,
+    device: str | None,
+    threads: int | None,
+    seed: int,
+    overrides: tuple[str, ...],
+    copies: bool,
+) -> None:
     """Stage 1: supervised training (teacher forcing) on a pairs directory."""
     from tasmopt.model.config import ModelConfig
     from tasmopt.train.supervised import TrainConfig, train_stage1
@@ -91,47 +153,103 @@ def train_stage1_cmd(data: Path, version: str, out: Path, epochs: int, batch_siz
         if key not in defaults:
             raise click.BadParameter(f"unknown model setting {key!r}; known: {sorted(defaults)}")
         model[key] = type(defaults[key])(value)
-    cfg = TrainConfig(data=data, out_dir=out, version=version, epochs=epochs,
-                      batch_size=batch_size, lr=lr, patience=patience, max_minutes=max_minutes,
-                      device=device, threads=threads, seed=seed, model=model, copies=copies)
+    cfg = TrainConfig(
+        data=data,
+        out_dir=out,
+        version=version,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        patience=patience,
+        max_minutes=max_minutes,
+        device=device,
+        threads=threads,
+        seed=seed,
+        model=model,
+        copies=copies,
+    )
     res = train_stage1(cfg, progress=sys.stderr.isatty())
-    click.echo(json.dumps({"checkpoint": str(res.checkpoint), "best_val_loss": res.best_val_loss,
-                           "best_epoch": res.best_epoch, "epochs_run": res.epochs_run,
-                           "seconds_per_epoch": round(res.seconds_per_epoch, 2),
-                           "coverage": res.coverage}, indent=2))
+    click.echo(
+        json.dumps(
+            {
+                "checkpoint": str(res.checkpoint),
+                "best_val_loss": res.best_val_loss,
+                "best_epoch": res.best_epoch,
+                "epochs_run": res.epochs_run,
+                "seconds_per_epoch": round(res.seconds_per_epoch, 2),
+                "coverage": res.coverage,
+            },
+            indent=2,
+        )
+    )
 
 
-@click.command("eval", epilog="""\b
+@click.command(
+    "eval",
+    epilog="""\b
 Examples:
   tasmopt eval --data data/pairs/real-v1 --checkpoint model_store/s1-real-v1
   tasmopt eval --data DIR --checkpoint DIR --split validation --k 8 --out reports/v1
 Prints the Markdown table; --out also writes report.json, report.md, blocks.jsonl and
 report.png. Exit status 0 whether or not the Phase A gate passes (see report.json).
-""")
-@click.option("--data", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Pairs directory.")
-@click.option("--checkpoint", required=True,
-              type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--split", type=click.Choice(["train", "validation", "holdout"]),
-              default="holdout", show_default=True)
+""",
+)
+@click.option(
+    "--data",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Pairs directory.",
+)
+@click.option(
+    "--checkpoint", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path)
+)
+@click.option(
+    "--split",
+    type=click.Choice(["train", "validation", "holdout"]),
+    default="holdout",
+    show_default=True,
+)
 @click.option("--k", type=click.IntRange(1), default=32, show_default=True, help="Beams per block.")
 @click.option("--witnesses", type=click.IntRange(16), default=16, show_default=True)
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--limit", type=click.IntRange(1), help="Evaluate only the first N rows.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Directory for the report files.")
-@click.option("--record", is_flag=True,
-              help="Write the holdout figures into the checkpoint's metrics.json (what the "
-                   "service reads for the learning phase).")
-def eval_cmd(data: Path, checkpoint: Path, split: str, k: int, witnesses: int, device: str,
-             limit: int | None, out: Path | None, record: bool) -> None:
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for the report files.",
+)
+@click.option(
+    "--record",
+    is_flag=True,
+    help="Write the holdout figures into the checkpoint's metrics.json (what the "
+    "service reads for the learning phase).",
+)
+def eval_cmd(
+    data: Path,
+    checkpoint: Path,
+    split: str,
+    k: int,
+    witnesses: int,
+    device: str,
+    limit: int | None,
+    out: Path | None,
+    record: bool,
+) -> None:
     """Evaluate a checkpoint: validity, gains over the compiler, latency, Phase A gate."""
     from tasmopt.train.evaluate import evaluate, markdown, record_metrics, write_report
 
     if record and (split != "holdout" or limit is not None):
         raise click.BadParameter("--record needs the whole holdout split (no --limit)")
-    report, results = evaluate(checkpoint, data, split=split, k=k, witnesses=witnesses,
-                               device=device, limit=limit, progress=sys.stderr.isatty())
+    report, results = evaluate(
+        checkpoint,
+        data,
+        split=split,
+        k=k,
+        witnesses=witnesses,
+        device=device,
+        limit=limit,
+        progress=sys.stderr.isatty(),
+    )
     if out is not None:
         write_report(report, results, out)
     if record:

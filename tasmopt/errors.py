@@ -71,8 +71,9 @@ class VmError(TasmoptError):
         detail: extra payload, e.g. the offending value or the ``error_id``.
     """
 
-    def __init__(self, kind: str, ip: int | None = None, detail: object = None,
-                 message: str = "") -> None:
+    def __init__(
+        self, kind: str, ip: int | None = None, detail: object = None, message: str = ""
+    ) -> None:
         self.kind = kind
         self.ip = ip
         self.detail = detail
@@ -106,9 +107,16 @@ class FrontendError(TasmoptError):
             `FrontendError` with one diagnostic).
     """
 
-    def __init__(self, message: str, file: str = "<source>", line: int = 0, col: int = 0,
-                 source_line: str = "", help: str | None = None,
-                 more: tuple[FrontendError, ...] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        file: str = "<source>",
+        line: int = 0,
+        col: int = 0,
+        source_line: str = "",
+        help: str | None = None,
+        more: tuple[FrontendError, ...] = (),
+    ) -> None:
         self.message = message
         self.file = file
         self.line = line

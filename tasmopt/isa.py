@@ -215,8 +215,13 @@ class Instruction:
     def has_side_effect(self) -> bool:
         """Has an effect outside the op stack (RAM, I/O, secret input, sponge): such
         instructions keep their relative order and are never dropped."""
-        return (self.accesses_ram or self.reads_public_input or self.writes_public_output
-                or self.reads_secret_input or self.uses_sponge)
+        return (
+            self.accesses_ram
+            or self.reads_public_input
+            or self.writes_public_output
+            or self.reads_secret_input
+            or self.uses_sponge
+        )
 
     @property
     def can_fail(self) -> bool:
@@ -330,7 +335,9 @@ class InstructionSet:
         self._by_opcode = {i.opcode: i for i in instructions}
         if len(self._by_name) != len(instructions) or len(self._by_opcode) != len(instructions):
             raise IsaError("duplicate mnemonic or opcode in the instruction table")
-        self.instructions: tuple[Instruction, ...] = tuple(sorted(instructions, key=lambda i: i.opcode))
+        self.instructions: tuple[Instruction, ...] = tuple(
+            sorted(instructions, key=lambda i: i.opcode)
+        )
 
     def __getitem__(self, name: str) -> Instruction:
         try:

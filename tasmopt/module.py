@@ -47,8 +47,9 @@ class ModuleText:
 
     @classmethod
     def from_lowering(cls, low: Lowering) -> ModuleText:
-        fns = {f.name: FunctionText(f.name, f.label, list(f.sections))
-               for f in low.functions if f.name}
+        fns = {
+            f.name: FunctionText(f.name, f.label, list(f.sections)) for f in low.functions if f.name
+        }
         mod = cls(list(low.lines), fns)
         mod._link()
         return mod
@@ -105,7 +106,9 @@ class ModuleText:
                     todo.append(callee)
         return order
 
-    def closure_text(self, name: str, override: dict[str, Sequence[str]] | None = None) -> tuple[str, list[int]]:
+    def closure_text(
+        self, name: str, override: dict[str, Sequence[str]] | None = None
+    ) -> tuple[str, list[int]]:
         """The closure's lines joined, and for each joined line its index in `lines`
         (-1 for lines taken from ``override``, which replaces some functions' lines)."""
         out: list[str] = []
@@ -120,8 +123,9 @@ class ModuleText:
                 where.extend(range(a, b))
         return "\n".join(out), where
 
-    def harness(self, name: str, isa: str,
-                override: dict[str, Sequence[str]] | None = None) -> Program:
+    def harness(
+        self, name: str, isa: str, override: dict[str, Sequence[str]] | None = None
+    ) -> Program:
         """A program that calls function ``name`` once and halts (see
         `tasmopt.vm.equivalence.harness`).
 
@@ -137,8 +141,8 @@ class ModuleText:
             raise TasmSyntaxError(exc.reason, line, exc.column, exc.source_line) from None
 
 
-
 def label_lines(lines: Iterable[str]) -> list[str]:
     """Names of the labels defined in ``lines`` (flush-left ``name:`` lines)."""
-    return [ln.strip()[:-1].strip() for ln in lines
-            if ln.strip().endswith(":") and not ln[:1].isspace()]
+    return [
+        ln.strip()[:-1].strip() for ln in lines if ln.strip().endswith(":") and not ln[:1].isspace()
+    ]

@@ -87,13 +87,13 @@ class _Fn:
 
     name: str
     report: FunctionReport
-    reference: Program | None = None          # what we must beat (client's or ours)
+    reference: Program | None = None  # what we must beat (client's or ours)
     reference_is_client: bool = False
-    passthrough: bool = False                 # emit the baseline text unchanged
+    passthrough: bool = False  # emit the baseline text unchanged
     tasks: list[BlockTask] = field(default_factory=list)
     block_ranges: list[tuple[int, int]] = field(default_factory=list)
     chosen: dict[int, tuple[str, list[str], Verdict]] = field(default_factory=dict)
-    new_lines: list[str] | None = None        # our sections with chosen blocks spliced
+    new_lines: list[str] | None = None  # our sections with chosen blocks spliced
 
 
 def _decode(tir: Any) -> tuple[Op, ...]:
@@ -118,10 +118,14 @@ def default_sources() -> SourceSet:
     return SourceSet([RulesSource(), _shared_search()])
 
 
-def compile(tir: Any, baseline_tasm: str | None = None, *,  # noqa: A001 - the service's verb
-            options: CompileOptions | None = None,
-            verify: VerifyBackend | None = None,
-            sources: SourceSet | None = None) -> CompileResult:
+def compile(
+    tir: Any,
+    baseline_tasm: str | None = None,
+    *,  # noqa: A001 - the service's verb
+    options: CompileOptions | None = None,
+    verify: VerifyBackend | None = None,
+    sources: SourceSet | None = None,
+) -> CompileResult:
     """Optimize a TIR module or function.
 
     Args:
@@ -168,8 +172,9 @@ def compile(tir: Any, baseline_tasm: str | None = None, *,  # noqa: A001 - the s
         checks, owners = _checks(tasks, proposals, options)
         verdicts = verify(checks) if checks else []
         if len(verdicts) != len(checks):
-            log.error("verify backend returned %d verdicts for %d checks", len(verdicts),
-                      len(checks))
+            log.error(
+                "verify backend returned %d verdicts for %d checks", len(verdicts), len(checks)
+            )
             verdicts = [Verdict(False, "rejected", "no verdict")] * len(checks)
     with _stage(timings, "rank"):
         _rank(fns, tasks, owners, checks, verdicts, low)
@@ -184,26 +189,40 @@ def compile(tir: Any, baseline_tasm: str | None = None, *,  # noqa: A001 - the s
         _measure_with_callees(fns, out, options)
     reference_text = baseline_tasm if baseline_tasm is not None else low.text()
     model = sources.get("model") if "model" in proposals else None
-    return CompileResult(text, [f.report for f in fns], request_hash, reference_text, timings,
-                         model_version=getattr(model, "version", None))
+    return CompileResult(
+        text,
+        [f.report for f in fns],
+        request_hash,
+        reference_text,
+        timings,
+        model_version=getattr(model, "version", None),
+    )
 
 
 # -- stage 2: per-function reference and blocks -----------------------------------------
 
-def _prepare(low: Lowering, ours: ModuleText, client: ModuleText | None,
-             options: CompileOptions, timings: dict[str, float]) -> list[_Fn]:
+
+def _prepare(
+    low: Lowering,
+    ours: ModuleText,
+    client: ModuleText | None,
+    options: CompileOptions,
+    timings: dict[str, float],
+) -> list[_Fn]:
     fns: list[_Fn] = []
     for lf in low.functions:
         if not lf.name:
             continue
-        f = _Fn(lf.name, FunctionReport(name=lf.name, source="compiler", cycles=0,
-                                        baseline_cycles=0))
+        f = _Fn(
+            lf.name, FunctionReport(name=lf.name, source="compiler", cycles=0, baseline_cycles=0)
+        )
         f.report.unlowerable = list(lf.unlowerable)
         fns.append(f)
         if lf.unlowerable:
             f.passthrough = True
-            f.report.reason = "TIR contains ops that cannot be lowered to valid TASM: " + \
-                "; ".join(lf.unlowerable[:3])
+            f.report.reason = "TIR contains ops that cannot be lowered to valid TASM: " + "; ".join(
+                lf.unlowerable[:3]
+            )
             continue
         try:
             our_prog = ours.harness(lf.name, options.isa)
@@ -216,16 +235,25 @@ def _prepare(low: Lowering, ours: ModuleText, client: ModuleText | None,
             if not _client_reference(f, lf.name, our_prog, ours, client, options, timings):
                 continue
         for block in _with_loop_counters(low, lf):
-            instrs = _block_instrs(low.lines[block.start:block.end], options.isa)
+            instrs = _block_instrs(low.lines[block.start : block.end], options.isa)
             if not instrs:
                 continue
             hazard = entry_hazard(low.lines, block.start, block.end, options.isa)
             if hazard:
                 f.report.notes.append(f"block {block.path} not rewritten: {hazard}")
                 continue
-            f.tasks.append(BlockTask(lf.name, block.index, block.path, block.ops,
-                                     tuple(instrs), block.entry_depth, block.net_effect,
-                                     tir_hash(block.ops)))
+            f.tasks.append(
+                BlockTask(
+                    lf.name,
+                    block.index,
+                    block.path,
+                    block.ops,
+                    tuple(instrs),
+                    block.entry_depth,
+                    block.net_effect,
+                    tir_hash(block.ops),
+                )
+            )
             f.block_ranges.append((block.start, block.end))
     return fns
 
@@ -247,24 +275,37 @@ def _with_loop_counters(low: Lowering, lf) -> list:
             line = low.lines[i]
             if not (line.endswith(":") and not line[:1].isspace()):
                 continue
-            if tuple(ln.strip() for ln in low.lines[i + 1:i + 1 + len(LOOP_HEADER)]) != LOOP_HEADER:
+            if (
+                tuple(ln.strip() for ln in low.lines[i + 1 : i + 1 + len(LOOP_HEADER)])
+                != LOOP_HEADER
+            ):
                 continue
             dec, body = i + len(LOOP_HEADER) - 1, i + len(LOOP_HEADER) + 1
             k = by_start.get(body)
             if k is not None:
                 old = blocks[k]
-                blocks[k] = replace(old, ops=_DECREMENT + old.ops, start=dec,
-                                    entry_depth=max(old.entry_depth, 1))
+                blocks[k] = replace(
+                    old, ops=_DECREMENT + old.ops, start=dec, entry_depth=max(old.entry_depth, 1)
+                )
             else:
                 glue += 1
-                blocks.append(LoweredBlock(lf.name, -glue, f"{line[:-1]}.counter", _DECREMENT,
-                                           dec, body, 1, 0))
+                blocks.append(
+                    LoweredBlock(
+                        lf.name, -glue, f"{line[:-1]}.counter", _DECREMENT, dec, body, 1, 0
+                    )
+                )
     return sorted(blocks, key=lambda b: b.start)
 
 
-def _client_reference(f: _Fn, name: str, our_prog: Program, ours: ModuleText,
-                      client: ModuleText, options: CompileOptions,
-                      timings: dict[str, float]) -> bool:
+def _client_reference(
+    f: _Fn,
+    name: str,
+    our_prog: Program,
+    ours: ModuleText,
+    client: ModuleText,
+    options: CompileOptions,
+    timings: dict[str, float],
+) -> bool:
     """Check the client's baseline of ``name`` against ours; False if we must pass it through."""
     if name not in client.functions:
         f.passthrough = True
@@ -278,8 +319,9 @@ def _client_reference(f: _Fn, name: str, our_prog: Program, ours: ModuleText,
         return True  # identical up to trailing blanks: nothing to check
     client_prog = client.harness(name, options.isa)  # raises TasmSyntaxError -> 422
     with _stage(timings, "verify"):
-        proof = check_aligned(client_prog, our_prog, witnesses=options.witnesses,
-                              seed=options.seed + 1)
+        proof = check_aligned(
+            client_prog, our_prog, witnesses=options.witnesses, seed=options.seed + 1
+        )
     if proof.equivalent:  # our lowering is proven equal to the client's program
         f.reference = client_prog
         f.reference_is_client = True
@@ -288,20 +330,23 @@ def _client_reference(f: _Fn, name: str, our_prog: Program, ours: ModuleText,
     # run tells a real disagreement (a mismatch, counted and logged) from a difference in
     # shape we cannot prove either way.
     with _stage(timings, "verify"):
-        v = check_function(client_prog, our_prog, witnesses=options.witnesses,
-                           seed=options.seed + 1)
+        v = check_function(
+            client_prog, our_prog, witnesses=options.witnesses, seed=options.seed + 1
+        )
     f.passthrough = True
     f.reference = client_prog  # measured, returned unchanged
     f.report.source = "client"
     if v.witness >= 0:
-        f.report.mismatch = BaselineMismatch(v.reason or "differs", v.witness,
-                                             _known_bug(client.section_lines(name)))
+        f.report.mismatch = BaselineMismatch(
+            v.reason or "differs", v.witness, _known_bug(client.section_lines(name))
+        )
         f.report.reason = "client baseline disagrees with our lowering: " + (v.reason or "")
-        log.warning("function %s: client baseline disagrees with our lowering: %s", name,
-                    v.reason)
+        log.warning("function %s: client baseline disagrees with our lowering: %s", name, v.reason)
     else:
-        f.report.reason = ("our lowering could not be proven equivalent to the client's "
-                           f"baseline ({proof.reason}); returned unchanged")
+        f.report.reason = (
+            "our lowering could not be proven equivalent to the client's "
+            f"baseline ({proof.reason}); returned unchanged"
+        )
     return False
 
 
@@ -317,8 +362,10 @@ def _known_bug(lines: Sequence[str]) -> str | None:
     body = [ln.strip() for ln in lines]
     for i, ln in enumerate(body):
         if ln.endswith(":") and ln.startswith("__loop__") and i > 0 and body[i - 1] == "pop 1":
-            return "loop fall-through (spec/tir.md §3.4): the loop subroutine is emitted " \
-                   "inline and runs again after the call"
+            return (
+                "loop fall-through (spec/tir.md §3.4): the loop subroutine is emitted "
+                "inline and runs again after the call"
+            )
     if "or" in body:
         return "`or` is not a Triton VM instruction (spec/tir.md §1)"
     return None
@@ -366,8 +413,10 @@ def _block_instrs(lines: Sequence[str], isa: str) -> list[Instr]:
 
 # -- stages 3-5 ---------------------------------------------------------------------------
 
-def _propose(tasks: list[BlockTask], options: CompileOptions,
-             sources: SourceSet) -> dict[str, list[list[list[Instr]]]]:
+
+def _propose(
+    tasks: list[BlockTask], options: CompileOptions, sources: SourceSet
+) -> dict[str, list[list[list[Instr]]]]:
     out: dict[str, list[list[list[Instr]]]] = {}
     for name in options.sources:
         src = sources.get(name)
@@ -379,15 +428,20 @@ def _propose(tasks: list[BlockTask], options: CompileOptions,
             log.exception("candidate source %r failed; continuing without it", name)
             continue
         if len(proposals) != len(tasks):
-            log.error("source %r returned %d proposal lists for %d blocks", name,
-                      len(proposals), len(tasks))
+            log.error(
+                "source %r returned %d proposal lists for %d blocks",
+                name,
+                len(proposals),
+                len(tasks),
+            )
             continue
         out[name] = proposals
     return out
 
 
-def _checks(tasks: list[BlockTask], proposals: dict[str, list[list[list[Instr]]]],
-            options: CompileOptions) -> tuple[list[BlockCheck], list[tuple[int, str]]]:
+def _checks(
+    tasks: list[BlockTask], proposals: dict[str, list[list[list[Instr]]]], options: CompileOptions
+) -> tuple[list[BlockCheck], list[tuple[int, str]]]:
     """One check for each task's baseline (it measures the baseline's heights) and one for
     each distinct candidate. ``owners[k] = (task index, source)``; source ``""`` = baseline."""
     checks: list[BlockCheck] = []
@@ -403,8 +457,7 @@ def _checks(tasks: list[BlockTask], proposals: dict[str, list[list[list[Instr]]]
                 if text in seen:
                     continue
                 seen.add(text)
-                checks.append(BlockCheck(base, text, options.isa, options.witnesses,
-                                         options.seed))
+                checks.append(BlockCheck(base, text, options.isa, options.witnesses, options.seed))
                 owners.append((ti, name))
     return checks, owners
 
@@ -414,8 +467,14 @@ def _rank_key(v: Verdict, text: Sequence[str]) -> tuple[int, int, int]:
     return (v.cycles, others, sum(len(t) for t in text))
 
 
-def _rank(fns: list[_Fn], tasks: list[BlockTask], owners: list[tuple[int, str]],
-          checks: list[BlockCheck], verdicts: list[Verdict], low: Lowering) -> None:
+def _rank(
+    fns: list[_Fn],
+    tasks: list[BlockTask],
+    owners: list[tuple[int, str]],
+    checks: list[BlockCheck],
+    verdicts: list[Verdict],
+    low: Lowering,
+) -> None:
     by_task: dict[int, list[tuple[str, BlockCheck, Verdict]]] = defaultdict(list)
     for (ti, source), check, verdict in zip(owners, checks, verdicts):
         by_task[ti].append((source, check, verdict))
@@ -439,10 +498,17 @@ def _rank(fns: list[_Fn], tasks: list[BlockTask], owners: list[tuple[int, str]],
                     cls = rejection_class(verdict.reason)
                     f.report.rejections[cls] = f.report.rejections.get(cls, 0) + 1
         base_lines = [str(i) for i in task.baseline]
-        report = BlockReport(index=task.index, path=task.path, source="compiler",
-                             tasm=base_lines, baseline_tasm=base_lines,
-                             cycles=len(base_lines), baseline_cycles=len(base_lines),
-                             tir_hash=task.tir_hash, candidates=stats)
+        report = BlockReport(
+            index=task.index,
+            path=task.path,
+            source="compiler",
+            tasm=base_lines,
+            baseline_tasm=base_lines,
+            cycles=len(base_lines),
+            baseline_cycles=len(base_lines),
+            tir_hash=task.tir_hash,
+            candidates=stats,
+        )
         f.report.blocks.append(report)
         if base_entry is None or not base_entry[2].equivalent:
             continue  # cannot even measure the baseline: keep it
@@ -470,6 +536,7 @@ def _rank(fns: list[_Fn], tasks: list[BlockTask], owners: list[tuple[int, str]],
 
 # -- stage 6: splice, re-verify, assemble -------------------------------------------------
 
+
 def _spliced_lines(f: _Fn, ours: ModuleText) -> list[str]:
     """Our sections of ``f`` with the chosen blocks replaced."""
     fn = ours.functions[f.name]
@@ -477,7 +544,7 @@ def _spliced_lines(f: _Fn, ours: ModuleText) -> list[str]:
     out: list[str] = []
     for a, b in fn.sections:
         i = a
-        for (s, e) in sorted(r for r in repl if a <= r[0] < b):
+        for s, e in sorted(r for r in repl if a <= r[0] < b):
             out.extend(ours.lines[i:s])
             out.extend(repl[(s, e)])
             i = e
@@ -490,8 +557,9 @@ def _finish_function(f: _Fn, ours: ModuleText, options: CompileOptions) -> None:
     if f.passthrough or f.reference is None:
         rep.fallback = True
         if f.reference is not None:  # e.g. the client's baseline, returned unchanged
-            m = check_function(f.reference, None, witnesses=options.witnesses,
-                               seed=options.seed + 2)
+            m = check_function(
+                f.reference, None, witnesses=options.witnesses, seed=options.seed + 2
+            )
             rep.cycles = rep.baseline_cycles = m.baseline_cycles
             rep.halted = m.halted
             rep.heights = rep.baseline_heights = m.baseline_heights
@@ -503,18 +571,19 @@ def _finish_function(f: _Fn, ours: ModuleText, options: CompileOptions) -> None:
         new_lines = _spliced_lines(f, ours)
         try:
             cand = ours.harness(f.name, options.isa, override={f.name: new_lines})
-            v = check_function(f.reference, cand, witnesses=options.witnesses,
-                               seed=options.seed + 2)
+            v = check_function(
+                f.reference, cand, witnesses=options.witnesses, seed=options.seed + 2
+            )
         except TasmSyntaxError as exc:  # a spliced candidate must parse; be safe anyway
             v = FunctionVerdict(False, reason=f"spliced function does not assemble: {exc}")
         if v.equivalent:  # differential agreement is not a proof: prove it by alignment
             # the block stage's seed: its proofs of the chosen blocks are reused
-            proof = check_aligned(f.reference, cand, witnesses=options.witnesses,
-                                  seed=options.seed)
+            proof = check_aligned(f.reference, cand, witnesses=options.witnesses, seed=options.seed)
             if not proof.equivalent:
                 v = replace(v, equivalent=False, reason=f"not proven: {proof.reason}")
-        worse = v.equivalent and (v.cycles > v.baseline_cycles
-                                  or not no_taller(v.heights, v.baseline_heights))
+        worse = v.equivalent and (
+            v.cycles > v.baseline_cycles or not no_taller(v.heights, v.baseline_heights)
+        )
         if v.equivalent and not worse:
             f.new_lines = new_lines
             measured = v
@@ -524,22 +593,31 @@ def _finish_function(f: _Fn, ours: ModuleText, options: CompileOptions) -> None:
                 saved[source] += len(f.tasks[j].baseline) - verdict.cycles
             rep.source = max(saved, key=lambda s: saved[s])  # type: ignore[assignment]
         else:
-            rep.reason = ("whole-function re-verification failed: " + (v.reason or "")
-                          if not v.equivalent else "spliced function is not cheaper")
+            rep.reason = (
+                "whole-function re-verification failed: " + (v.reason or "")
+                if not v.equivalent
+                else "spliced function is not cheaper"
+            )
             if not v.equivalent:
                 rep.rejections["function"] = rep.rejections.get("function", 0) + 1
             log.warning("function %s falls back: %s", f.name, rep.reason)
             for b in rep.blocks:
                 b.source, b.tasm, b.cycles, b.verified_by = (
-                    "compiler", b.baseline_tasm, b.baseline_cycles, None)
+                    "compiler",
+                    b.baseline_tasm,
+                    b.baseline_cycles,
+                    None,
+                )
                 b.heights = dict(b.baseline_heights)
             f.chosen.clear()
     if measured is None:
-        measured = check_function(f.reference, None, witnesses=options.witnesses,
-                                  seed=options.seed + 2)
+        measured = check_function(
+            f.reference, None, witnesses=options.witnesses, seed=options.seed + 2
+        )
         rep.fallback = True
-        rep.reason = rep.reason or ("no verified improvement" if measured.equivalent
-                                    else measured.reason)
+        rep.reason = rep.reason or (
+            "no verified improvement" if measured.equivalent else measured.reason
+        )
     rep.cycles, rep.baseline_cycles = measured.cycles, measured.baseline_cycles
     rep.halted = measured.halted
     rep.heights, rep.baseline_heights = measured.heights, measured.baseline_heights
@@ -563,12 +641,16 @@ def _measure_with_callees(fns: list[_Fn], out: ModuleText, options: CompileOptio
             final = out.harness(f.name, options.isa)
         except TasmSyntaxError:
             continue
-        v = check_function(f.reference, final, witnesses=options.witnesses,
-                           seed=options.seed + 2)  # the witnesses of the first measurement
+        v = check_function(
+            f.reference, final, witnesses=options.witnesses, seed=options.seed + 2
+        )  # the witnesses of the first measurement
         if not v.equivalent:
             if v.witness >= 0:  # each part was proven: this would be a verifier bug
-                log.error("function %s differs from its reference in the assembled module: "
-                          "%s", f.name, v.reason)
+                log.error(
+                    "function %s differs from its reference in the assembled module: %s",
+                    f.name,
+                    v.reason,
+                )
             continue  # keep the measurement with the callees' baseline code
         rep = f.report
         rep.own_cycles = rep.cycles
@@ -579,8 +661,7 @@ def _measure_with_callees(fns: list[_Fn], out: ModuleText, options: CompileOptio
         rep.baseline_padded_height = padded_height(v.baseline_heights)
 
 
-def _assemble(fns: list[_Fn], low: Lowering, ours: ModuleText,
-              client: ModuleText | None) -> str:
+def _assemble(fns: list[_Fn], low: Lowering, ours: ModuleText, client: ModuleText | None) -> str:
     improved = {f.name: f for f in fns if f.new_lines is not None}
     if client is None:
         lines = list(low.lines)
@@ -596,8 +677,9 @@ def _assemble(fns: list[_Fn], low: Lowering, ours: ModuleText,
     while True:
         lines: list[str] = []
         i = 0
-        spans = sorted((client.functions[n].sections[0], n) for n in improved
-                       if n in client.functions)
+        spans = sorted(
+            (client.functions[n].sections[0], n) for n in improved if n in client.functions
+        )
         for (s, e), name in spans:
             lines.extend(client.lines[i:s])
             lines.extend(improved[name].new_lines or [])
@@ -621,5 +703,9 @@ def _assemble(fns: list[_Fn], low: Lowering, ours: ModuleText,
             rep.padded_height = rep.baseline_padded_height
             for b in rep.blocks:
                 b.source, b.tasm, b.cycles, b.verified_by = (
-                    "compiler", b.baseline_tasm, b.baseline_cycles, None)
+                    "compiler",
+                    b.baseline_tasm,
+                    b.baseline_cycles,
+                    None,
+                )
                 b.heights = dict(b.baseline_heights)

@@ -10,8 +10,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
-__all__ = ["Source", "CandidateStats", "BlockReport", "FunctionReport", "CompileResult",
-           "CompileOptions", "BaselineMismatch"]
+__all__ = [
+    "Source",
+    "CandidateStats",
+    "BlockReport",
+    "FunctionReport",
+    "CompileResult",
+    "CompileOptions",
+    "BaselineMismatch",
+]
 
 #: Where the TASM of a block or function came from. ``compiler``: our baseline lowering (or
 #: the client's baseline), unchanged; ``rules``: classical rewrite rules; ``search``: the block
@@ -140,7 +147,11 @@ class FunctionReport:
     @property
     def cycle_reduction(self) -> float:
         """Relative saving ``(baseline - cycles) / baseline``; 0 when the baseline is 0."""
-        return (self.baseline_cycles - self.cycles) / self.baseline_cycles if self.baseline_cycles else 0.0
+        return (
+            (self.baseline_cycles - self.cycles) / self.baseline_cycles
+            if self.baseline_cycles
+            else 0.0
+        )
 
     def to_dict(self) -> dict:
         out = asdict(self)

@@ -72,8 +72,14 @@ def _peephole(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None: 
     if c is not None and a.name == "push" and b.name == "push" and c.name in ("add", "mul"):
         v = (a.arg + b.arg) % P if c.name == "add" else a.arg * b.arg % P
         return [Instr("push", v)], 3
-    if (c is not None and _is(a, "push", P - 1) and _is(b, "mul")
-            and _is(c, "push", P - 1) and i + 3 < len(code) and _is(code[i + 3], "mul")):
+    if (
+        c is not None
+        and _is(a, "push", P - 1)
+        and _is(b, "mul")
+        and _is(c, "push", P - 1)
+        and i + 3 < len(code)
+        and _is(code[i + 3], "mul")
+    ):
         return [], 4
     return None
 
@@ -84,13 +90,19 @@ def _simplify_window(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] |
     failure). E.g. ``push c; split; pop 1`` -> ``push hi(c)``; ``dup 0; split; pop 3`` -> (nothing);
     ``dup 1; dup 0; swap 3; pop 3`` -> ``pop 1``."""
     for k in range(min(_MAX_FOLD_WINDOW, len(code) - i), 1, -1):
-        window = code[i: i + k]
+        window = code[i : i + k]
         if window[-1].name != "pop" and not any(ins.name == "push" for ins in window):
             continue
         ctx = ExprContext()
         run = run_symbolic(window, ctx)
-        if (run.unsupported or run.guards or run.outputs or run.ram or run.sponge is not None
-                or any(run.consumed.values())):
+        if (
+            run.unsupported
+            or run.guards
+            or run.outputs
+            or run.ram
+            or run.sponge is not None
+            or any(run.consumed.values())
+        ):
             continue
         # the materialized region is: untouched entry elements at the bottom, then the rest
         stack = run.stack
@@ -127,8 +139,9 @@ RULES: dict[str, Callable[[Sequence[Instr], int], tuple[list[Instr], int] | None
 }
 
 
-def rewrite(code: Sequence[Instr], rules: Sequence[str] = tuple(RULES),
-            max_passes: int = 50) -> list[Instr]:
+def rewrite(
+    code: Sequence[Instr], rules: Sequence[str] = tuple(RULES), max_passes: int = 50
+) -> list[Instr]:
     """Apply ``rules`` left to right, repeatedly, until nothing changes.
 
     Args:
@@ -146,7 +159,7 @@ def rewrite(code: Sequence[Instr], rules: Sequence[str] = tuple(RULES),
                 hit = RULES[name](out, i)
                 if hit is not None:
                     repl, k = hit
-                    out[i: i + k] = repl
+                    out[i : i + k] = repl
                     changed = True
                     i = max(0, i - 3)
                     break
@@ -176,6 +189,7 @@ class RulesSource:
 
     name = "rules"
 
-    def propose(self, tasks: Sequence[BlockTask],
-                options: CompileOptions) -> list[list[list[Instr]]]:
+    def propose(
+        self, tasks: Sequence[BlockTask], options: CompileOptions
+    ) -> list[list[list[Instr]]]:
         return [candidates(t.baseline) for t in tasks]

@@ -52,8 +52,9 @@ class CandidateSource(Protocol):
 
     name: str
 
-    def propose(self, tasks: Sequence[BlockTask],
-                options: CompileOptions) -> list[list[list[Instr]]]:
+    def propose(
+        self, tasks: Sequence[BlockTask], options: CompileOptions
+    ) -> list[list[list[Instr]]]:
         """Candidates per task, in task order (``[]`` for a task it has nothing for)."""
         ...
 

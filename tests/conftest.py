@@ -35,6 +35,7 @@ REDIS_SERVER_URL = os.environ.get("TASMOPT_TEST_REDIS", "redis://127.0.0.1:6379"
 
 # -- PostgreSQL -------------------------------------------------------------------------------
 
+
 def _pg_admin():
     import psycopg
 
@@ -152,8 +153,19 @@ def redis_conn(redis_url):
 # -- TIR and requests -------------------------------------------------------------------------
 
 #: spec/tir.md §2.1, example A: one straight-line function.
-ADD_MUL_TIR = [{"FnStart": "add_mul"}, {"Dup": 1}, {"Dup": 1}, "Add", {"Dup": 0}, {"Dup": 3},
-               "Mul", {"Swap": 3}, {"Pop": 3}, "Return", "FnEnd"]
+ADD_MUL_TIR = [
+    {"FnStart": "add_mul"},
+    {"Dup": 1},
+    {"Dup": 1},
+    "Add",
+    {"Dup": 0},
+    {"Dup": 3},
+    "Mul",
+    {"Swap": 3},
+    {"Pop": 3},
+    "Return",
+    "FnEnd",
+]
 
 
 @pytest.fixture()
@@ -171,15 +183,22 @@ def example_request() -> dict:
 
 # -- checkpoints (registry, admin API, model watcher) ------------------------------------------
 
+
 @pytest.fixture()
 def make_checkpoint(tmp_path):
     """``make(version, *, store=None, metrics=None, weights=None) -> Path``: a checkpoint
     directory ``<store>/<version>/`` with config.json, metrics.json and model.safetensors
     (`weights` bytes, random by default: registrable, not loadable by the real model)."""
 
-    def make(version: str, *, store: Path | None = None, metrics: dict | None = None,
-             weights: bytes | None = None, stage: str = "supervised",
-             parent: str | None = None) -> Path:
+    def make(
+        version: str,
+        *,
+        store: Path | None = None,
+        metrics: dict | None = None,
+        weights: bytes | None = None,
+        stage: str = "supervised",
+        parent: str | None = None,
+    ) -> Path:
         import json
 
         directory = (store or tmp_path / "model_store") / version
@@ -189,14 +208,16 @@ def make_checkpoint(tmp_path):
             config["parent"] = parent
         (directory / "config.json").write_text(json.dumps(config))
         (directory / "metrics.json").write_text(json.dumps(metrics or {"holdout_validity": 0.5}))
-        (directory / "model.safetensors").write_bytes(weights if weights is not None
-                                                      else secrets.token_bytes(256))
+        (directory / "model.safetensors").write_bytes(
+            weights if weights is not None else secrets.token_bytes(256)
+        )
         return directory
 
     return make
 
 
 # -- faults: a TCP proxy that can make PostgreSQL unreachable, a redis-server we can stop ------
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -293,8 +314,22 @@ def private_redis(tmp_path) -> Iterator[tuple[str, subprocess.Popen]]:
         pytest.skip("redis-server not installed")
     port = free_port()
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-         "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     from redis import Redis
 
     url = f"redis://127.0.0.1:{port}/0"
@@ -319,8 +354,12 @@ def private_redis(tmp_path) -> Iterator[tuple[str, subprocess.Popen]]:
 # -- the real TIR of the Trident standard library (shared/data/trident-std) ----------------
 
 #: Where the 30 modules live; override with TASMOPT_TRIDENT_STD.
-STD_DIR = Path(os.environ.get("TASMOPT_TRIDENT_STD",
-                           Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trident-std"))
+STD_DIR = Path(
+    os.environ.get(
+        "TASMOPT_TRIDENT_STD",
+        Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trident-std",
+    )
+)
 #: Module names, for parametrization (empty when the data is absent: those tests skip).
 STD_MODULES = sorted(p.stem for p in STD_DIR.glob("*.json")) if STD_DIR.is_dir() else []
 
@@ -336,6 +375,9 @@ def trident_std() -> dict[str, dict]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test that takes ``std_module`` runs once per trident-std module."""
     if "std_module" in metafunc.fixturenames:
-        params = STD_MODULES or [pytest.param("", marks=pytest.mark.skip(
-            reason=f"trident-std data not found at {STD_DIR}"))]
+        params = STD_MODULES or [
+            pytest.param(
+                "", marks=pytest.mark.skip(reason=f"trident-std data not found at {STD_DIR}")
+            )
+        ]
         metafunc.parametrize("std_module", params)

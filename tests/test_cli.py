@@ -24,8 +24,15 @@ def test_compile_prints_tasm_then_a_cost_table(runner):
     assert r.exit_code == 0, r.output
     assert r.output.startswith("    call __main")
     table = [ln for ln in r.output.splitlines() if ln.startswith("// ")]
-    assert table[0].split()[1:] == ["function", "source", "baseline", "cycles", "saved",
-                                    "padded", "height"]
+    assert table[0].split()[1:] == [
+        "function",
+        "source",
+        "baseline",
+        "cycles",
+        "saved",
+        "padded",
+        "height",
+    ]
     assert table[1].split()[1] == "main" and table[2].split()[1] == "total"
     parse(r.output)  # the table is made of comments: stdout is still valid TASM
     # a function that nothing improves gets a note saying why
@@ -66,8 +73,17 @@ def test_run_prints_outputs_cycles_and_heights(runner, tmp_path):
     assert r.exit_code == 0, r.output
     assert "status: halted" in r.output and "public output: 7" in r.output
     assert "clock cycles: 4" in r.output
-    for table in ("program", "processor", "op_stack", "ram", "jump_stack", "hash", "u32",
-                  "cascade", "lookup"):
+    for table in (
+        "program",
+        "processor",
+        "op_stack",
+        "ram",
+        "jump_stack",
+        "hash",
+        "u32",
+        "cascade",
+        "lookup",
+    ):
         assert f"  {table} " in r.output
     assert "padded height: 256" in r.output
 

@@ -42,8 +42,11 @@ def _mnemonic_collections(path: Path) -> list[tuple[int, list[str]]]:
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Set | ast.Tuple | ast.List):
-            strs = [e.value for e in node.elts
-                    if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            strs = [
+                e.value
+                for e in node.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            ]
             if len(strs) >= 2 and len(strs) == len(node.elts) and set(strs) <= MNEMONICS:
                 found.append((node.lineno, strs))
     return found
@@ -57,8 +60,10 @@ def test_no_module_keeps_its_own_instruction_name_set():
             if rel == "tasmopt/isa.py" or rel in SEMANTICS:
                 continue
             offenders += [f"{rel}:{line} {names}" for line, names in _mnemonic_collections(path)]
-    assert not offenders, ("instruction-name collections outside tasmopt/isa.py; derive them "
-                           "with tasmopt.isa.names_where:\n" + "\n".join(offenders))
+    assert not offenders, (
+        "instruction-name collections outside tasmopt/isa.py; derive them "
+        "with tasmopt.isa.names_where:\n" + "\n".join(offenders)
+    )
 
 
 def test_the_scan_finds_a_planted_name_set(tmp_path):
@@ -82,24 +87,72 @@ def test_goldilocks_prime_is_defined_once():
 def test_derived_sets_are_the_spec_sets():
     # spelled out here once, as the expected values of the derivations (spec §5)
     assert names_where(lambda i: i.is_control_flow) == {
-        "halt", "skiz", "call", "return", "recurse", "recurse_or_return"}
+        "halt",
+        "skiz",
+        "call",
+        "return",
+        "recurse",
+        "recurse_or_return",
+    }
     assert names_where(lambda i: i.ends_frame) == {"halt", "return"}
     assert names_where(lambda i: i.reads_jump_stack) == {"return", "recurse", "recurse_or_return"}
     assert names_where(lambda i: i.has_side_effect) == {
-        "read_io", "write_io", "divine", "read_mem", "write_mem", "sponge_init", "sponge_absorb",
-        "sponge_absorb_mem", "sponge_squeeze", "merkle_step", "merkle_step_mem", "xx_dot_step",
-        "xb_dot_step", "b_horner_step", "x_horner_step"}
+        "read_io",
+        "write_io",
+        "divine",
+        "read_mem",
+        "write_mem",
+        "sponge_init",
+        "sponge_absorb",
+        "sponge_absorb_mem",
+        "sponge_squeeze",
+        "merkle_step",
+        "merkle_step_mem",
+        "xx_dot_step",
+        "xb_dot_step",
+        "b_horner_step",
+        "x_horner_step",
+    }
     assert names_where(lambda i: i.writes_ram) == {"write_mem"}
     assert names_where(lambda i: i.uses_sponge) == {
-        "sponge_init", "sponge_absorb", "sponge_absorb_mem", "sponge_squeeze"}
+        "sponge_init",
+        "sponge_absorb",
+        "sponge_absorb_mem",
+        "sponge_squeeze",
+    }
     assert names_where(lambda i: i.is_guarded) == {
-        "lt", "and", "xor", "log_2_floor", "pop_count", "pow", "div_mod", "invert", "x_invert",
-        "assert", "assert_vector"}
+        "lt",
+        "and",
+        "xor",
+        "log_2_floor",
+        "pop_count",
+        "pow",
+        "div_mod",
+        "invert",
+        "x_invert",
+        "assert",
+        "assert_vector",
+    }
     assert names_where(lambda i: i.is_stack_shuffle) == {
-        "push", "pop", "dup", "swap", "pick", "place"}
+        "push",
+        "pop",
+        "dup",
+        "swap",
+        "pick",
+        "place",
+    }
     assert names_where(lambda i: i.is_u32_flagged) == {
-        "split", "lt", "and", "xor", "log_2_floor", "pow", "div_mod", "pop_count", "merkle_step",
-        "merkle_step_mem"}
+        "split",
+        "lt",
+        "and",
+        "xor",
+        "log_2_floor",
+        "pow",
+        "div_mod",
+        "pop_count",
+        "merkle_step",
+        "merkle_step_mem",
+    }
 
 
 def _binary(name: str, a: int, b: int) -> tuple[str | None, list[int]]:
@@ -109,8 +162,12 @@ def _binary(name: str, a: int, b: int) -> tuple[str | None, list[int]]:
     return (None, res.stack[16:]) if res.error is None else (res.error.kind, [])
 
 
-@pytest.mark.parametrize("name", sorted(
-    i.name for i in instruction_set() if not i.has_arg and i.pops() == 2 and i.pushes() == 1))
+@pytest.mark.parametrize(
+    "name",
+    sorted(
+        i.name for i in instruction_set() if not i.has_arg and i.pops() == 2 and i.pushes() == 1
+    ),
+)
 def test_commutative_flag_matches_the_simulator(name):
     rng = random.Random(name)
     pairs = [(rng.randrange(1 << 32), rng.randrange(1 << 32)) for _ in range(64)]
@@ -125,16 +182,26 @@ def test_simulator_u32_keys_come_from_the_table():
     assert res.error is None
     assert res.heights is not None
     from tasmopt.vm.instructions import Shape, shape_lines
+
     lines = "\n".join(shape_lines(Shape("xor"), instruction_set()["xor"]))
     assert "('and'," in lines and "U32KEY" not in lines
     lines = "\n".join(shape_lines(Shape("div_mod"), instruction_set()["div_mod"]))
     assert "('lt'," in lines and "('split'," in lines
 
 
-@pytest.mark.parametrize(("text", "depth"), [
-    ("assert_vector", 10), ("dup 7", 8), ("swap 15", 16), ("merkle_step", 6),
-    ("sponge_absorb_mem", 5), ("add", 2), ("push 3", 0), ("pop 4", 4),
-])
+@pytest.mark.parametrize(
+    ("text", "depth"),
+    [
+        ("assert_vector", 10),
+        ("dup 7", 8),
+        ("swap 15", 16),
+        ("merkle_step", 6),
+        ("sponge_absorb_mem", 5),
+        ("add", 2),
+        ("push 3", 0),
+        ("pop 4", 4),
+    ],
+)
 def test_reads_depth(text, depth):
     name, _, arg = text.partition(" ")
     assert instruction_set()[name].reads_depth(int(arg) if arg else None) == depth

@@ -19,6 +19,7 @@ def test_tasmopt_imports_no_service_layer():
         "{'service', 'worker', 'fastapi', 'starlette', 'rq', 'uvicorn'})\n"
         "print(','.join(bad))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert out.stdout.strip() == ""

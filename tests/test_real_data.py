@@ -38,8 +38,11 @@ def test_module_compiles_to_verified_tasm(path: Path, mode: str) -> None:
 
     low = lower(ops)
     labels = {f.name: f.label for f in low.functions if f.name}
-    reference = (ModuleText.from_text(baseline_text, labels) if baseline_text is not None
-                 else ModuleText.from_lowering(low))
+    reference = (
+        ModuleText.from_text(baseline_text, labels)
+        if baseline_text is not None
+        else ModuleText.from_lowering(low)
+    )
     output = ModuleText.from_text(result.tasm, labels)
     assert len(result.functions) == len(data["functions"])
     for rep in result.functions:
@@ -48,11 +51,16 @@ def test_module_compiles_to_verified_tasm(path: Path, mode: str) -> None:
             assert rep.mismatch.cause and rep.source == "client"
         if rep.fallback:
             # returned unchanged: the function's text is the baseline's, line for line
-            assert [ln.rstrip() for ln in output.section_lines(rep.name)] == \
-                [ln.rstrip() for ln in reference.section_lines(rep.name)], rep.name
+            assert [ln.rstrip() for ln in output.section_lines(rep.name)] == [
+                ln.rstrip() for ln in reference.section_lines(rep.name)
+            ], rep.name
             continue
-        v = check_function(reference.harness(rep.name, "release"),
-                           output.harness(rep.name, "release"), seed=12345, max_tries=400)
+        v = check_function(
+            reference.harness(rep.name, "release"),
+            output.harness(rep.name, "release"),
+            seed=12345,
+            max_tries=400,
+        )
         assert v.equivalent, f"{rep.name}: {v.reason}"
         assert v.cycles <= v.baseline_cycles
     _improved[mode][0] += sum(r.cycles < r.baseline_cycles for r in result.functions)

@@ -25,16 +25,20 @@ class WorkerContext:
 _CONTEXT: WorkerContext | None = None
 
 
-def configure(*, database_url: str | None = None,
-              session_factory: sessionmaker[Session] | None = None,
-              connect_timeout_s: int = 3) -> WorkerContext:
+def configure(
+    *,
+    database_url: str | None = None,
+    session_factory: sessionmaker[Session] | None = None,
+    connect_timeout_s: int = 3,
+) -> WorkerContext:
     """Set the process's context from a database URL or an existing session factory."""
     global _CONTEXT
     if session_factory is None:
         if database_url is None:
             raise ValueError("configure() needs database_url or session_factory")
-        session_factory = make_sessionmaker(make_engine(database_url,
-                                                        connect_timeout_s=connect_timeout_s))
+        session_factory = make_sessionmaker(
+            make_engine(database_url, connect_timeout_s=connect_timeout_s)
+        )
     _CONTEXT = WorkerContext(session_factory=session_factory)
     return _CONTEXT
 

@@ -36,12 +36,12 @@ class JsonCronJob(CronJob):
             raise ValueError("CronJob has no function to enqueue")
         queue = named_queue(connection, self.queue_name)
         with connection.pipeline() as pipeline:
-            job = queue.enqueue(self.func, args=self.args, kwargs=self.kwargs,
-                                **self.job_options, pipeline=pipeline)
+            job = queue.enqueue(
+                self.func, args=self.args, kwargs=self.kwargs, **self.job_options, pipeline=pipeline
+            )
             assert job.enqueued_at is not None
             pipeline.zadd(self.job_history_key, {job.id: job.enqueued_at.timestamp()})
-            pipeline.zremrangebyrank(self.job_history_key, 0,
-                                     -(DEFAULT_CRON_JOB_HISTORY_LIMIT + 1))
+            pipeline.zremrangebyrank(self.job_history_key, 0, -(DEFAULT_CRON_JOB_HISTORY_LIMIT + 1))
             pipeline.expire(self.job_history_key, DEFAULT_CRON_JOB_HISTORY_TTL)
             registry_add(self.name, pipeline, enqueue_timestamp=job.enqueued_at.timestamp())
             pipeline.execute()
@@ -55,13 +55,23 @@ class JsonCronScheduler(CronScheduler):
     def register(self, func: Any, queue_name: str, **kwargs: Any) -> CronJob:  # type: ignore[override]
         job = JsonCronJob(queue_name=queue_name, func=func, **kwargs)
         self._cron_jobs.append(job)
-        log.info("registered %s on %s (%s)", job.func_name, queue_name,
-                 f"cron {job.cron!r}" if job.cron else f"every {job.interval} s")
+        log.info(
+            "registered %s on %s (%s)",
+            job.func_name,
+            queue_name,
+            f"cron {job.cron!r}" if job.cron else f"every {job.interval} s",
+        )
         return job
 
 
-def build_scheduler(connection: Redis, *, cron: str | None = None, interval_s: int | None = None,
-                    min_results: int, max_age_h: float) -> JsonCronScheduler:
+def build_scheduler(
+    connection: Redis,
+    *,
+    cron: str | None = None,
+    interval_s: int | None = None,
+    min_results: int,
+    max_age_h: float,
+) -> JsonCronScheduler:
     """The scheduler with the finetune check registered.
 
     Args:
@@ -73,8 +83,14 @@ def build_scheduler(connection: Redis, *, cron: str | None = None, interval_s: i
         ValueError: neither or both of `cron` and `interval_s`.
     """
     scheduler = JsonCronScheduler(connection=connection, logging_level="WARNING")
-    scheduler.register(finetune_job, LEARN_QUEUE, kwargs={
-        "trigger": "cron", "min_results": min_results, "max_age_h": max_age_h},
-        cron=None if interval_s else cron, interval=interval_s, job_timeout=3600,
-        result_ttl=86400, name=FINETUNE_CRON_NAME)
+    scheduler.register(
+        finetune_job,
+        LEARN_QUEUE,
+        kwargs={"trigger": "cron", "min_results": min_results, "max_age_h": max_age_h},
+        cron=None if interval_s else cron,
+        interval=interval_s,
+        job_timeout=3600,
+        result_ttl=86400,
+        name=FINETUNE_CRON_NAME,
+    )
     return scheduler

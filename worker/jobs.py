@@ -51,9 +51,14 @@ def _learning_loop() -> Any | None:
     return None
 
 
-def finetune_job(trigger: str = "cron", *, min_results: int = MIN_NEW_RESULTS,
-                 max_age_h: float = MAX_AGE_H, force: bool = False,
-                 job_id: str | None = None) -> dict[str, Any]:
+def finetune_job(
+    trigger: str = "cron",
+    *,
+    min_results: int = MIN_NEW_RESULTS,
+    max_age_h: float = MAX_AGE_H,
+    force: bool = False,
+    job_id: str | None = None,
+) -> dict[str, Any]:
     """Decide whether the replay buffer warrants a micro-finetune, and record the run.
 
     Counts the block results served since the previous triggered run's watermark. A
@@ -85,8 +90,11 @@ def finetune_job(trigger: str = "cron", *, min_results: int = MIN_NEW_RESULTS,
         count, oldest, newest = results_since(session, after=after)
         waited = oldest is not None and started - oldest >= timedelta(hours=max_age_h)
         due = force or count >= min_results or (count > 0 and waited)
-        detail: dict[str, Any] = {"min_results": min_results, "max_age_h": max_age_h,
-                                  "force": force}
+        detail: dict[str, Any] = {
+            "min_results": min_results,
+            "max_age_h": max_age_h,
+            "force": force,
+        }
         watermark = after
         version = None
         if not due:
@@ -99,13 +107,25 @@ def finetune_job(trigger: str = "cron", *, min_results: int = MIN_NEW_RESULTS,
             outcome, version = result["outcome"], result.get("checkpoint_version")
             detail.update(result.get("detail", {}))
             watermark = newest
-        run = record_finetune_run(session, trigger=trigger, outcome=outcome, new_results=count,
-                                  watermark=watermark, started_at=started,
-                                  checkpoint_version=version, job_id=job_id, detail=detail)
+        run = record_finetune_run(
+            session,
+            trigger=trigger,
+            outcome=outcome,
+            new_results=count,
+            watermark=watermark,
+            started_at=started,
+            checkpoint_version=version,
+            job_id=job_id,
+            detail=detail,
+        )
         run_id = run.id
     FINETUNE_RUNS.labels(outcome).inc()
     if outcome == "rejected":  # pragma: no cover - see _learning_loop
         GUARD_REJECTIONS.inc()
     log.info("finetune check (%s): %d new result(s), %s", trigger, count, outcome)
-    return {"run_id": run_id, "outcome": outcome, "new_results": count,
-            "checkpoint_version": version}
+    return {
+        "run_id": run_id,
+        "outcome": outcome,
+        "new_results": count,
+        "checkpoint_version": version,
+    }

@@ -19,30 +19,53 @@ from rq.queue import Queue
 
 from worker.queue import QUEUES
 
-__all__ = ["JOB_SECONDS", "JOB_FAILURES", "FINETUNE_RUNS", "GUARD_REJECTIONS",
-           "FINETUNE_OUTCOMES", "MeteredWorkerMixin", "MeteredSimpleWorker", "MeteredWorker",
-           "start_metrics_server"]
+__all__ = [
+    "JOB_SECONDS",
+    "JOB_FAILURES",
+    "FINETUNE_RUNS",
+    "GUARD_REJECTIONS",
+    "FINETUNE_OUTCOMES",
+    "MeteredWorkerMixin",
+    "MeteredSimpleWorker",
+    "MeteredWorker",
+    "start_metrics_server",
+]
 
 log = logging.getLogger(__name__)
 
 #: Outcomes of `worker.jobs.finetune_job` (see `tasmopt.store.FinetuneRun`).
-FINETUNE_OUTCOMES = ("no_new_results", "waiting", "learning_unavailable", "candidate",
-                     "rejected", "failed")
+FINETUNE_OUTCOMES = (
+    "no_new_results",
+    "waiting",
+    "learning_unavailable",
+    "candidate",
+    "rejected",
+    "failed",
+)
 
 JOB_SECONDS = Histogram(
-    "tasmopt_worker_job_duration_seconds", "Seconds a worker spent on a job, by queue.",
-    ["queue"], buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-                        60.0, 300.0))
+    "tasmopt_worker_job_duration_seconds",
+    "Seconds a worker spent on a job, by queue.",
+    ["queue"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0),
+)
 JOB_FAILURES = Counter(
-    "tasmopt_worker_job_failures_total", "Jobs that ended failed (raised, timed out, or "
-    "their work horse died), by queue.", ["queue"])
+    "tasmopt_worker_job_failures_total",
+    "Jobs that ended failed (raised, timed out, or their work horse died), by queue.",
+    ["queue"],
+)
 FINETUNE_RUNS = Counter(
-    "tasmopt_finetune_runs_total", "Runs of the finetune check, by outcome: no_new_results, "
+    "tasmopt_finetune_runs_total",
+    "Runs of the finetune check, by outcome: no_new_results, "
     "waiting (below the trigger), learning_unavailable, candidate (passed the guard), "
-    "rejected (by the guard), failed.", ["outcome"])
+    "rejected (by the guard), failed.",
+    ["outcome"],
+)
 GUARD_REJECTIONS = Counter(
-    "tasmopt_guard_rejections_total", "Finetuned checkpoints the regression guard rejected "
-    "(validity dropped more than 2 points, design §4).")
+    "tasmopt_guard_rejections_total",
+    "Finetuned checkpoints the regression guard rejected "
+    "(validity dropped more than 2 points, design §4).",
+)
 
 for _q in QUEUES:
     JOB_SECONDS.labels(_q)

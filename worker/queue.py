@@ -12,8 +12,16 @@ from redis import Redis
 from rq import Queue
 from rq.serializers import JSONSerializer
 
-__all__ = ["VERIFY_QUEUE", "COMPILE_QUEUE", "LEARN_QUEUE", "QUEUES", "SERIALIZER", "connect",
-           "verify_queue", "named_queue"]
+__all__ = [
+    "VERIFY_QUEUE",
+    "COMPILE_QUEUE",
+    "LEARN_QUEUE",
+    "QUEUES",
+    "SERIALIZER",
+    "connect",
+    "verify_queue",
+    "named_queue",
+]
 
 #: Name of the queue the API enqueues equivalence checks on.
 VERIFY_QUEUE = "verify"
@@ -41,8 +49,9 @@ def connect(url: str, *, socket_timeout_s: float | None = SOCKET_TIMEOUT_S) -> R
         socket_timeout_s: limit on each command, seconds; None for a worker, whose dequeue
             blocks for long on purpose. Connecting is always limited to `SOCKET_TIMEOUT_S`.
     """
-    return Redis.from_url(url, socket_connect_timeout=SOCKET_TIMEOUT_S,
-                          socket_timeout=socket_timeout_s)
+    return Redis.from_url(
+        url, socket_connect_timeout=SOCKET_TIMEOUT_S, socket_timeout=socket_timeout_s
+    )
 
 
 def verify_queue(connection: Redis, name: str = VERIFY_QUEUE) -> Queue:

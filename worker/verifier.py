@@ -51,10 +51,16 @@ class RqVerifier:
         Whatever `local` raises for a check it cannot run; Redis errors never escape.
     """
 
-    def __init__(self, connection: Redis, *, deadline_s: float = 5.0,
-                 hard_deadline_s: float = 30.0, max_jobs: int = 8,
-                 local: Callable[[list[BlockCheck]], list[Verdict]] = check_blocks,
-                 queue_name: str = VERIFY_QUEUE) -> None:
+    def __init__(
+        self,
+        connection: Redis,
+        *,
+        deadline_s: float = 5.0,
+        hard_deadline_s: float = 30.0,
+        max_jobs: int = 8,
+        local: Callable[[list[BlockCheck]], list[Verdict]] = check_blocks,
+        queue_name: str = VERIFY_QUEUE,
+    ) -> None:
         if hard_deadline_s < deadline_s:
             raise ValueError("hard_deadline_s must be >= deadline_s")
         self.connection = connection
@@ -65,14 +71,16 @@ class RqVerifier:
         self.queue = verify_queue(connection, queue_name)
 
     def __repr__(self) -> str:
-        return (f"RqVerifier(queue={self.queue.name!r}, max_jobs={self.max_jobs}, "
-                f"deadline_s={self.deadline_s}, hard_deadline_s={self.hard_deadline_s})")
+        return (
+            f"RqVerifier(queue={self.queue.name!r}, max_jobs={self.max_jobs}, "
+            f"deadline_s={self.deadline_s}, hard_deadline_s={self.hard_deadline_s})"
+        )
 
     def __call__(self, checks: list[BlockCheck]) -> list[Verdict]:
         start = time.monotonic()
         soft, hard = start + self.deadline_s, start + self.hard_deadline_s
         n = max(1, math.ceil(len(checks) / self.max_jobs))
-        chunks = [list(checks[i:i + n]) for i in range(0, len(checks), n)]
+        chunks = [list(checks[i : i + n]) for i in range(0, len(checks), n)]
         results: list[list[Verdict] | None] = [None] * len(chunks)
         jobs = self._enqueue(chunks)
         local: list[int] = [] if jobs is not None else list(range(len(chunks)))
@@ -112,18 +120,27 @@ class RqVerifier:
         if not chunks:
             return []
         ttl = math.ceil(self.hard_deadline_s)  # nobody waits longer: drop it from the queue
-        datas = [self.queue.prepare_data(
-            "worker.jobs.check_blocks_job", args=([c.to_dict() for c in chunk],),
-            timeout=ttl + 30, ttl=ttl, result_ttl=ttl + 30, failure_ttl=ttl + 30,
-            description=f"verify {len(chunk)} block(s)") for chunk in chunks]
+        datas = [
+            self.queue.prepare_data(
+                "worker.jobs.check_blocks_job",
+                args=([c.to_dict() for c in chunk],),
+                timeout=ttl + 30,
+                ttl=ttl,
+                result_ttl=ttl + 30,
+                failure_ttl=ttl + 30,
+                description=f"verify {len(chunk)} block(s)",
+            )
+            for chunk in chunks
+        ]
         try:
             return self.queue.enqueue_many(datas)
         except RedisError as exc:
             log.warning("Redis unavailable (%s); verifying %d job(s) in-process", exc, len(chunks))
             return None
 
-    def _collect(self, jobs: list[Job], results: list[list[Verdict] | None],
-                 local: list[int]) -> list[int]:
+    def _collect(
+        self, jobs: list[Job], results: list[list[Verdict] | None], local: list[int]
+    ) -> list[int]:
         """Take the results of finished jobs; return the indices of jobs that ended otherwise."""
         pending = [i for i, r in enumerate(results) if r is None and i not in local]
         if not pending:
@@ -141,8 +158,9 @@ class RqVerifier:
                     continue
                 ended.append(i)
             elif status in (JobStatus.FAILED, JobStatus.STOPPED, None):
-                log.warning("verify job %s ended %s; checking in-process", jobs[i].id,
-                            status or "expired")
+                log.warning(
+                    "verify job %s ended %s; checking in-process", jobs[i].id, status or "expired"
+                )
                 ended.append(i)
         return ended
 

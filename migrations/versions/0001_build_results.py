@@ -31,14 +31,18 @@ def upgrade() -> None:
         sa.Column("valid", sa.Boolean(), nullable=False),
         sa.Column("clock_cycles", sa.Integer(), nullable=True),
         sa.Column("compiler_cycles", sa.Integer(), nullable=True),
-        sa.Column("table_heights", sa.JSON().with_variant(postgresql.JSONB(), "postgresql"),
-                  nullable=False),
+        sa.Column(
+            "table_heights",
+            sa.JSON().with_variant(postgresql.JSONB(), "postgresql"),
+            nullable=False,
+        ),
         sa.Column("padded_height", sa.Integer(), nullable=True),
         sa.Column("fallback_used", sa.Boolean(), nullable=False),
         sa.Column("source", sa.String(16), nullable=False),
         sa.Column("model_version", sa.String(128), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False,
-                  server_default=sa.func.now()),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+        ),
         sa.Column("latency_ms", sa.Float(), nullable=False),
     )
     op.create_index("ix_build_results_tir_hash", "build_results", ["tir_hash"])

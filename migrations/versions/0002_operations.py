@@ -33,19 +33,24 @@ def upgrade() -> None:
         sa.Column("status", sa.String(16), nullable=False),
         sa.Column("sha256", sa.String(64), nullable=False),
         sa.Column("path", sa.Text(), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False,
-                  server_default=sa.func.now()),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+        ),
         sa.Column("promoted_at", sa.DateTime(timezone=True), nullable=True),
     )
-    op.create_index("uq_checkpoints_one_production", "checkpoints", ["status"], unique=True,
-                    postgresql_where=sa.text("status = 'production'"),
-                    sqlite_where=sa.text("status = 'production'"))
+    op.create_index(
+        "uq_checkpoints_one_production",
+        "checkpoints",
+        ["status"],
+        unique=True,
+        postgresql_where=sa.text("status = 'production'"),
+        sqlite_where=sa.text("status = 'production'"),
+    )
 
     op.create_table(
         "admin_actions",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
-        sa.Column("at", sa.DateTime(timezone=True), nullable=False,
-                  server_default=sa.func.now()),
+        sa.Column("at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
         sa.Column("actor", sa.String(64), nullable=False),
         sa.Column("action", sa.String(32), nullable=False),
         sa.Column("target", sa.String(128), nullable=True),
@@ -62,8 +67,9 @@ def upgrade() -> None:
         sa.Column("request", _json(), nullable=False),
         sa.Column("response", _json(), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False,
-                  server_default=sa.func.now()),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+        ),
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
     )
@@ -72,8 +78,9 @@ def upgrade() -> None:
     op.create_table(
         "finetune_runs",
         sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
-        sa.Column("started_at", sa.DateTime(timezone=True), nullable=False,
-                  server_default=sa.func.now()),
+        sa.Column(
+            "started_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+        ),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("trigger", sa.String(16), nullable=False),
         sa.Column("outcome", sa.String(32), nullable=False),

@@ -23,11 +23,34 @@ from service.model_watcher import ModelWatcher
 from service.schemas import CompileRequest
 from service.spool import Spool
 
-__all__ = ["SettingsDep", "SessionDep", "SpoolDep", "BreakerDep", "CompilerDep", "VerifierDep",
-           "BaselineDep", "CompileBody", "WatcherDep", "RunnerDep", "FactoryDep", "AdminDep",
-           "get_settings", "get_session", "get_spool", "get_breaker", "get_compiler",
-           "get_verifier", "get_baseline", "get_compile_request", "get_watcher", "get_runner",
-           "get_session_factory", "require_admin", "get_slots", "SlotsDep"]
+__all__ = [
+    "SettingsDep",
+    "SessionDep",
+    "SpoolDep",
+    "BreakerDep",
+    "CompilerDep",
+    "VerifierDep",
+    "BaselineDep",
+    "CompileBody",
+    "WatcherDep",
+    "RunnerDep",
+    "FactoryDep",
+    "AdminDep",
+    "get_settings",
+    "get_session",
+    "get_spool",
+    "get_breaker",
+    "get_compiler",
+    "get_verifier",
+    "get_baseline",
+    "get_compile_request",
+    "get_watcher",
+    "get_runner",
+    "get_session_factory",
+    "require_admin",
+    "get_slots",
+    "SlotsDep",
+]
 
 
 def get_settings(request: Request) -> Settings:
@@ -106,8 +129,9 @@ def require_admin(request: Request) -> str:
         raise Unauthorized("admin endpoint: send Authorization: Bearer <ADMIN_TOKEN>")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthorized("admin endpoint: malformed Authorization header; expected "
-                           "'Bearer <token>'")
+        raise Unauthorized(
+            "admin endpoint: malformed Authorization header; expected 'Bearer <token>'"
+        )
     expected = settings.admin_token.get_secret_value().encode()
     if not secrets.compare_digest(token.strip().encode(), expected):
         raise Forbidden("admin endpoint: wrong token")

@@ -27,66 +27,134 @@ class Settings(BaseSettings):
     ``var/``, verification in-process, no Redis.
     """
 
-    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8",
-                                      extra="ignore", frozen=True)
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", frozen=True
+    )
 
-    database_url: str = Field("sqlite:///var/tasmopt.db",
-                              description="SQLAlchemy URL of the replay buffer.")
-    redis_url: str | None = Field(None, description="Redis for the RQ verify queue; unset: "
-                                  "verification runs in the API process.")
+    database_url: str = Field(
+        "sqlite:///var/tasmopt.db", description="SQLAlchemy URL of the replay buffer."
+    )
+    redis_url: str | None = Field(
+        None,
+        description="Redis for the RQ verify queue; unset: verification runs in the API process.",
+    )
     model_store: Path = Field(Path("model_store"), description="Checkpoint directory.")
-    admin_token: SecretStr | None = Field(None, description="Bearer token of the admin "
-                                          "endpoints; unset disables them (embedded mode "
-                                          "only: required elsewhere).")
-    admin_name: str = Field("admin", min_length=1, max_length=64, pattern=r"^[\w.@-]+$",
-                            description="Who the admin token stands for, as recorded in the "
-                            "admin audit log.")
-    model_device: str = Field("cpu", description="Torch device of the model source "
-                              "(``cpu``, ``cuda``, ``cuda:1``).")
-    model_poll_s: float = Field(5.0, gt=0, description="Seconds between two looks at the "
-                                "production checkpoint pointer (promotions are picked up "
-                                "without a restart).")
-    phase_refresh_s: float = Field(60.0, gt=0, description="Seconds between two counts of the "
-                                   "replay buffer for the phase metric.")
+    admin_token: SecretStr | None = Field(
+        None,
+        description="Bearer token of the admin "
+        "endpoints; unset disables them (embedded mode "
+        "only: required elsewhere).",
+    )
+    admin_name: str = Field(
+        "admin",
+        min_length=1,
+        max_length=64,
+        pattern=r"^[\w.@-]+$",
+        description="Who the admin token stands for, as recorded in the admin audit log.",
+    )
+    model_device: str = Field(
+        "cpu", description="Torch device of the model source (``cpu``, ``cuda``, ``cuda:1``)."
+    )
+    model_poll_s: float = Field(
+        5.0,
+        gt=0,
+        description="Seconds between two looks at the "
+        "production checkpoint pointer (promotions are picked up "
+        "without a restart).",
+    )
+    phase_refresh_s: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds between two counts of the replay buffer for the phase metric.",
+    )
 
-    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Largest request body, bytes.")
-    max_tir_ops: int = Field(200_000, ge=1, description="Most TIR ops (nested ones included) per request.")
-    max_tir_depth: int = Field(64, ge=1, description="Deepest nesting of op bodies (IfElse/IfOnly/Loop/ProofBlock).")
+    max_body_bytes: int = Field(
+        8 * 1024 * 1024, ge=1024, description="Largest request body, bytes."
+    )
+    max_tir_ops: int = Field(
+        200_000, ge=1, description="Most TIR ops (nested ones included) per request."
+    )
+    max_tir_depth: int = Field(
+        64, ge=1, description="Deepest nesting of op bodies (IfElse/IfOnly/Loop/ProofBlock)."
+    )
 
-    verify_deadline_s: float = Field(5.0, gt=0, description="Seconds to wait for the worker "
-                                     "pool per verify call before checking in-process.")
-    verify_hard_deadline_s: float = Field(30.0, gt=0, description="Seconds after which checks "
-                                          "still pending are reported unverified (baseline kept).")
-    verify_max_jobs: int = Field(8, ge=1, description="Most RQ jobs one verify call is split "
-                                 "into (about twice the number of workers).")
-    search_budget_s: float = Field(0.5, ge=0, description="Default block-search budget per request, seconds.")
-    max_search_budget_s: float = Field(10.0, ge=0, description="Largest budget a request may ask for, seconds.")
-    witnesses: int = Field(16, ge=16, le=1024, description="Default differential witnesses per check.")
+    verify_deadline_s: float = Field(
+        5.0,
+        gt=0,
+        description="Seconds to wait for the worker "
+        "pool per verify call before checking in-process.",
+    )
+    verify_hard_deadline_s: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds after which checks "
+        "still pending are reported unverified (baseline kept).",
+    )
+    verify_max_jobs: int = Field(
+        8,
+        ge=1,
+        description="Most RQ jobs one verify call is split "
+        "into (about twice the number of workers).",
+    )
+    search_budget_s: float = Field(
+        0.5, ge=0, description="Default block-search budget per request, seconds."
+    )
+    max_search_budget_s: float = Field(
+        10.0, ge=0, description="Largest budget a request may ask for, seconds."
+    )
+    witnesses: int = Field(
+        16, ge=16, le=1024, description="Default differential witnesses per check."
+    )
 
-    spool_dir: Path = Field(Path("var/spool"), description="Where results wait while the database is down.")
+    spool_dir: Path = Field(
+        Path("var/spool"), description="Where results wait while the database is down."
+    )
     spool_retry_s: float = Field(5.0, gt=0, description="Seconds between spool drain attempts.")
     db_connect_timeout_s: int = Field(3, ge=1, description="PostgreSQL connect timeout, seconds.")
     migrate_on_start: bool = Field(True, description="Run `alembic upgrade head` at start-up.")
-    compile_slots: int = Field(0, ge=0, le=256, description="Compiles one API process runs "
-                               "at once; more wait their turn, first come first served "
-                               "(0: the number of CPUs). Compiles are CPU-bound: time-slicing "
-                               "many at once only stretches every one of them.")
-    async_threads: int = Field(2, ge=1, le=64, description="Threads running `POST /compile/jobs` "
-                               "in-process when REDIS_URL is unset.")
-    compile_job_timeout_s: int = Field(300, ge=1, description="Longest an async compile job may "
-                                       "run on a worker, seconds (RQ job timeout).")
-    compile_job_retries: int = Field(1, ge=0, le=10, description="Times an async compile job "
-                                     "is retried after its worker died.")
-    job_result_ttl_s: int = Field(86400, ge=60, description="Seconds RQ keeps a job's result "
-                                  "(the database keeps it for good).")
-    worker_metrics_port: int = Field(9100, ge=0, le=65535, description="Port of a worker's "
-                                     "Prometheus endpoint; 0 disables it.")
-    finetune_cron: str = Field("*/15 * * * *", description="When the scheduler enqueues the "
-                               "finetune check (cron syntax, local time).")
-    finetune_min_results: int = Field(50, ge=1, description="New replay-buffer results that "
-                                      "trigger a micro-finetune (design §4 Stage 3).")
-    finetune_max_age_h: float = Field(24.0, gt=0, description="Hours after which any new "
-                                      "result triggers a micro-finetune.")
+    compile_slots: int = Field(
+        0,
+        ge=0,
+        le=256,
+        description="Compiles one API process runs "
+        "at once; more wait their turn, first come first served "
+        "(0: the number of CPUs). Compiles are CPU-bound: time-slicing "
+        "many at once only stretches every one of them.",
+    )
+    async_threads: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="Threads running `POST /compile/jobs` in-process when REDIS_URL is unset.",
+    )
+    compile_job_timeout_s: int = Field(
+        300,
+        ge=1,
+        description="Longest an async compile job may run on a worker, seconds (RQ job timeout).",
+    )
+    compile_job_retries: int = Field(
+        1, ge=0, le=10, description="Times an async compile job is retried after its worker died."
+    )
+    job_result_ttl_s: int = Field(
+        86400,
+        ge=60,
+        description="Seconds RQ keeps a job's result (the database keeps it for good).",
+    )
+    worker_metrics_port: int = Field(
+        9100, ge=0, le=65535, description="Port of a worker's Prometheus endpoint; 0 disables it."
+    )
+    finetune_cron: str = Field(
+        "*/15 * * * *",
+        description="When the scheduler enqueues the finetune check (cron syntax, local time).",
+    )
+    finetune_min_results: int = Field(
+        50,
+        ge=1,
+        description="New replay-buffer results that trigger a micro-finetune (design §4 Stage 3).",
+    )
+    finetune_max_age_h: float = Field(
+        24.0, gt=0, description="Hours after which any new result triggers a micro-finetune."
+    )
     log_level: str = Field("INFO", description="Root log level.")
 
     @field_validator("admin_token")
@@ -96,8 +164,10 @@ class Settings(BaseSettings):
             return v
         raw = v.get_secret_value()
         if raw.lower() in _UNSAFE_TOKENS or len(raw) < 16:
-            raise ValueError("ADMIN_TOKEN must be at least 16 characters and not a placeholder "
-                             "(try: python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+            raise ValueError(
+                "ADMIN_TOKEN must be at least 16 characters and not a placeholder "
+                "(try: python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+            )
         return v
 
     @field_validator("redis_url")
@@ -120,7 +190,8 @@ class Settings(BaseSettings):
             raise ValueError(
                 "ADMIN_TOKEN is required outside the embedded mode (DATABASE_URL is not SQLite "
                 "or REDIS_URL is set); generate one with: python -c 'import secrets; "
-                "print(secrets.token_urlsafe(32))'")
+                "print(secrets.token_urlsafe(32))'"
+            )
 
     @model_validator(mode="after")
     def _deadlines_ordered(self) -> Settings:

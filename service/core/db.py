@@ -19,8 +19,15 @@ from sqlalchemy import Engine, text
 from service.core.config import Settings
 from tasmopt.store import make_engine
 
-__all__ = ["engine_from_settings", "alembic_config", "migrate", "downgrade", "schema_status",
-           "SchemaStatus", "MIGRATIONS_DIR"]
+__all__ = [
+    "engine_from_settings",
+    "alembic_config",
+    "migrate",
+    "downgrade",
+    "schema_status",
+    "SchemaStatus",
+    "MIGRATIONS_DIR",
+]
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,15 @@ from tasmopt.frontend.stack import Allocator
 from tasmopt.frontend.symbols import ModuleEnv
 from tasmopt.tir.ops import Op
 
-__all__ = ["FrontendError", "ModuleTir", "compile_project", "compile_source",
-           "compile_modules", "link", "optimize"]
+__all__ = [
+    "FrontendError",
+    "ModuleTir",
+    "compile_project",
+    "compile_source",
+    "compile_modules",
+    "link",
+    "optimize",
+]
 
 
 @dataclass(frozen=True)
@@ -38,8 +45,9 @@ class ModuleTir:
     ops: tuple[Op, ...]
 
 
-def _compile(entry: Source, path: Path | None, search_path: Sequence[str | Path],
-             optimized: bool) -> list[ModuleTir]:
+def _compile(
+    entry: Source, path: Path | None, search_path: Sequence[str | Path], optimized: bool
+) -> list[ModuleTir]:
     units = load_project(entry, path, search_path)
     loaded: dict[str, ModuleEnv] = {}
     alloc = Allocator()
@@ -48,13 +56,13 @@ def _compile(entry: Source, path: Path | None, search_path: Sequence[str | Path]
         env = check_module(unit, loaded)
         loaded[unit.name] = env
         ops = build_module(env, alloc)
-        out.append(ModuleTir(unit.name, unit.ast.kind, optimize(ops) if optimized
-                             else tuple(ops)))
+        out.append(ModuleTir(unit.name, unit.ast.kind, optimize(ops) if optimized else tuple(ops)))
     return out
 
 
-def compile_modules(entry: str | Path, search_path: Sequence[str | Path] = (), *,
-                    optimized: bool = True) -> list[ModuleTir]:
+def compile_modules(
+    entry: str | Path, search_path: Sequence[str | Path] = (), *, optimized: bool = True
+) -> list[ModuleTir]:
     """Per-module TIR of the entry file and every module it imports, dependencies first.
 
     Raises:
@@ -80,8 +88,13 @@ def compile_project(entry: str | Path, search_path: Sequence[str | Path] = ()) -
     return tuple(op for m in compile_modules(entry, search_path) for op in m.ops)
 
 
-def compile_source(text: str, name: str = "<source>", search_path: Sequence[str | Path] = (),
-                   *, optimized: bool = True) -> tuple[Op, ...]:
+def compile_source(
+    text: str,
+    name: str = "<source>",
+    search_path: Sequence[str | Path] = (),
+    *,
+    optimized: bool = True,
+) -> tuple[Op, ...]:
     """`compile_project` for source text; ``name`` is used in diagnostics, imports resolve
     against ``search_path`` (its first directory stands in for the entry's directory).
     ``optimized=False`` gives the raw builder TIR (spec §10 shapes)."""
@@ -112,8 +125,13 @@ def _relabel(ops: Sequence[Op], prefix: str) -> list[Op]:
             label = str(op.value)
             op = Op("Call", label[1:] if label.startswith("@") else prefix + label)
         elif op.kind == "Loop":
-            op = Op("Loop", fields=(("label", prefix + op.get("label")),
-                                    ("body", tuple(_relabel(op.get("body"), prefix)))))
+            op = Op(
+                "Loop",
+                fields=(
+                    ("label", prefix + op.get("label")),
+                    ("body", tuple(_relabel(op.get("body"), prefix))),
+                ),
+            )
         elif op.bodies:
             op = op.replace_bodies(**{k: tuple(_relabel(b, prefix)) for k, b in op.bodies})
         out.append(op)

@@ -14,18 +14,53 @@ from tasmopt.frontend.lexer import AsmBody
 from tasmopt.frontend.source import Pos
 
 __all__ = [
-    "SizeExpr", "SizeLit", "SizeName", "SizeBin",
-    "TypeExpr", "PrimT", "ArrayT", "TupleT", "NamedT",
-    "Expr", "IntLit", "BoolLit", "Wildcard", "PathExpr", "CallExpr", "StructLit", "TupleExpr",
-    "ArrayExpr", "IndexExpr", "BinExpr",
-    "Stmt", "LetStmt", "AssignStmt", "IfStmt", "ForStmt", "ReturnStmt", "EventStmt",
-    "MatchArm", "MatchStmt", "AsmStmt", "ExprStmt", "Block",
-    "Attribute", "Param", "FieldDecl", "ConstItem", "StructItem", "EventItem", "FnItem",
-    "Use", "IoDecl", "File",
+    "SizeExpr",
+    "SizeLit",
+    "SizeName",
+    "SizeBin",
+    "TypeExpr",
+    "PrimT",
+    "ArrayT",
+    "TupleT",
+    "NamedT",
+    "Expr",
+    "IntLit",
+    "BoolLit",
+    "Wildcard",
+    "PathExpr",
+    "CallExpr",
+    "StructLit",
+    "TupleExpr",
+    "ArrayExpr",
+    "IndexExpr",
+    "BinExpr",
+    "Stmt",
+    "LetStmt",
+    "AssignStmt",
+    "IfStmt",
+    "ForStmt",
+    "ReturnStmt",
+    "EventStmt",
+    "MatchArm",
+    "MatchStmt",
+    "AsmStmt",
+    "ExprStmt",
+    "Block",
+    "Attribute",
+    "Param",
+    "FieldDecl",
+    "ConstItem",
+    "StructItem",
+    "EventItem",
+    "FnItem",
+    "Use",
+    "IoDecl",
+    "File",
 ]
 
 
 # -- sizes and types ---------------------------------------------------------------------------
+
 
 @dataclass
 class SizeLit:
@@ -81,6 +116,7 @@ TypeExpr = PrimT | ArrayT | TupleT | NamedT
 
 
 # -- expressions --------------------------------------------------------------------------------
+
 
 @dataclass
 class _ExprBase:
@@ -166,11 +202,22 @@ class BinExpr(_ExprBase):
     rhs: Expr | None = None
 
 
-Expr = (IntLit | BoolLit | Wildcard | PathExpr | CallExpr | StructLit | TupleExpr | ArrayExpr
-        | IndexExpr | BinExpr)
+Expr = (
+    IntLit
+    | BoolLit
+    | Wildcard
+    | PathExpr
+    | CallExpr
+    | StructLit
+    | TupleExpr
+    | ArrayExpr
+    | IndexExpr
+    | BinExpr
+)
 
 
 # -- statements ---------------------------------------------------------------------------------
+
 
 @dataclass
 class Block:
@@ -185,7 +232,7 @@ class Block:
 class LetStmt:
     pos: Pos
     mutable: bool
-    names: list[tuple[str, Pos]]      # "_" for a wildcard
+    names: list[tuple[str, Pos]]  # "_" for a wildcard
     is_tuple: bool
     ann: TypeExpr | None
     value: Expr
@@ -196,7 +243,7 @@ class LetStmt:
 @dataclass
 class AssignStmt:
     pos: Pos
-    targets: list[Expr]               # one PathExpr, or the names of a tuple target
+    targets: list[Expr]  # one PathExpr, or the names of a tuple target
     is_tuple: bool
     value: Expr
     vars: list[Any] = field(default_factory=list, init=False, repr=False, compare=False)
@@ -214,7 +261,7 @@ class IfStmt:
 @dataclass
 class ForStmt:
     pos: Pos
-    var: str | None                   # None for "_"
+    var: str | None  # None for "_"
     var_pos: Pos
     start: Expr
     end: Expr
@@ -233,7 +280,7 @@ class ReturnStmt:
 @dataclass
 class EventStmt:
     pos: Pos
-    kind: str                         # "reveal" or "seal"
+    kind: str  # "reveal" or "seal"
     name: str
     name_pos: Pos
     fields: list[tuple[str, Expr, Pos]]
@@ -243,7 +290,7 @@ class EventStmt:
 
 @dataclass
 class MatchArm:
-    pattern: Any                      # int, bool, "_" or ("struct", path, fields)
+    pattern: Any  # int, bool, "_" or ("struct", path, fields)
     pos: Pos
     body: Block
 
@@ -268,16 +315,26 @@ class ExprStmt:
     expr: Expr
 
 
-Stmt = (LetStmt | AssignStmt | IfStmt | ForStmt | ReturnStmt | EventStmt | MatchStmt | AsmStmt
-        | ExprStmt)
+Stmt = (
+    LetStmt
+    | AssignStmt
+    | IfStmt
+    | ForStmt
+    | ReturnStmt
+    | EventStmt
+    | MatchStmt
+    | AsmStmt
+    | ExprStmt
+)
 
 
 # -- items --------------------------------------------------------------------------------------
 
+
 @dataclass
 class Attribute:
     name: str
-    arg: str | None                   # raw token texts joined by single spaces
+    arg: str | None  # raw token texts joined by single spaces
     pos: Pos
 
 
@@ -351,7 +408,7 @@ class Use:
 
 @dataclass
 class IoDecl:
-    kind: str                         # "pub input", "pub output", "sec input", "sec ram"
+    kind: str  # "pub input", "pub output", "sec input", "sec ram"
     type: TypeExpr | None
     slots: list[tuple[int, TypeExpr]]
     pos: Pos
@@ -359,8 +416,8 @@ class IoDecl:
 
 @dataclass
 class File:
-    kind: str                         # "program" or "module"
-    name: str                         # dotted
+    kind: str  # "program" or "module"
+    name: str  # dotted
     name_pos: Pos
     uses: list[Use]
     io: list[IoDecl]

@@ -22,8 +22,16 @@ from tasmopt.tir.ops import Op
 __all__ = ["ExprBuilder", "BINARY_OPS"]
 
 #: TIR op of each binary operator (spec §5).
-BINARY_OPS = {"==": "Eq", "<": "Lt", "+": "Add", "*": "Mul", "*.": "ExtMul", "&": "And",
-              "^": "Xor", "/%": "DivMod"}
+BINARY_OPS = {
+    "==": "Eq",
+    "<": "Lt",
+    "+": "Add",
+    "*": "Mul",
+    "*.": "ExtMul",
+    "&": "And",
+    "^": "Xor",
+    "/%": "DivMod",
+}
 
 
 class ExprBuilder:
@@ -113,7 +121,7 @@ class ExprBuilder:
         m.ensure_space(ref.width, (var,))
         d = m.depth(var) + ref.offset + ref.width - 1
         if (d >= CAPACITY or m.total + ref.width > CAPACITY) and m.spill_var(var):
-            self.read(ref)                    # too deep (or nothing else to spill): from RAM
+            self.read(ref)  # too deep (or nothing else to spill): from RAM
             return
         for _ in range(ref.width):
             self.dup(d)
@@ -131,9 +139,12 @@ class ExprBuilder:
         try:
             self._expr(e)
         except OutOfReach:
-            raise self.fail("too many live values here: a value is deeper than 15 stack "
-                            "elements and cannot be spilled (anonymous temporaries are never "
-                            "spilled)", e.pos) from None
+            raise self.fail(
+                "too many live values here: a value is deeper than 15 stack "
+                "elements and cannot be spilled (anonymous temporaries are never "
+                "spilled)",
+                e.pos,
+            ) from None
 
     def _expr(self, e: A.Expr) -> None:
         if isinstance(e, A.IntLit):
@@ -211,7 +222,7 @@ class ExprBuilder:
         addr = self.model.alloc.index(total)
         self.model.ensure_space(1)
         self.emit("Push", addr)
-        for n in _chunks(total):           # RAM[addr + j] = flattened element total-1-j
+        for n in _chunks(total):  # RAM[addr + j] = flattened element total-1-j
             self.emit("WriteMem", n)
         self.emit("Pop", 1)
         self.model.pop_entries(1)
@@ -227,7 +238,7 @@ class ExprBuilder:
             self.emit("Mul")
         self.emit("Push", addr + total - 1)
         self.emit("Swap", 1)
-        self.emit("Sub")                   # pointer to word 0 of element i
+        self.emit("Sub")  # pointer to word 0 of element i
         if ew <= 5:
             self.emit_op(Op("RamRead", fields=(("width", ew),)))
         else:

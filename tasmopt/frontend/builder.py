@@ -76,8 +76,13 @@ class _FnBuilder(ExprBuilder):
             return False
         for a, p in zip(call.args, params, strict=True):
             ref = getattr(a, "ref", None)
-            if not (isinstance(ref, VarRef) and ref.var is p and ref.offset == 0
-                    and ref.width == p.width and len(a.segments) == 1):  # type: ignore[union-attr]
+            if not (
+                isinstance(ref, VarRef)
+                and ref.var is p
+                and ref.offset == 0
+                and ref.width == p.width
+                and len(a.segments) == 1
+            ):  # type: ignore[union-attr]
                 return False
         t = call.target
         if t.kind == "intrinsic":
@@ -94,7 +99,7 @@ class _FnBuilder(ExprBuilder):
             for s in body.stmts:
                 self.stmt(s)
             m = self.model
-            if m.entries and m.entries[-1].var is ref.var:   # already on top: no copy
+            if m.entries and m.entries[-1].var is ref.var:  # already on top: no copy
                 m.name_top(None)
             else:
                 self.expr(tail)  # type: ignore[arg-type]
@@ -144,8 +149,9 @@ class _FnBuilder(ExprBuilder):
                 m.reload(stash, make_room=False)
                 m.name_top(None)
         except OutOfReach:
-            raise self.fail("too many live values to restore the stack after this block",
-                            pos) from None
+            raise self.fail(
+                "too many live values to restore the stack after this block", pos
+            ) from None
 
     # -- statements -------------------------------------------------------------------------
 
@@ -153,8 +159,9 @@ class _FnBuilder(ExprBuilder):
         try:
             self._stmt(s)
         except OutOfReach:
-            raise self.fail("too many live values here: a variable is deeper than 15 stack "
-                            "elements", s.pos) from None
+            raise self.fail(
+                "too many live values here: a variable is deeper than 15 stack elements", s.pos
+            ) from None
 
     def _stmt(self, s: A.Stmt) -> None:
         m = self.model
@@ -168,7 +175,7 @@ class _FnBuilder(ExprBuilder):
             self.for_stmt(s)
         elif isinstance(s, A.EventStmt):
             tag, n, values = s.resolved
-            for v in (values if s.kind == "reveal" else reversed(values)):
+            for v in values if s.kind == "reveal" else reversed(values):
                 self.expr(v)
             kind = "Reveal" if s.kind == "reveal" else "Seal"
             self.emit_op(Op(kind, fields=(("name", s.name), ("tag", tag), ("field_count", n))))
@@ -190,7 +197,7 @@ class _FnBuilder(ExprBuilder):
         m = self.model
         self.expr(s.value)
         if not s.is_tuple:
-            if s.vars[0] is None:                 # let _ = e
+            if s.vars[0] is None:  # let _ = e
                 self.emit_all(pop_chunks(width(s.value.ty)))
                 m.pop_entries(1)
             else:
@@ -216,7 +223,7 @@ class _FnBuilder(ExprBuilder):
         straight into RAM when the variable is spilled."""
         m, var, w = self.model, ref.var, ref.width
         if var not in m.spilled and m.depth(var) + ref.offset + w - 1 >= 16:
-            m.spill_var(var)                      # too deep to swap into: write its RAM home
+            m.spill_var(var)  # too deep to swap into: write its RAM home
         if var in m.spilled:
             first = var.width - ref.offset - w
             m.store_top_to(var, first, w)
@@ -255,8 +262,9 @@ class _FnBuilder(ExprBuilder):
         if s.els is not None:
             else_ops, valid2 = self.region(lambda: self.block(s.els, w > 0), snap, w, s.pos)
             valid &= valid2
-            op = Op("IfElse", fields=(("then_body", tuple(then_ops)),
-                                      ("else_body", tuple(else_ops))))
+            op = Op(
+                "IfElse", fields=(("then_body", tuple(then_ops)), ("else_body", tuple(else_ops)))
+            )
         else:
             valid &= snap.ram_valid
             op = Op("IfOnly", fields=(("then_body", tuple(then_ops)),))
@@ -296,7 +304,7 @@ class _FnBuilder(ExprBuilder):
 
         def body() -> None:
             self.block(s.body, want=False)
-            if v is not None and not idiom:          # v = v + 1, through the model
+            if v is not None and not idiom:  # v = v + 1, through the model
                 self.read(VarRef(v, 0, 1, U32))
                 self.push_const(1)
                 self.emit("Add")
@@ -324,7 +332,7 @@ class _FnBuilder(ExprBuilder):
         m.name_top(scrut)
         self.arms(s.arms, 0, scrut, w)
         i = m.index_of(scrut)
-        if w and i == len(m.entries) - 2:      # the usual case: right under the value
+        if w and i == len(m.entries) - 2:  # the usual case: right under the value
             self.cleanup_under(w, 1)
             del m.entries[i]
         else:
@@ -347,11 +355,13 @@ class _FnBuilder(ExprBuilder):
         snap = m.snapshot()
         then_ops, valid = self.region(lambda: self.block(arm.body, w > 0), snap, w, arm.pos)
 
-        else_ops, valid2 = self.region(lambda: self.arms(arms, i + 1, scrut, w), snap, w,
-                                        arms[i + 1].pos)
+        else_ops, valid2 = self.region(
+            lambda: self.arms(arms, i + 1, scrut, w), snap, w, arms[i + 1].pos
+        )
         m.restore(snap, valid & valid2)
-        self.emit_op(Op("IfElse", fields=(("then_body", tuple(then_ops)),
-                                          ("else_body", tuple(else_ops)))))
+        self.emit_op(
+            Op("IfElse", fields=(("then_body", tuple(then_ops)), ("else_body", tuple(else_ops))))
+        )
         m.push(None, w)
 
     def asm(self, s: A.AsmStmt) -> None:
@@ -365,8 +375,11 @@ class _FnBuilder(ExprBuilder):
         need = -s.body.effect
         while need > 0:
             if not m.entries or m.entries[-1].var is not None:
-                raise self.fail(f"asm block pops {-s.body.effect} elements, but the stack "
-                                "holds fewer temporaries", s.pos)
+                raise self.fail(
+                    f"asm block pops {-s.body.effect} elements, but the stack "
+                    "holds fewer temporaries",
+                    s.pos,
+                )
             top = m.entries[-1]
             take = min(need, top.width)
             top.width -= take

@@ -85,18 +85,24 @@ class BodyChecker(ExprChecker):
         value = self.block(body, value_pos=True)
         where = body.tail.pos if body.tail is not None else decl.pos
         if sig.ret == UNIT and value not in (UNIT, ERROR):
-            self.error(f"function '{sig.name}' returns nothing, but its body ends with a "
-                       f"value of type {show(value)}", where,
-                       "drop the value (let _ = ...) or declare a return type")
+            self.error(
+                f"function '{sig.name}' returns nothing, but its body ends with a "
+                f"value of type {show(value)}",
+                where,
+                "drop the value (let _ = ...) or declare a return type",
+            )
         elif sig.ret != UNIT and value == UNIT and not self.asm_value(body, sig.ret):
-            self.error(f"function '{sig.name}' must return {show(sig.ret)}, but its body "
-                       "has no value", decl.pos)
+            self.error(
+                f"function '{sig.name}' must return {show(sig.ret)}, but its body has no value",
+                decl.pos,
+            )
         elif sig.ret != UNIT and value != UNIT and not returns_as(sig.ret, value):
-            self.error(f"return type mismatch: '{sig.name}' returns {show(sig.ret)}, found "
-                       f"{show(value)}", where)
+            self.error(
+                f"return type mismatch: '{sig.name}' returns {show(sig.ret)}, found {show(value)}",
+                where,
+            )
 
     @staticmethod
-
     def asm_value(body: A.Block, ret: Ty) -> bool:
         """A body ending in ``asm(+w)`` provides the w-wide result itself."""
         last = body.stmts[-1] if body.stmts else None
@@ -127,12 +133,16 @@ class BodyChecker(ExprChecker):
         return ty
 
     @staticmethod
-
     def diverges(e: A.Expr) -> bool:
         t = e.target if isinstance(e, A.CallExpr) else None
-        return (t is not None and t.intrinsic is not None and t.intrinsic.name == "assert"
-                and len(e.args) == 1 and isinstance(e.args[0], A.BoolLit)  # type: ignore[union-attr]
-                and not e.args[0].value)  # type: ignore[union-attr]
+        return (
+            t is not None
+            and t.intrinsic is not None
+            and t.intrinsic.name == "assert"
+            and len(e.args) == 1
+            and isinstance(e.args[0], A.BoolLit)  # type: ignore[union-attr]
+            and not e.args[0].value
+        )  # type: ignore[union-attr]
 
     # -- statements -------------------------------------------------------------------------
 
@@ -149,8 +159,11 @@ class BodyChecker(ExprChecker):
         elif isinstance(s, A.ReturnStmt):
             if s.value is not None:
                 self.expr(s.value)
-            self.error("'return' is only allowed as the last statement of a function", s.pos,
-                       "there is no early exit; restructure with if/else")
+            self.error(
+                "'return' is only allowed as the last statement of a function",
+                s.pos,
+                "there is no early exit; restructure with if/else",
+            )
         elif isinstance(s, A.EventStmt):
             self.event(s)
         elif isinstance(s, A.MatchStmt):
@@ -170,8 +183,9 @@ class BodyChecker(ExprChecker):
         if s.ann is not None:
             ann = self.mc.resolve_type(s.ann, self.sizes)
             if ann is not None and not returns_as(ann, ty):
-                self.error(f"type mismatch in let: annotated {show(ann)}, value is "
-                           f"{show(ty)}", s.value.pos)
+                self.error(
+                    f"type mismatch in let: annotated {show(ann)}, value is {show(ty)}", s.value.pos
+                )
         elems: list[Ty] = [ty]
         if s.is_tuple:
             n = len(s.names)
@@ -182,8 +196,11 @@ class BodyChecker(ExprChecker):
             elif ty == ERROR:
                 elems = [ERROR] * n
             else:
-                what = (f"a {len(ty.elems)}-tuple" if isinstance(ty, TupleTy)
-                        else f"a value of type {show(ty)}")
+                what = (
+                    f"a {len(ty.elems)}-tuple"
+                    if isinstance(ty, TupleTy)
+                    else f"a value of type {show(ty)}"
+                )
                 self.error(f"cannot destructure {what} into {n} names", s.pos)
                 elems = [ERROR] * n
         s.vars = []
@@ -210,11 +227,17 @@ class BodyChecker(ExprChecker):
         if ref is None:
             return None
         if not var.mutable:
-            self.error(f"cannot assign to immutable variable '{var.name}'", e.pos,
-                       f"declare it with 'let mut {var.name}'")
+            self.error(
+                f"cannot assign to immutable variable '{var.name}'",
+                e.pos,
+                f"declare it with 'let mut {var.name}'",
+            )
         elif not returns_as(ref.ty, value_ty):
-            self.error(f"assignment type mismatch: '{e.dotted}' is {show(ref.ty)}, value is "
-                       f"{show(value_ty)}", e.pos)
+            self.error(
+                f"assignment type mismatch: '{e.dotted}' is {show(ref.ty)}, value is "
+                f"{show(value_ty)}",
+                e.pos,
+            )
         return ref
 
     def assign(self, s: A.AssignStmt) -> None:
@@ -231,8 +254,10 @@ class BodyChecker(ExprChecker):
             if ty != ERROR:
                 self.error(f"cannot assign a value of type {show(ty)} to {n} names", s.pos)
             elems = [ERROR] * n
-        s.vars = [None if isinstance(t, A.Wildcard) else self.target(t, ety)  # type: ignore[arg-type]
-                  for t, ety in zip(s.targets, elems, strict=True)]
+        s.vars = [
+            None if isinstance(t, A.Wildcard) else self.target(t, ety)  # type: ignore[arg-type]
+            for t, ety in zip(s.targets, elems, strict=True)
+        ]
         s.elem_tys = elems  # type: ignore[attr-defined]
 
     def cond(self, e: A.Expr) -> None:
@@ -248,8 +273,9 @@ class BodyChecker(ExprChecker):
         if value_pos and s.els is not None and (t != UNIT or e != UNIT):
             common = unify(t, e)
             if common is None:
-                self.error(f"if and else branches have different types: {show(t)} and "
-                           f"{show(e)}", s.pos)
+                self.error(
+                    f"if and else branches have different types: {show(t)} and {show(e)}", s.pos
+                )
                 return ERROR
             s.ty = common
         return s.ty
@@ -262,10 +288,14 @@ class BodyChecker(ExprChecker):
         if et not in (U32, FIELD, ERROR):
             self.error(f"loop end must be U32 or Field, found {show(et)}", s.end.pos)
         constant = isinstance(s.end, A.IntLit) or (
-            isinstance(s.end, A.PathExpr) and isinstance(s.end.ref, ConstRef))
+            isinstance(s.end, A.PathExpr) and isinstance(s.end.ref, ConstRef)
+        )
         if s.bound is None and not constant:
-            self.error("loop end must be a compile-time constant, or annotated with a bound",
-                       s.end.pos, "write: for i in 0..n bounded 64 { ... }")
+            self.error(
+                "loop end must be a compile-time constant, or annotated with a bound",
+                s.end.pos,
+                "write: for i in 0..n bounded 64 { ... }",
+            )
         scope: dict[str, Var] = {}
         var = Var(s.var, U32, False, s.var_pos) if s.var is not None else None
         if var is not None:
@@ -280,11 +310,13 @@ class BodyChecker(ExprChecker):
         if ev is None:
             for _, value, _ in s.fields:
                 self.expr(value)
-            self.error(f"undefined event '{s.name}'", s.name_pos,
-                       "events must be declared in this file")
+            self.error(
+                f"undefined event '{s.name}'", s.name_pos, "events must be declared in this file"
+            )
             return
-        values = self.field_values("event", s.name, [(f, FIELD) for f in ev.fields], s.fields,
-                                   s.name_pos)
+        values = self.field_values(
+            "event", s.name, [(f, FIELD) for f in ev.fields], s.fields, s.name_pos
+        )
         if values is not None:
             s.resolved = (ev.tag, len(ev.fields), values)
 
@@ -320,8 +352,9 @@ class BodyChecker(ExprChecker):
             for t in types[1:]:
                 common = unify(common, t) if common is not None else None
             if common is None:
-                self.error("match arms have different types: "
-                           + ", ".join(show(t) for t in types), s.pos)
+                self.error(
+                    "match arms have different types: " + ", ".join(show(t) for t in types), s.pos
+                )
                 return ERROR
             s.ty = common
         return s.ty

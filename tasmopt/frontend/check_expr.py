@@ -99,8 +99,14 @@ class ExprChecker:
                 return scope[name]
         return None
 
-    def field_values(self, kind: str, name: str, declared: list[tuple[str, Ty]],
-                     given: list[tuple[str, A.Expr, Pos]], pos: Pos) -> list[A.Expr] | None:
+    def field_values(
+        self,
+        kind: str,
+        name: str,
+        declared: list[tuple[str, Ty]],
+        given: list[tuple[str, A.Expr, Pos]],
+        pos: Pos,
+    ) -> list[A.Expr] | None:
         """Check ``{f: e, ...}`` against declared fields; values in declaration order."""
         names = {f for f, _ in declared}
         by_name: dict[str, A.Expr] = {}
@@ -116,13 +122,18 @@ class ExprChecker:
             else:
                 fty = next(t for f, t in declared if f == fname)
                 if not returns_as(fty, vt):
-                    self.error(f"field '{fname}' of {kind} '{name}' is {show(fty)}, value is "
-                               f"{show(vt)}", value.pos)
+                    self.error(
+                        f"field '{fname}' of {kind} '{name}' is {show(fty)}, value is {show(vt)}",
+                        value.pos,
+                    )
                 by_name[fname] = value
         missing = [f for f, _ in declared if f not in by_name]
         if missing:
-            self.error(f"missing field{'s' if len(missing) > 1 else ''} "
-                       f"{', '.join(repr(m) for m in missing)} in {kind} '{name}'", pos)
+            self.error(
+                f"missing field{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(repr(m) for m in missing)} in {kind} '{name}'",
+                pos,
+            )
             ok = False
         return [by_name[f] for f, _ in declared] if ok else None
 
@@ -191,7 +202,7 @@ class ExprChecker:
             e.ref = ref
             return ref.ty
         name = e.segments[0]
-        if len(e.segments) == 1 and name in self.sizes:   # a size parameter, as a Field
+        if len(e.segments) == 1 and name in self.sizes:  # a size parameter, as a Field
             value = self.sizes[name]
             e.ref = ConstRef(value if isinstance(value, int) else 0, FIELD)
             return FIELD
@@ -201,19 +212,25 @@ class ExprChecker:
             return const.ty
         return self.error(f"undefined variable '{e.dotted}'", e.pos)
 
-    def generic_target(self, sig: FnSig, e: A.CallExpr, args: list[Ty],
-                       local: bool) -> CallTarget | None:
+    def generic_target(
+        self, sig: FnSig, e: A.CallExpr, args: list[Ty], local: bool
+    ) -> CallTarget | None:
         """A call of a size-generic function: sizes explicit (``f<3>(..)``) or inferred
         from array arguments; concrete sizes name an instance (spec §3)."""
         if not local:
-            self.error(f"calling size-generic function '{e.dotted}' of another module is not "
-                       "supported", e.pos)
+            self.error(
+                f"calling size-generic function '{e.dotted}' of another module is not supported",
+                e.pos,
+            )
             return None
         n = len(sig.generics)
         if e.generics:
             if len(e.generics) != n:
-                self.error(f"'{sig.name}' takes {n} size argument{'s' if n != 1 else ''}, "
-                           f"got {len(e.generics)}", e.pos)
+                self.error(
+                    f"'{sig.name}' takes {n} size argument{'s' if n != 1 else ''}, "
+                    f"got {len(e.generics)}",
+                    e.pos,
+                )
                 return None
             sizes = [self.mc.size(g, self.sizes) for g in e.generics]
             if any(v is None for v in sizes):
@@ -224,14 +241,24 @@ class ExprChecker:
                 _infer(p.type, at, set(sig.generics), bound)
             missing = [g for g in sig.generics if g not in bound]
             if missing:
-                self.error(f"cannot infer size '{missing[0]}' of '{sig.name}'", e.pos,
-                           f"write {sig.name}<...>(...)")
+                self.error(
+                    f"cannot infer size '{missing[0]}' of '{sig.name}'",
+                    e.pos,
+                    f"write {sig.name}<...>(...)",
+                )
                 return None
             sizes = [bound[g] for g in sig.generics]
         if all(isinstance(v, int) for v in sizes):
             inst = self.mc.instantiate(sig, tuple(sizes))  # type: ignore[arg-type]
-            return CallTarget("user", inst.name, tuple(t for _, t in inst.params), inst.ret,
-                              None, sig.module, inst.name)
+            return CallTarget(
+                "user",
+                inst.name,
+                tuple(t for _, t in inst.params),
+                inst.ret,
+                None,
+                sig.module,
+                inst.name,
+            )
         bindings = dict(zip(sig.generics, sizes, strict=True))  # inside an opaque body
         params = tuple(self.mc.resolve_type(p.type, bindings) or ERROR for p in sig.decl.params)
         ret = (self.mc.resolve_type(sig.decl.ret, bindings) or ERROR) if sig.decl.ret else UNIT
@@ -253,14 +280,20 @@ class ExprChecker:
         else:
             module = self.mc.module_for(segs[:-1], e.pos)
             if module is None:
-                self.error(f"undefined module '{'.'.join(segs[:-1])}'", e.pos,
-                           f"add: use <path>.{segs[-2]}")
+                self.error(
+                    f"undefined module '{'.'.join(segs[:-1])}'",
+                    e.pos,
+                    f"add: use <path>.{segs[-2]}",
+                )
                 return None
             sig = module.fns.get(segs[-1])
             if sig is None or not sig.pub:
                 why = "is private" if sig is not None else "is not defined"
-                self.error(f"undefined function '{e.dotted}': '{segs[-1]}' {why} in module "
-                           f"'{module.name}'", e.pos)
+                self.error(
+                    f"undefined function '{e.dotted}': '{segs[-1]}' {why} in module "
+                    f"'{module.name}'",
+                    e.pos,
+                )
                 return None
             local = False
         if sig.generic:
@@ -270,14 +303,23 @@ class ExprChecker:
             intr = INTRINSICS[sig.intrinsic]
             pw, rw = sum(width(t) for t in params), width(sig.ret)
             if (pw, rw) != (intr.in_width, intr.out_width):
-                self.error(f"'{e.dotted}' is declared with {pw} argument and {rw} result "
-                           f"elements, but intrinsic '{intr.name}' takes {intr.in_width} and "
-                           f"gives {intr.out_width}", e.pos)
+                self.error(
+                    f"'{e.dotted}' is declared with {pw} argument and {rw} result "
+                    f"elements, but intrinsic '{intr.name}' takes {intr.in_width} and "
+                    f"gives {intr.out_width}",
+                    e.pos,
+                )
                 return None
-            return CallTarget("intrinsic", intr.name, params, sig.ret, intr, sig.module,
-                              sig.name)
-        return CallTarget("user", call_label(sig.module, sig.name, local), params, sig.ret,
-                          None, sig.module, sig.name)
+            return CallTarget("intrinsic", intr.name, params, sig.ret, intr, sig.module, sig.name)
+        return CallTarget(
+            "user",
+            call_label(sig.module, sig.name, local),
+            params,
+            sig.ret,
+            None,
+            sig.module,
+            sig.name,
+        )
 
     def call(self, e: A.CallExpr) -> Ty:
         args = [self.expr(a) for a in e.args]
@@ -286,13 +328,17 @@ class ExprChecker:
             return ERROR
         e.target = target
         if len(args) != len(target.params):
-            return self.error(f"'{e.dotted}' takes {len(target.params)} argument"
-                              f"{'s' if len(target.params) != 1 else ''}, got {len(args)}",
-                              e.pos)
+            return self.error(
+                f"'{e.dotted}' takes {len(target.params)} argument"
+                f"{'s' if len(target.params) != 1 else ''}, got {len(args)}",
+                e.pos,
+            )
         for k, (a, want, got) in enumerate(zip(e.args, target.params, args, strict=True)):
             if not returns_as(want, got):
-                self.error(f"argument {k + 1} of '{e.dotted}': expected {show(want)}, found "
-                           f"{show(got)}", a.pos)
+                self.error(
+                    f"argument {k + 1} of '{e.dotted}': expected {show(want)}, found {show(got)}",
+                    a.pos,
+                )
         return target.ret
 
     def binary(self, e: A.BinExpr) -> Ty:
@@ -303,26 +349,38 @@ class ExprChecker:
         if op in ("+", "*"):
             if lt == rt == FIELD:
                 return FIELD
-            help_ = "XField arithmetic has no TIR op" if XFIELD in (lt, rt) else (
-                "convert U32 with as_field(x)" if U32 in (lt, rt) else None)
-            return self.error(f"operator '{op}' needs Field operands, found {show(lt)} and "
-                              f"{show(rt)}", e.pos, help_)
+            help_ = (
+                "XField arithmetic has no TIR op"
+                if XFIELD in (lt, rt)
+                else ("convert U32 with as_field(x)" if U32 in (lt, rt) else None)
+            )
+            return self.error(
+                f"operator '{op}' needs Field operands, found {show(lt)} and {show(rt)}",
+                e.pos,
+                help_,
+            )
         if op == "==":
             if not same_type(lt, rt) or width_or(lt, 0) != 1:
-                return self.error(f"operator '==' needs two single-element operands of the "
-                                  f"same type, found {show(lt)} and {show(rt)}", e.pos,
-                                  "use assert_digest for Digest values" if lt == DIGEST
-                                  else None)
+                return self.error(
+                    f"operator '==' needs two single-element operands of the "
+                    f"same type, found {show(lt)} and {show(rt)}",
+                    e.pos,
+                    "use assert_digest for Digest values" if lt == DIGEST else None,
+                )
             return BOOL
         if op == "*.":
             if (lt, rt) != (XFIELD, FIELD):
-                return self.error(f"operator '*.' needs XField *. Field, found {show(lt)} and "
-                                  f"{show(rt)}", e.pos)
+                return self.error(
+                    f"operator '*.' needs XField *. Field, found {show(lt)} and {show(rt)}", e.pos
+                )
             return XFIELD
         if lt == rt == U32:
             return {"<": BOOL, "&": U32, "^": U32, "/%": TupleTy((U32, U32))}[op]
-        return self.error(f"operator '{op}' needs U32 operands, found {show(lt)} and "
-                          f"{show(rt)}", e.pos, "convert with as_u32(x)")
+        return self.error(
+            f"operator '{op}' needs U32 operands, found {show(lt)} and {show(rt)}",
+            e.pos,
+            "convert with as_u32(x)",
+        )
 
     def array(self, e: A.ArrayExpr) -> Ty:
         if not e.elems:
@@ -330,8 +388,10 @@ class ExprChecker:
         types = [self.expr(x) for x in e.elems]
         for x, t in zip(e.elems, types, strict=True):
             if not same_type(t, types[0]):
-                self.error(f"array element type mismatch: expected {show(types[0])}, found "
-                           f"{show(t)}", x.pos)
+                self.error(
+                    f"array element type mismatch: expected {show(types[0])}, found {show(t)}",
+                    x.pos,
+                )
         return ArrayTy(types[0], len(types))
 
     def index(self, e: A.IndexExpr) -> Ty:
@@ -357,9 +417,15 @@ class ExprChecker:
         return bt.elem
 
     def struct_lit(self, e: A.StructLit) -> Ty:
-        t = self.mc.named_type(A.NamedT(e.segments, e.pos)) if (
-            len(e.segments) > 1 or e.segments[0] in self.env.structs
-            or e.segments[0] in self.mc.struct_decls) else None
+        t = (
+            self.mc.named_type(A.NamedT(e.segments, e.pos))
+            if (
+                len(e.segments) > 1
+                or e.segments[0] in self.env.structs
+                or e.segments[0] in self.mc.struct_decls
+            )
+            else None
+        )
         if not isinstance(t, StructTy):
             for _, value, _ in e.fields:
                 self.expr(value)
@@ -372,9 +438,11 @@ class ExprChecker:
         written = [v for _, v, _ in e.fields]
         reordered = any(a is not b for a, b in zip(written, values, strict=True))
         if reordered and any(_has_call(v) for v in written):
-            self.error(f"fields of struct literal '{t.name}' with calls must be written in "
-                       "declaration order", e.pos,
-                       "order: " + ", ".join(f for f, _ in t.fields))
+            self.error(
+                f"fields of struct literal '{t.name}' with calls must be written in "
+                "declaration order",
+                e.pos,
+                "order: " + ", ".join(f for f, _ in t.fields),
+            )
         e.ordered = values
         return t
-

@@ -83,8 +83,9 @@ class ModuleChecker:
         if len(prefix) == 1:
             found = [m for m in self.loaded if m.split(".")[-1] == prefix[0]]
             if found:
-                self.diags.warning(f"module '{prefix[0]}' used without `use` "
-                                   f"(resolved to '{found[-1]}')", pos)
+                self.diags.warning(
+                    f"module '{prefix[0]}' used without `use` (resolved to '{found[-1]}')", pos
+                )
                 return self.loaded[found[-1]]
         return None
 
@@ -118,14 +119,17 @@ class ModuleChecker:
             return None
         module = self.module_for(t.path[:-1], t.pos)
         if module is None:
-            self.diags.error(f"unknown module '{'.'.join(t.path[:-1])}' in type "
-                             f"'{'.'.join(t.path)}'", t.pos)
+            self.diags.error(
+                f"unknown module '{'.'.join(t.path[:-1])}' in type '{'.'.join(t.path)}'", t.pos
+            )
             return None
         entry = module.structs.get(t.path[-1])
         if entry is None or not entry[1]:
             what = "is not public in" if entry else "is not a struct of"
-            self.diags.error(f"unknown type '{'.'.join(t.path)}': '{t.path[-1]}' {what} "
-                             f"module '{module.name}'", t.pos)
+            self.diags.error(
+                f"unknown type '{'.'.join(t.path)}': '{t.path[-1]}' {what} module '{module.name}'",
+                t.pos,
+            )
             return None
         return entry[0]
 
@@ -173,8 +177,11 @@ class ModuleChecker:
         for use in self.unit.ast.uses:
             alias = use.path[-1]
             if alias in self.env.aliases:
-                self.diags.error(f"'{alias}' is imported twice ({self.env.aliases[alias]} and "
-                                 f"{use.dotted}); the last segment is the alias", use.pos)
+                self.diags.error(
+                    f"'{alias}' is imported twice ({self.env.aliases[alias]} and "
+                    f"{use.dotted}); the last segment is the alias",
+                    use.pos,
+                )
             self.env.aliases[alias] = use.dotted
 
     def items(self) -> None:
@@ -212,16 +219,18 @@ class ModuleChecker:
         if not isinstance(v, A.IntLit | A.BoolLit):
             while isinstance(v, A.BinExpr):
                 v = v.lhs  # type: ignore[assignment]
-            self.diags.error(f"constant '{it.name}' must be an integer literal or true/false",
-                             v.pos)
+            self.diags.error(
+                f"constant '{it.name}' must be an integer literal or true/false", v.pos
+            )
             return
         if ty not in (FIELD, U32, BOOL):
-            self.diags.error(f"constant '{it.name}' must have type Field, U32 or Bool, not "
-                             f"{show(ty)}", it.type.pos)
+            self.diags.error(
+                f"constant '{it.name}' must have type Field, U32 or Bool, not {show(ty)}",
+                it.type.pos,
+            )
             return
         if isinstance(v, A.BoolLit) != (ty == BOOL):
-            self.diags.error(f"constant '{it.name}': value does not match type {show(ty)}",
-                             v.pos)
+            self.diags.error(f"constant '{it.name}': value does not match type {show(ty)}", v.pos)
             return
         value = int(v.value)
         if ty == U32 and value >= 2**32:
@@ -232,8 +241,9 @@ class ModuleChecker:
 
     def event(self, it: A.EventItem, tag: int) -> None:
         if len(it.fields) > MAX_EVENT_FIELDS:
-            self.diags.error(f"event '{it.name}' has {len(it.fields)} fields, max is "
-                             f"{MAX_EVENT_FIELDS}", it.pos)
+            self.diags.error(
+                f"event '{it.name}' has {len(it.fields)} fields, max is {MAX_EVENT_FIELDS}", it.pos
+            )
         seen: set[str] = set()
         for f in it.fields:
             if not (isinstance(f.type, A.PrimT) and f.type.name == "Field"):
@@ -257,13 +267,25 @@ class ModuleChecker:
         intrinsic = self.intrinsic_attr(it)
         test = it.attr("test")
         if test is not None and (it.params or it.ret is not None):
-            self.diags.error(f"#[test] function '{it.name}' must take no parameters and "
-                             "return nothing", it.pos)
+            self.diags.error(
+                f"#[test] function '{it.name}' must take no parameters and return nothing", it.pos
+            )
         if it.body is None and intrinsic is None:
-            self.diags.error(f"function '{it.name}' has no body", it.pos,
-                             "only #[intrinsic(...)] functions may be bodiless")
-        sig = FnSig(it.name, self.env.name, tuple(params), ret, it, intrinsic, it.pub,
-                    tuple(g for g, _ in it.generics))
+            self.diags.error(
+                f"function '{it.name}' has no body",
+                it.pos,
+                "only #[intrinsic(...)] functions may be bodiless",
+            )
+        sig = FnSig(
+            it.name,
+            self.env.name,
+            tuple(params),
+            ret,
+            it,
+            intrinsic,
+            it.pub,
+            tuple(g for g, _ in it.generics),
+        )
         self.env.fns[it.name] = sig
         if it.body is not None and test is None:
             self.env.build.append(sig)
@@ -275,8 +297,9 @@ class ModuleChecker:
         name = (attr.arg or "").strip()
         mod = self.env.name
         if not (mod.startswith(_INTRINSIC_PREFIXES) or ".ext." in mod):
-            self.diags.error("#[intrinsic] is only allowed in std., vm., os. and ext. modules",
-                             attr.pos)
+            self.diags.error(
+                "#[intrinsic] is only allowed in std., vm., os. and ext. modules", attr.pos
+            )
             return None
         if name not in INTRINSICS:
             self.diags.error(f"unknown intrinsic '{name}'", attr.pos)
@@ -294,8 +317,9 @@ class ModuleChecker:
         if inst is None:
             bindings: Sizes = dict(zip(sig.generics, sizes, strict=True))
             decl = copy.deepcopy(sig.decl)
-            params = tuple((p.name, self.resolve_type(p.type, bindings) or FIELD)
-                           for p in decl.params)
+            params = tuple(
+                (p.name, self.resolve_type(p.type, bindings) or FIELD) for p in decl.params
+            )
             ret = self.resolve_type(decl.ret, bindings) or UNIT if decl.ret else UNIT
             name = f"{sig.name}__N{'_'.join(map(str, sizes))}"
             inst = FnSig(name, sig.module, params, ret, decl, None, sig.pub, (), bindings)
@@ -314,7 +338,7 @@ class ModuleChecker:
             path.append(f)
             for g, pos in calls.get(f, []):
                 if state.get(g) == 1:
-                    cycle = " -> ".join([*path[path.index(g):], g])
+                    cycle = " -> ".join([*path[path.index(g) :], g])
                     self.diags.error(f"recursive call cycle detected: {cycle}", pos)
                     return True
                 if g not in state and visit(g):
@@ -327,7 +351,7 @@ class ModuleChecker:
             if f not in state:
                 path.clear()
                 if visit(f):
-                    return              # one cycle is reported
+                    return  # one cycle is reported
 
     def run(self) -> ModuleEnv:
         self.aliases()
@@ -335,17 +359,20 @@ class ModuleChecker:
         if self.unit.ast.kind == "program":
             main = self.env.fns.get("main")
             if main is None:
-                self.diags.error(f"program '{self.env.name}' has no 'fn main'",
-                                 self.unit.ast.name_pos)
+                self.diags.error(
+                    f"program '{self.env.name}' has no 'fn main'", self.unit.ast.name_pos
+                )
             elif main.params or main.ret != UNIT:
-                self.diags.error("'fn main' must take no parameters and return nothing",
-                                 main.decl.pos)
+                self.diags.error(
+                    "'fn main' must take no parameters and return nothing", main.decl.pos
+                )
             for io in self.unit.ast.io:
                 if io.kind == "sec ram":
                     for addr, t in io.slots:
                         ty = self.resolve_type(t)
                         self.env.notes.setdefault("sec_ram", []).append(
-                            f"sec ram[{addr}]: {show(ty)}")
+                            f"sec ram[{addr}]: {show(ty)}"
+                        )
                 elif io.type is not None:
                     self.resolve_type(io.type)
         calls: dict[str, list[tuple[str, Pos]]] = {}
@@ -359,8 +386,9 @@ class ModuleChecker:
         while self.pending and not self.diags.errors:
             inst = self.pending.pop(0)
             if len(self.instances) > MAX_INSTANCES:
-                self.diags.error(f"more than {MAX_INSTANCES} instances of size-generic "
-                                 "functions", inst.decl.pos)
+                self.diags.error(
+                    f"more than {MAX_INSTANCES} instances of size-generic functions", inst.decl.pos
+                )
                 break
             BodyChecker(self, inst).check()
             self.env.build.append(inst)
@@ -380,4 +408,3 @@ def check_module(unit: ModuleUnit, loaded: dict[str, ModuleEnv]) -> ModuleEnv:
         FrontendError: every name, type, item and control error of this module (spec §9).
     """
     return ModuleChecker(unit, loaded).run()
-

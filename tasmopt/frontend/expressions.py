@@ -131,8 +131,9 @@ class ExpressionParser:
         if kind == "IDENT":
             return self.path_expr(no_struct)
         if kind == "{":
-            raise ParseError("expected expression, found '{'", tok.pos,
-                             "Trident has no block expressions")
+            raise ParseError(
+                "expected expression, found '{'", tok.pos, "Trident has no block expressions"
+            )
         raise ParseError(f"expected expression, found {self.describe(tok)}", tok.pos)
 
     def paren(self) -> A.Expr:
@@ -212,8 +213,10 @@ class ExpressionParser:
                     value = self.primary(no_struct=True)
                     bad = not isinstance(value, A.PathExpr | A.IntLit | A.BoolLit | A.Wildcard)
                     if bad or self.peek().kind not in (",", "}"):
-                        raise ParseError("bad field pattern: expected a name or a literal",
-                                         value.pos if bad else self.peek().pos)
+                        raise ParseError(
+                            "bad field pattern: expected a name or a literal",
+                            value.pos if bad else self.peek().pos,
+                        )
                 else:
                     value = self.expr()
             else:

@@ -94,29 +94,38 @@ _INTRINSICS = [
     Intrinsic("pow", (U32, U32), U32, _ops(("Swap", 1), "Pow")),
     Intrinsic("popcount", (U32,), U32, _ops("PopCount")),
     # B20: keep the low word, assert the high word is 0.
-    Intrinsic("as_u32", (_F,), U32,
-              _ops("Split", ("Swap", 1), ("Push", 0), "Eq", ("Assert", 1))),
+    Intrinsic("as_u32", (_F,), U32, _ops("Split", ("Swap", 1), ("Push", 0), "Eq", ("Assert", 1))),
     Intrinsic("as_field", (U32,), _F, ()),
     Intrinsic("hash", (_F,) * 10, DIGEST, _ops(("Hash", 5))),
     Intrinsic("sponge_init", (), UNIT, _ops("SpongeInit")),
     Intrinsic("sponge_absorb", (_F,) * 10, UNIT, _ops("SpongeAbsorb")),
     # B25: `sponge_absorb_mem` overwrites st1..st4 and leaves p + 10: give it four zeros
     # under the pointer and drop all five afterwards.
-    Intrinsic("sponge_absorb_mem", (_F,), UNIT,
-              _ops(("Push", 0), ("Push", 0), ("Push", 0), ("Push", 0), ("Swap", 4),
-                   "SpongeLoad", ("Pop", 5))),
+    Intrinsic(
+        "sponge_absorb_mem",
+        (_F,),
+        UNIT,
+        _ops(
+            ("Push", 0),
+            ("Push", 0),
+            ("Push", 0),
+            ("Push", 0),
+            ("Swap", 4),
+            "SpongeLoad",
+            ("Pop", 5),
+        ),
+    ),
     Intrinsic("sponge_squeeze", (), ArrayTy(_F, 10), _ops("SpongeSqueeze")),
-    Intrinsic("merkle_step", (U32, _F, _F, _F, _F, _F), _tuple(U32, DIGEST),
-              _ops("MerkleStep")),
+    Intrinsic("merkle_step", (U32, _F, _F, _F, _F, _F), _tuple(U32, DIGEST), _ops("MerkleStep")),
     # B25: ISA layout `_ p f i [c; 5] -> _ (p+5) f (i div 2) [h; 5]`.
-    Intrinsic("merkle_step_mem", (_F, _F, U32, DIGEST), _tuple(_F, _F, U32, DIGEST),
-              _ops("MerkleLoad")),
+    Intrinsic(
+        "merkle_step_mem", (_F, _F, U32, DIGEST), _tuple(_F, _F, U32, DIGEST), _ops("MerkleLoad")
+    ),
     Intrinsic("ram_read", (_F,), _F, _ops(("RamRead", 1))),
     # B24: RAM[addr + j] = word 4 - j (what the block write stores), read back from addr + 4.
     Intrinsic("ram_read_block", (_F,), DIGEST, _ops(("Push", 4), "Add", ("RamRead", 5))),
     Intrinsic("ram_write", (_F, _F), UNIT, _ops(("Swap", 1), ("RamWrite", 1))),
-    Intrinsic("ram_write_block", (_F, DIGEST), UNIT,
-              _ops(("Dup", 5), ("RamWrite", 5), ("Pop", 1))),
+    Intrinsic("ram_write_block", (_F, DIGEST), UNIT, _ops(("Dup", 5), ("RamWrite", 5), ("Pop", 1))),
     Intrinsic("xfield", (_F, _F, _F), XFIELD, ()),
     Intrinsic("xinvert", (XFIELD,), XFIELD, _ops("ExtInvert")),
     # B25: ISA layout `_ acc(3) b a -> _ acc' (b+3) (a+3|a+1)`.

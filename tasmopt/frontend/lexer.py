@@ -14,11 +14,32 @@ from tasmopt.frontend.source import Diagnostics, Pos, Source
 
 __all__ = ["Token", "AsmBody", "KEYWORDS", "TYPE_KEYWORDS", "tokenize"]
 
-KEYWORDS = frozenset({
-    "program", "module", "use", "fn", "pub", "sec", "let", "mut", "const", "struct", "if",
-    "else", "for", "in", "bounded", "return", "true", "false", "event", "reveal", "seal",
-    "match",
-})
+KEYWORDS = frozenset(
+    {
+        "program",
+        "module",
+        "use",
+        "fn",
+        "pub",
+        "sec",
+        "let",
+        "mut",
+        "const",
+        "struct",
+        "if",
+        "else",
+        "for",
+        "in",
+        "bounded",
+        "return",
+        "true",
+        "false",
+        "event",
+        "reveal",
+        "seal",
+        "match",
+    }
+)
 TYPE_KEYWORDS = frozenset({"Field", "XField", "Bool", "U32", "Digest"})
 
 #: Two-character symbols, matched before single ones (longest match).
@@ -130,8 +151,11 @@ class _Lexer:
             k = j + 1
             while k < len(src) and src[k].isascii() and (src[k].isalnum() or src[k] == "_"):
                 k += 1
-            self.diags.error(f"hex literals are not supported: '{src[start:k]}'", pos,
-                             help="write the value in decimal")
+            self.diags.error(
+                f"hex literals are not supported: '{src[start:k]}'",
+                pos,
+                help="write the value in decimal",
+            )
             self.i = k
             return
         self.i = j
@@ -143,7 +167,7 @@ class _Lexer:
 
     def symbol(self, c: str) -> None:
         src, pos = self.src, self.pos()
-        two = src[self.i:self.i + 2]
+        two = src[self.i : self.i + 2]
         if two in _SYMBOLS2:
             self.add(two, two, pos)
             self.i += 2
@@ -151,12 +175,18 @@ class _Lexer:
             self.add(c, c, pos)
             self.i += 1
         elif c == "-":
-            self.diags.error("there is no subtraction operator '-'", pos,
-                             help="use sub(a, b) (or field.sub) for a - b")
+            self.diags.error(
+                "there is no subtraction operator '-'",
+                pos,
+                help="use sub(a, b) (or field.sub) for a - b",
+            )
             self.i += 1
         elif c == "/":
-            self.diags.error("there is no division operator '/'", pos,
-                             help="use a /% b for (quotient, remainder) of U32 values")
+            self.diags.error(
+                "there is no division operator '/'",
+                pos,
+                help="use a /% b for (quotient, remainder) of U32 values",
+            )
             self.i += 1
         else:
             shown = c if c.isprintable() and c.isascii() else f"U+{ord(c):04X}"
@@ -171,10 +201,10 @@ class _Lexer:
         effect = 0
         if self.i < n and src[self.i] == "(":
             close = src.find(")", self.i)
-            if close < 0 or "{" in src[self.i:close]:
+            if close < 0 or "{" in src[self.i : close]:
                 self.diags.error("missing ')' after the asm annotation", pos)
                 return
-            effect, target = self.asm_annotation(src[self.i + 1:close], pos)
+            effect, target = self.asm_annotation(src[self.i + 1 : close], pos)
             self.advance_to(close + 1)
             self.skip_space()
         if self.i >= n or src[self.i] != "{":
@@ -193,7 +223,7 @@ class _Lexer:
             self.diags.error("unterminated asm body (missing '}')", pos)
             self.advance_to(n)
             return
-        body = src[self.i + 1:j]
+        body = src[self.i + 1 : j]
         lines = tuple(line.strip() for line in body.split("\n") if line.strip())
         self.advance_to(j + 1)
         self.add("ASM", "asm", pos, AsmBody(target, effect, lines))
@@ -208,8 +238,11 @@ class _Lexer:
             elif part.isidentifier():
                 target = part
             else:
-                self.diags.error(f"malformed asm annotation '{part}'", pos,
-                                 help="write asm(target), asm(+N), asm(-N) or asm(target, +N)")
+                self.diags.error(
+                    f"malformed asm annotation '{part}'",
+                    pos,
+                    help="write asm(target), asm(+N), asm(-N) or asm(target, +N)",
+                )
         return effect, target
 
     def skip_space(self) -> None:

@@ -57,8 +57,8 @@ def parse_source(source: Source) -> A.File:
 def _implied_root(path: Path, name: str) -> Path | None:
     parts = name.split(".")
     stem = path.with_suffix("")
-    if len(stem.parts) > len(parts) and list(stem.parts[-len(parts):]) == parts:
-        return Path(*stem.parts[:-len(parts)])
+    if len(stem.parts) > len(parts) and list(stem.parts[-len(parts) :]) == parts:
+        return Path(*stem.parts[: -len(parts)])
     return None
 
 
@@ -72,8 +72,11 @@ class _Loader:
         out: list[Path] = []
         roots = [*self.roots, self.entry_dir]
         if segs[0] == "os" and len(segs) >= 3:
-            out += [r / "os" / segs[1] / Path(*segs[2:]).with_suffix(".tri")
-                    for r in roots if (r / "os" / segs[1]).is_dir()]
+            out += [
+                r / "os" / segs[1] / Path(*segs[2:]).with_suffix(".tri")
+                for r in roots
+                if (r / "os" / segs[1]).is_dir()
+            ]
         if segs[0] in ("vm", "std", "os") and len(segs) >= 2:
             out += [r / segs[0] / Path(*segs[1:]).with_suffix(".tri") for r in roots]
         out += [r / Path(*segs).with_suffix(".tri") for r in [self.entry_dir, *self.roots]]
@@ -94,9 +97,11 @@ class _Loader:
             tree = parse_source(source)
             if tree.kind != "module" or tree.name != name:
                 what = "a program" if tree.kind == "program" else f"module '{tree.name}'"
-                raise source.error(f"'{found}' declares {what}, but is imported as module "
-                                   f"'{name}'", tree.name_pos,
-                                   help=f"the header must read: module {name}")
+                raise source.error(
+                    f"'{found}' declares {what}, but is imported as module '{name}'",
+                    tree.name_pos,
+                    help=f"the header must read: module {name}",
+                )
             self.load(ModuleUnit(name, found, source, tree, [u.dotted for u in tree.uses]))
 
     def find(self, use: A.Use, unit: ModuleUnit) -> Path:
@@ -106,8 +111,7 @@ class _Loader:
             if path.is_file():
                 return path
         shown = ", ".join(f"'{p}'" for p in tried[:4])
-        raise unit.source.error(f"cannot find module '{use.dotted}' (looked at {shown})",
-                                use.pos)
+        raise unit.source.error(f"cannot find module '{use.dotted}' (looked at {shown})", use.pos)
 
     def order(self, entry: str) -> list[ModuleUnit]:
         """Post-order DFS from every module name in sorted order (deps in ``use`` order)."""
@@ -121,9 +125,10 @@ class _Loader:
             if name in active:
                 assert via is not None
                 unit, use = via
-                cycle = " -> ".join([*active[active.index(name):], name])
-                raise unit.source.error(f"circular dependency detected involving module "
-                                        f"'{name}' ({cycle})", use.pos)
+                cycle = " -> ".join([*active[active.index(name) :], name])
+                raise unit.source.error(
+                    f"circular dependency detected involving module '{name}' ({cycle})", use.pos
+                )
             active.append(name)
             unit = self.units[name]
             for use in unit.ast.uses:
@@ -138,8 +143,9 @@ class _Loader:
         return out
 
 
-def load_project(entry: Source, entry_path: Path | None,
-                 search_path: Sequence[str | Path] = ()) -> list[ModuleUnit]:
+def load_project(
+    entry: Source, entry_path: Path | None, search_path: Sequence[str | Path] = ()
+) -> list[ModuleUnit]:
     """Parse ``entry`` and every module it reaches; dependencies first, the entry last.
 
     Raises:
@@ -169,4 +175,3 @@ def read_entry(path: str | Path) -> tuple[Source, Path]:
     except OSError as exc:
         raise FrontendError(f"cannot read entry file: {exc.strerror or exc}", str(p)) from None
     return Source(str(p), text), p
-

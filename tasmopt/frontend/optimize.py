@@ -56,15 +56,24 @@ def _eliminate_nops(ops: list[Op]) -> list[Op]:
 
 
 def _write_at(ops: list[Op], i: int) -> int | None:
-    if (i + 4 <= len(ops) and _is(ops[i], "Push") and _is(ops[i + 1], "Swap", 1)
-            and _is(ops[i + 2], "WriteMem", 1) and _is(ops[i + 3], "Pop", 1)):
+    if (
+        i + 4 <= len(ops)
+        and _is(ops[i], "Push")
+        and _is(ops[i + 1], "Swap", 1)
+        and _is(ops[i + 2], "WriteMem", 1)
+        and _is(ops[i + 3], "Pop", 1)
+    ):
         return int(ops[i].value)  # type: ignore[arg-type]
     return None
 
 
 def _read_at(ops: list[Op], i: int) -> int | None:
-    if (i + 3 <= len(ops) and _is(ops[i], "Push") and _is(ops[i + 1], "ReadMem", 1)
-            and _is(ops[i + 2], "Pop", 1)):
+    if (
+        i + 3 <= len(ops)
+        and _is(ops[i], "Push")
+        and _is(ops[i + 1], "ReadMem", 1)
+        and _is(ops[i + 2], "Pop", 1)
+    ):
         return int(ops[i].value)  # type: ignore[arg-type]
     return None
 
@@ -105,8 +114,12 @@ def _eliminate_dup_pop_nops(ops: list[Op]) -> list[Op]:
     out: list[Op] = []
     i = 0
     while i < len(ops):
-        if (i + 3 <= len(ops) and _is(ops[i], "Dup", 0) and _is(ops[i + 1], "Swap", 1)
-                and _is(ops[i + 2], "Pop", 1)):
+        if (
+            i + 3 <= len(ops)
+            and _is(ops[i], "Dup", 0)
+            and _is(ops[i + 1], "Swap", 1)
+            and _is(ops[i + 2], "Pop", 1)
+        ):
             i += 3
         elif i + 2 <= len(ops) and _is(ops[i], "Dup", 0) and _is(ops[i + 1], "Pop", 1):
             i += 2
@@ -120,8 +133,12 @@ def _eliminate_double_swaps(ops: list[Op]) -> list[Op]:
     out: list[Op] = []
     i = 0
     while i < len(ops):
-        if (i + 2 <= len(ops) and ops[i].kind == "Swap" and ops[i + 1].kind == "Swap"
-                and ops[i].value == ops[i + 1].value):
+        if (
+            i + 2 <= len(ops)
+            and ops[i].kind == "Swap"
+            and ops[i + 1].kind == "Swap"
+            and ops[i].value == ops[i + 1].value
+        ):
             i += 2
         else:
             out.append(ops[i])
@@ -139,7 +156,7 @@ def _collapse_swap_pop_chains(ops: list[Op]) -> list[Op]:
             while i + c < len(ops) and ops[i + c] == op:
                 c += 1
             j = i + c
-            if (c >= 2 and op.value == c - 1 and j < len(ops) and _is(ops[j], "Swap", c)):
+            if c >= 2 and op.value == c - 1 and j < len(ops) and _is(ops[j], "Swap", c):
                 k, total = j + 1, 0
                 while k < len(ops) and ops[k].kind == "Pop" and total < c:
                     total += int(ops[k].value)  # type: ignore[arg-type]
@@ -196,8 +213,9 @@ def _nested(ops: list[Op], unsound: bool) -> list[Op]:
     out = []
     for op in ops:
         if op.bodies:
-            op = op.replace_bodies(**{name: optimize(body, unsound=unsound)
-                                      for name, body in op.bodies})
+            op = op.replace_bodies(
+                **{name: optimize(body, unsound=unsound) for name, body in op.bodies}
+            )
         out.append(op)
     return out
 

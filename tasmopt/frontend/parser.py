@@ -33,8 +33,9 @@ class _Parser(ExpressionParser):
     def file(self) -> A.File | None:
         tok = self.peek()
         if tok.kind not in ("program", "module"):
-            self.diags.error(f"expected 'program' or 'module' declaration, found "
-                             f"{self.describe(tok)}", tok.pos)
+            self.diags.error(
+                f"expected 'program' or 'module' declaration, found {self.describe(tok)}", tok.pos
+            )
             return None
         try:
             self.next()
@@ -77,8 +78,9 @@ class _Parser(ExpressionParser):
         t0, t1, t2 = self.peek(), self.peek(1), self.peek(2)
         if t1.kind != "IDENT" or t2.kind != ":":
             return False
-        return ((t0.kind == "pub" and t1.text in ("input", "output"))
-                or (t0.kind == "sec" and t1.text in ("input", "ram")))
+        return (t0.kind == "pub" and t1.text in ("input", "output")) or (
+            t0.kind == "sec" and t1.text in ("input", "ram")
+        )
 
     def io_decl(self) -> A.IoDecl:
         first = self.next()
@@ -106,8 +108,9 @@ class _Parser(ExpressionParser):
             return self.fn_item(attrs, pub)
         for attr in attrs:
             if attr.name in FN_ONLY_ATTRIBUTES:
-                raise ParseError(f"attribute '#[{attr.name}]' is only allowed on functions",
-                                 attr.pos)
+                raise ParseError(
+                    f"attribute '#[{attr.name}]' is only allowed on functions", attr.pos
+                )
         if tok.kind == "const":
             self.next()
             name = self.expect("IDENT", "a constant name")
@@ -135,8 +138,11 @@ class _Parser(ExpressionParser):
             self.expect("[")
             name = self.expect("IDENT", "an attribute name")
             if name.text not in KNOWN_ATTRIBUTES:
-                raise ParseError(f"unknown attribute '{name.text}'", name.pos,
-                                 "known: " + ", ".join(sorted(KNOWN_ATTRIBUTES)))
+                raise ParseError(
+                    f"unknown attribute '{name.text}'",
+                    name.pos,
+                    "known: " + ", ".join(sorted(KNOWN_ATTRIBUTES)),
+                )
             arg: str | None = None
             if self.accept("("):
                 parts, depth = [], 1
@@ -256,8 +262,7 @@ class _Parser(ExpressionParser):
         open_ = self.expect("{")
         self.depth += 1
         if self.depth > MAX_NESTING:
-            raise ParseError(f"nesting depth exceeded (more than {MAX_NESTING} blocks)",
-                             open_.pos)
+            raise ParseError(f"nesting depth exceeded (more than {MAX_NESTING} blocks)", open_.pos)
         stmts: list[A.Stmt] = []
         tail: A.Expr | None = None
         while not self.at("}"):
@@ -305,12 +310,15 @@ class _Parser(ExpressionParser):
         if isinstance(target, A.PathExpr):
             return A.AssignStmt(target.pos, [target], False, value)
         if isinstance(target, A.TupleExpr) and all(
-                isinstance(e, A.Wildcard)
-                or (isinstance(e, A.PathExpr) and len(e.segments) == 1) for e in target.elems):
+            isinstance(e, A.Wildcard) or (isinstance(e, A.PathExpr) and len(e.segments) == 1)
+            for e in target.elems
+        ):
             return A.AssignStmt(target.pos, list(target.elems), True, value)
-        raise ParseError("unsupported assignment target", target.pos,
-                         "assign to a variable, a struct field path (p.x) or a tuple of "
-                         "names ((a, b) = ...)")
+        raise ParseError(
+            "unsupported assignment target",
+            target.pos,
+            "assign to a variable, a struct field path (p.x) or a tuple of names ((a, b) = ...)",
+        )
 
     def let_stmt(self) -> A.LetStmt:
         pos = self.expect("let").pos
@@ -364,8 +372,9 @@ class _Parser(ExpressionParser):
         if self.accept("bounded"):
             bound = int(self.expect("INT", "a loop bound").value)  # type: ignore[arg-type]
         body = self.block()
-        return A.ForStmt(pos, tok.text if tok.kind == "IDENT" else None, tok.pos, start, end,
-                         bound, body)
+        return A.ForStmt(
+            pos, tok.text if tok.kind == "IDENT" else None, tok.pos, start, end, bound, body
+        )
 
     def match_stmt(self) -> A.MatchStmt:
         pos = self.expect("match").pos
@@ -387,8 +396,7 @@ class _Parser(ExpressionParser):
                 path = tuple(self.dotted("a struct name"))
                 pattern = ("struct", path, self.field_inits(pattern=True))
             else:
-                raise ParseError(f"expected match pattern, found {self.describe(tok)}",
-                                 tok.pos)
+                raise ParseError(f"expected match pattern, found {self.describe(tok)}", tok.pos)
             self.expect("=>")
             arms.append(A.MatchArm(pattern, tok.pos, self.block()))
             self.accept(",")

@@ -44,8 +44,7 @@ class Source:
 
     def error(self, message: str, pos: Pos, help: str | None = None) -> FrontendError:
         """A `FrontendError` for ``message`` at ``pos`` in this file."""
-        return FrontendError(message, self.name, pos.line, pos.col, self.line_text(pos.line),
-                             help)
+        return FrontendError(message, self.name, pos.line, pos.col, self.line_text(pos.line), help)
 
 
 class Diagnostics:
@@ -70,5 +69,12 @@ class Diagnostics:
         """Raise the collected errors as one `FrontendError` (the first one's position)."""
         if self.errors:
             first, *rest = sorted(self.errors, key=lambda e: (e.line, e.col))
-            raise FrontendError(first.message, first.file, first.line, first.col,
-                                first.source_line, first.help, tuple(rest))
+            raise FrontendError(
+                first.message,
+                first.file,
+                first.line,
+                first.col,
+                first.source_line,
+                first.help,
+                tuple(rest),
+            )

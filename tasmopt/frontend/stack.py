@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from tasmopt.frontend.symbols import Var
 from tasmopt.tir.ops import Op
 
-__all__ = ["CAPACITY", "Allocator", "Entry", "Snapshot", "StackModel", "OutOfReach",
-           "pop_chunks"]
+__all__ = ["CAPACITY", "Allocator", "Entry", "Snapshot", "StackModel", "OutOfReach", "pop_chunks"]
 
 #: Op-stack elements reachable by dup/swap (spec/tir.md §0).
 CAPACITY = 16
@@ -110,7 +109,7 @@ class StackModel:
         """Elements above the variable's top element."""
         i = self.index_of(var)
         assert i is not None, var
-        return sum(e.width for e in self.entries[i + 1:])
+        return sum(e.width for e in self.entries[i + 1 :])
 
     # -- pushes and pops --------------------------------------------------------------------
 
@@ -156,8 +155,12 @@ class StackModel:
         above = 0
         for e in reversed(self.entries):
             # stored top element first, each element is at depth `above` when its turn comes
-            if (e.var is not None and e.var not in keep and above < CAPACITY
-                    and (best is None or e.tick < best.tick)):
+            if (
+                e.var is not None
+                and e.var not in keep
+                and above < CAPACITY
+                and (best is None or e.tick < best.tick)
+            ):
                 best = e
             above += e.width
         return best
@@ -165,7 +168,7 @@ class StackModel:
     def spill_var(self, var: Var) -> bool:
         """Spill this variable if it is on the stack and within reach; True if it was."""
         i = self.index_of(var)
-        if i is None or sum(e.width for e in self.entries[i + 1:]) >= CAPACITY:
+        if i is None or sum(e.width for e in self.entries[i + 1 :]) >= CAPACITY:
             return False
         self.spill(self.entries[i])
         return True
@@ -175,7 +178,7 @@ class StackModel:
         var = entry.var
         assert var is not None
         i = self.entries.index(entry)
-        above = sum(e.width for e in self.entries[i + 1:])
+        above = sum(e.width for e in self.entries[i + 1 :])
         addr = self.home.get(var)
         if addr is None:
             addr = self.home[var] = self.alloc.spill(entry.width)
@@ -183,7 +186,7 @@ class StackModel:
         for k in range(entry.width - 1, -1, -1):
             if j is None:
                 self.emit_swap_chain(above)
-            else:                          # the top block of variables takes V's place
+            else:  # the top block of variables takes V's place
                 self.emit(Op("Swap", above))
             self.emit(Op("Push", addr + k))
             self.emit(Op("WriteMem", 1))
@@ -193,7 +196,7 @@ class StackModel:
         else:
             block = self.entries[j:]
             del self.entries[j:]
-            self.entries[i:i + 1] = block
+            self.entries[i : i + 1] = block
         self.spilled[var] = addr
         self.ram_valid.add(var)
 
@@ -248,7 +251,7 @@ class StackModel:
         i = self.index_of(var)
         assert i is not None, var
         entry = self.entries[i]
-        above = sum(e.width for e in self.entries[i + 1:])
+        above = sum(e.width for e in self.entries[i + 1 :])
         if above == 0:
             for op in pop_chunks(entry.width):
                 self.emit(op)
@@ -269,8 +272,11 @@ class StackModel:
     # -- regions ----------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        return Snapshot([(e.var, e.width, e.tick) for e in self.entries], dict(self.spilled),
-                        set(self.ram_valid))
+        return Snapshot(
+            [(e.var, e.width, e.tick) for e in self.entries],
+            dict(self.spilled),
+            set(self.ram_valid),
+        )
 
     def restore(self, snap: Snapshot, ram_valid: set[Var] | None = None) -> None:
         self.entries = [Entry(v, w, t) for v, w, t in snap.entries]
@@ -288,14 +294,15 @@ class StackModel:
                 return None
         extra = 0
         on_target = {v for v, _, _ in want if v is not None}
-        for e in below[len(want):]:
+        for e in below[len(want) :]:
             v = e.var
-            if v is not None and (v in on_target
-                                  or (v in target.spilled and v not in self.ram_valid)):
+            if v is not None and (
+                v in on_target or (v in target.spilled and v not in self.ram_valid)
+            ):
                 return None
             extra += e.width
         for v in target.spilled:
-            if v not in self.spilled and not any(e.var is v for e in below[len(want):]):
+            if v not in self.spilled and not any(e.var is v for e in below[len(want) :]):
                 return None
         return extra
 
@@ -304,16 +311,22 @@ class StackModel:
         prefix, then reload the target's entries in order."""
         want = target.entries
         k = 0
-        while (k < len(want) and k < len(self.entries) and self.entries[k].var is want[k][0]
-               and want[k][0] is not None and self.entries[k].width == want[k][1]):
+        while (
+            k < len(want)
+            and k < len(self.entries)
+            and self.entries[k].var is want[k][0]
+            and want[k][0] is not None
+            and self.entries[k].width == want[k][1]
+        ):
             k += 1
         on_target = {v for v, _, _ in want[k:] if v is not None}
         pending = 0
         while len(self.entries) > k:
             e = self.entries[-1]
             v = e.var
-            keep = v is not None and (v in on_target or (v in target.spilled
-                                                         and v not in self.ram_valid))
+            keep = v is not None and (
+                v in on_target or (v in target.spilled and v not in self.ram_valid)
+            )
             if keep:
                 for op in pop_chunks(pending):
                     self.emit(op)

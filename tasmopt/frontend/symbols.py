@@ -12,8 +12,16 @@ from tasmopt.frontend.intrinsics import Intrinsic
 from tasmopt.frontend.source import Pos, Source
 from tasmopt.frontend.types import StructTy, Ty, width
 
-__all__ = ["Var", "VarRef", "ConstRef", "CallTarget", "FnSig", "EventDef", "ModuleEnv",
-           "call_label"]
+__all__ = [
+    "Var",
+    "VarRef",
+    "ConstRef",
+    "CallTarget",
+    "FnSig",
+    "EventDef",
+    "ModuleEnv",
+    "call_label",
+]
 
 
 @dataclass(eq=False)
@@ -56,7 +64,7 @@ class CallTarget:
     """A resolved call: a user function (``label`` as the builder emits it, spec §7.4) or an
     intrinsic (its ops, with the parameter types it was checked against)."""
 
-    kind: str                       # "user" or "intrinsic"
+    kind: str  # "user" or "intrinsic"
     label: str
     params: tuple[Ty, ...]
     ret: Ty

@@ -9,8 +9,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = [
-    "Ty", "Prim", "ArrayTy", "TupleTy", "StructTy", "FIELD", "XFIELD", "BOOL", "U32", "DIGEST",
-    "UNIT", "ERROR", "width", "width_or", "show", "same_type", "returns_as", "unify", "field_slot", "DIGEST_WIDTH", "EXT_DEGREE",
+    "Ty",
+    "Prim",
+    "ArrayTy",
+    "TupleTy",
+    "StructTy",
+    "FIELD",
+    "XFIELD",
+    "BOOL",
+    "U32",
+    "DIGEST",
+    "UNIT",
+    "ERROR",
+    "width",
+    "width_or",
+    "show",
+    "same_type",
+    "returns_as",
+    "unify",
+    "field_slot",
+    "DIGEST_WIDTH",
+    "EXT_DEGREE",
 ]
 
 #: Triton digest width and extension degree (spec/tir.md §0).
@@ -68,8 +87,15 @@ UNIT = Prim("()")
 #: The type of an expression that already produced an error (matches everything).
 ERROR = Prim("<error>")
 
-_PRIM_WIDTH = {"Field": 1, "Bool": 1, "U32": 1, "XField": EXT_DEGREE, "Digest": DIGEST_WIDTH,
-               "()": 0, "<error>": 1}
+_PRIM_WIDTH = {
+    "Field": 1,
+    "Bool": 1,
+    "U32": 1,
+    "XField": EXT_DEGREE,
+    "Digest": DIGEST_WIDTH,
+    "()": 0,
+    "<error>": 1,
+}
 
 
 def width(ty: Ty) -> int:
@@ -126,7 +152,8 @@ def returns_as(declared: Ty, actual: Ty) -> bool:
         return actual == TupleTy((FIELD,) * DIGEST_WIDTH)
     if isinstance(declared, TupleTy) and isinstance(actual, TupleTy):
         return len(declared.elems) == len(actual.elems) and all(
-            returns_as(d, a) for d, a in zip(declared.elems, actual.elems, strict=True))
+            returns_as(d, a) for d, a in zip(declared.elems, actual.elems, strict=True)
+        )
     if isinstance(declared, ArrayTy) and isinstance(actual, ArrayTy):
         return declared.size == actual.size and returns_as(declared.elem, actual.elem)
     return False

@@ -104,8 +104,14 @@ def op_path(root: str, index: int) -> str:
     return f"{root}[{index}]"
 
 
-def blocks(fn_ops: Sequence[Op], *, start: int = 0, root: str = "tir",
-           isa: IsaVariant = "release", top_level: bool = False) -> list[Block]:
+def blocks(
+    fn_ops: Sequence[Op],
+    *,
+    start: int = 0,
+    root: str = "tir",
+    isa: IsaVariant = "release",
+    top_level: bool = False,
+) -> list[Block]:
     """The straight-line blocks of a function, in pre-order (design §2).
 
     Args:
@@ -131,8 +137,18 @@ def blocks(fn_ops: Sequence[Op], *, start: int = 0, root: str = "tir",
         ops = tuple(o for _, o in run)
         eff = sequence_effect(ops, isa=isa)
         assert isinstance(eff, StackEffect), eff  # no structure ops in a block
-        out.append(Block(len(out), run[0][0], ops, tuple(p for p, _ in run), eff.depth,
-                         eff.net, eff.pops, tir_hash(ops)))
+        out.append(
+            Block(
+                len(out),
+                run[0][0],
+                ops,
+                tuple(p for p, _ in run),
+                eff.depth,
+                eff.net,
+                eff.pops,
+                tir_hash(ops),
+            )
+        )
         run.clear()
 
     def walk(items: Sequence[tuple[str, Op]]) -> None:

@@ -153,8 +153,13 @@ def _collect_loops(ops: Iterable[Op], out: dict[str, Op]) -> None:
 class _Resolver:
     """Resolves call targets: explicit callee effects first, then loops in scope."""
 
-    def __init__(self, callees: Mapping[str, Effect] | None, loops: dict[str, Op],
-                 isa: IsaVariant, functions: Mapping[str, Sequence[Op]] | None = None) -> None:
+    def __init__(
+        self,
+        callees: Mapping[str, Effect] | None,
+        loops: dict[str, Op],
+        isa: IsaVariant,
+        functions: Mapping[str, Sequence[Op]] | None = None,
+    ) -> None:
         self.callees = dict(callees or {})
         self.loops = loops
         self.functions = functions or {}
@@ -184,8 +189,9 @@ class _Resolver:
         if not isinstance(body, StackEffect):
             return UnknownEffect(f"loop {label}: {body.reason}", max(1, body.depth))
         if body.net != 0:
-            return UnknownEffect(f"loop {label}: body net effect {body.net:+d}, not 0",
-                                 max(1, body.depth))
+            return UnknownEffect(
+                f"loop {label}: body net effect {body.net:+d}, not 0", max(1, body.depth)
+            )
         pops = max(1, body.pops)
         return StackEffect(pops, pops, max(1, body.depth))
 
@@ -218,8 +224,11 @@ class _Resolver:
             if not isinstance(other, StackEffect):
                 return _COND.then(UnknownEffect(f"else branch: {other.reason}", depth))
             if then.net != other.net:
-                return _COND.then(UnknownEffect(
-                    f"branches differ: then net {then.net:+d}, else net {other.net:+d}", depth))
+                return _COND.then(
+                    UnknownEffect(
+                        f"branches differ: then net {then.net:+d}, else net {other.net:+d}", depth
+                    )
+                )
             pops = max(then.pops, other.pops)
             return _COND.then(StackEffect(pops, pops + then.net, depth))
         return _flat_effect(op, self.isa)
@@ -235,8 +244,9 @@ def _flat_effect(op: Op, isa: IsaVariant) -> Effect:
 _COND = StackEffect(1, 0, 1)
 
 
-def op_effect(op: Op, *, callees: Mapping[str, Effect] | None = None,
-              isa: IsaVariant = "release") -> Effect:
+def op_effect(
+    op: Op, *, callees: Mapping[str, Effect] | None = None, isa: IsaVariant = "release"
+) -> Effect:
     """Stack effect of one op as lowered by the fixed lowering (spec/tir.md §1 "Effect").
 
     * flat ops: the composed ISA effects of their instructions (`tasmopt.lower.expansion`);
@@ -254,8 +264,9 @@ def op_effect(op: Op, *, callees: Mapping[str, Effect] | None = None,
     return _Resolver(callees, loops, isa).op(op)
 
 
-def sequence_effect(ops: Iterable[Op], *, callees: Mapping[str, Effect] | None = None,
-                    isa: IsaVariant = "release") -> Effect:
+def sequence_effect(
+    ops: Iterable[Op], *, callees: Mapping[str, Effect] | None = None, isa: IsaVariant = "release"
+) -> Effect:
     """Effect of an op list run in order: its entry depth requirement (``depth``) and net.
 
     Calls to a ``Loop`` label defined anywhere in ``ops`` resolve to that loop's subroutine
@@ -267,8 +278,9 @@ def sequence_effect(ops: Iterable[Op], *, callees: Mapping[str, Effect] | None =
     return _Resolver(callees, loops, isa).seq(ops)
 
 
-def loop_effect(op: Op, *, callees: Mapping[str, Effect] | None = None,
-                isa: IsaVariant = "release") -> Effect:
+def loop_effect(
+    op: Op, *, callees: Mapping[str, Effect] | None = None, isa: IsaVariant = "release"
+) -> Effect:
     """Effect of calling a ``Loop`` subroutine: the counter at st0 (ends as 0) stays, the body
     must be net 0 (else `UnknownEffect`). Entry depth is max(1, body depth): the body runs
     with the decremented counter on top (spec/tir.md §3.4).
@@ -283,9 +295,12 @@ def loop_effect(op: Op, *, callees: Mapping[str, Effect] | None = None,
     return _Resolver(callees, loops, isa).loop(op)
 
 
-def function_effects(functions: Mapping[str, Sequence[Op]], *,
-                     callees: Mapping[str, Effect] | None = None,
-                     isa: IsaVariant = "release") -> dict[str, Effect]:
+def function_effects(
+    functions: Mapping[str, Sequence[Op]],
+    *,
+    callees: Mapping[str, Effect] | None = None,
+    isa: IsaVariant = "release",
+) -> dict[str, Effect]:
     """Effects of calling each function of a module, resolving calls between them.
 
     Args:

@@ -23,15 +23,16 @@ __all__ = [
 ]
 
 #: Ops the lowering lays out itself (labels, deferred subroutines, comments).
-NOT_FLAT = frozenset({"IfElse", "IfOnly", "Loop", "FnStart", "FnEnd", "Entry", "Comment",
-                      "ProofBlock"})
+NOT_FLAT = frozenset(
+    {"IfElse", "IfOnly", "Loop", "FnStart", "FnEnd", "Entry", "Comment", "ProofBlock"}
+)
 
 #: Payload-free ops that lower to a fixed instruction sequence (spec/tir.md §1, §3.8).
 SINGLE: dict[str, tuple[str, ...]] = {
     "Return": ("return",),
     "Halt": ("halt",),
     "Add": ("add",),
-    "Sub": ("push -1", "mul", "add"),          # st1 + (-1)·st0 = st1 - st0
+    "Sub": ("push -1", "mul", "add"),  # st1 + (-1)·st0 = st1 - st0
     "Mul": ("mul",),
     "Neg": ("push -1", "mul"),
     "Invert": ("invert",),
@@ -42,7 +43,7 @@ SINGLE: dict[str, tuple[str, ...]] = {
     "PopCount": ("pop_count",),
     "Split": ("split",),
     "DivMod": ("div_mod",),
-    "Shl": ("push 2", "pow", "mul"),           # st1 · 2^st0 (pow: base st0, exponent st1)
+    "Shl": ("push 2", "pow", "mul"),  # st1 · 2^st0 (pow: base st0, exponent st1)
     "Log2": ("log_2_floor",),
     "Pow": ("pow",),
     "SpongeInit": ("sponge_init",),
@@ -69,8 +70,16 @@ SHR_FIXED: tuple[str, ...] = ("push 2", "pow", "swap 1", "div_mod", "pop 1")
 #: What upstream emits for Shr: leaves (2^st0 mod st1), not a right shift (spec/tir.md §1).
 SHR_UPSTREAM: tuple[str, ...] = ("push 2", "pow", "div_mod", "swap 1", "pop 1")
 
-_N_KINDS = {"Pop": "pop", "Hint": "divine", "ReadIo": "read_io", "WriteIo": "write_io",
-            "ReadMem": "read_mem", "WriteMem": "write_mem", "Dup": "dup", "Swap": "swap"}
+_N_KINDS = {
+    "Pop": "pop",
+    "Hint": "divine",
+    "ReadIo": "read_io",
+    "WriteIo": "write_io",
+    "ReadMem": "read_mem",
+    "WriteMem": "write_mem",
+    "Dup": "dup",
+    "Swap": "swap",
+}
 
 
 def label_of(name: str) -> str:
@@ -115,7 +124,7 @@ def expand(op: Op, *, upstream_bugs: bool = False) -> tuple[str, ...]:
     if kind == "Assert":
         return ("assert",) if op.value == 1 else ("assert_vector",)
     if kind == "Hash":
-        return ("hash",)                       # width ignored (spec/tir.md §1 #37)
+        return ("hash",)  # width ignored (spec/tir.md §1 #37)
     if kind == "Reveal":
         return (f"push {op.get('tag')}",) + ("write_io 1",) * (1 + op.get("field_count"))
     if kind == "Seal":

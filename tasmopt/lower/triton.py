@@ -126,16 +126,16 @@ class Lowering:
 class _Deferred:
     label: str
     ops: tuple[Op, ...]
-    base: str      # path of the body list
-    kind: str      # "then" (clears the if/else flag), "else", "only", "loop"
+    base: str  # path of the body list
+    kind: str  # "then" (clears the if/else flag), "else", "only", "loop"
     owner: int
 
 
 @dataclass
 class _Fn:
     name: str
-    start: int                      # index of its FnStart in the top-level list
-    end: int | None = None          # index of its FnEnd
+    start: int  # index of its FnStart in the top-level list
+    end: int | None = None  # index of its FnEnd
     sections: list[tuple[int, int]] = field(default_factory=list)
 
 
@@ -146,11 +146,11 @@ class _Lowerer:
         self.deferred: list[_Deferred] = []
         self.counter = 0
         self.op_lines: dict[str, tuple[int, int]] = {}
-        self.fns: list[_Fn] = [_Fn("", -1)]     # 0: top-level code
-        self.stack: list[int] = []              # open functions (indices into fns)
-        self.owner = 0                          # who owns lines emitted now
-        self.seg: tuple[int, int] | None = (0, 0)   # (owner, start) of the open section
-        self.dropped: list[tuple[int, str]] = []    # (owner, label) never emitted
+        self.fns: list[_Fn] = [_Fn("", -1)]  # 0: top-level code
+        self.stack: list[int] = []  # open functions (indices into fns)
+        self.owner = 0  # who owns lines emitted now
+        self.seg: tuple[int, int] | None = (0, 0)  # (owner, start) of the open section
+        self.dropped: list[tuple[int, str]] = []  # (owner, label) never emitted
 
     # -- sections -------------------------------------------------------------------------
     def switch(self, owner: int | None) -> None:
@@ -206,22 +206,28 @@ class _Lowerer:
         elif kind == "IfElse":
             then, other = self.fresh("then"), self.fresh("else")
             self.emit("push 1", "swap 1", "skiz", f"call {then}", "skiz", f"call {other}")
-            self.deferred.append(_Deferred(then, op.get("then_body"),
-                                           f"{path}.IfElse.then_body", "then", self.owner))
-            self.deferred.append(_Deferred(other, op.get("else_body"),
-                                           f"{path}.IfElse.else_body", "else", self.owner))
+            self.deferred.append(
+                _Deferred(then, op.get("then_body"), f"{path}.IfElse.then_body", "then", self.owner)
+            )
+            self.deferred.append(
+                _Deferred(
+                    other, op.get("else_body"), f"{path}.IfElse.else_body", "else", self.owner
+                )
+            )
         elif kind == "IfOnly":
             then = self.fresh("then")
             self.emit("skiz", f"call {then}")
-            self.deferred.append(_Deferred(then, op.get("then_body"),
-                                           f"{path}.IfOnly.then_body", "only", self.owner))
+            self.deferred.append(
+                _Deferred(then, op.get("then_body"), f"{path}.IfOnly.then_body", "only", self.owner)
+            )
         elif kind == "Loop":
             label = label_of(op.get("label"))
             if self.upstream:  # in place: the fall-through bug of spec §3.4
                 self.loop(label, op.get("body"), f"{path}.Loop.body")
             else:
-                self.deferred.append(_Deferred(label, op.get("body"), f"{path}.Loop.body",
-                                               "loop", self.owner))
+                self.deferred.append(
+                    _Deferred(label, op.get("body"), f"{path}.Loop.body", "loop", self.owner)
+                )
         else:  # pragma: no cover - NOT_FLAT is exhaustive above
             raise AssertionError(kind)
 
@@ -255,8 +261,14 @@ class _Lowerer:
         self.owner = outer
 
 
-def lower(ops: Sequence[Op], *, isa: IsaVariant = "release", upstream_bugs: bool = False,
-          strict: bool = False, root: str = "tir") -> Lowering:
+def lower(
+    ops: Sequence[Op],
+    *,
+    isa: IsaVariant = "release",
+    upstream_bugs: bool = False,
+    strict: bool = False,
+    root: str = "tir",
+) -> Lowering:
     """Lower a TIR op list (a module, a program or one function) to TASM lines.
 
     Args:
@@ -270,8 +282,7 @@ def lower(ops: Sequence[Op], *, isa: IsaVariant = "release", upstream_bugs: bool
     Returns:
         `Lowering`: lines, and per function its sections, blocks and unlowerable ops.
     """
-    problems = find_unlowerable(ops, isa=isa, upstream_bugs=upstream_bugs, strict=strict,
-                                root=root)
+    problems = find_unlowerable(ops, isa=isa, upstream_bugs=upstream_bugs, strict=strict, root=root)
     low = _Lowerer(upstream_bugs)
     low.body(ops, root, top=True)
     low.switch(None)
@@ -283,8 +294,14 @@ def lower(ops: Sequence[Op], *, isa: IsaVariant = "release", upstream_bugs: bool
     return _assemble(low, ops, problems, isa, upstream_bugs, root)
 
 
-def _assemble(low: _Lowerer, ops: Sequence[Op], problems: list, isa: IsaVariant,
-              upstream_bugs: bool, root: str) -> Lowering:
+def _assemble(
+    low: _Lowerer,
+    ops: Sequence[Op],
+    problems: list,
+    isa: IsaVariant,
+    upstream_bugs: bool,
+    root: str,
+) -> Lowering:
     functions: list[LoweredFunction] = []
     by_name: dict[str, LoweredFunction] = {}
     for k, fn in enumerate(low.fns):
@@ -295,18 +312,28 @@ def _assemble(low: _Lowerer, ops: Sequence[Op], problems: list, isa: IsaVariant,
             found = []
         else:
             stop = fn.end + 1 if fn.end is not None else len(ops)
-            found = tir_blocks(ops[fn.start:stop], start=fn.start, root=root, isa=isa)
+            found = tir_blocks(ops[fn.start : stop], start=fn.start, root=root, isa=isa)
         for b in found:
-            if b.path not in low.op_lines:   # in a deferred body upstream never emitted
+            if b.path not in low.op_lines:  # in a deferred body upstream never emitted
                 continue
-            out.blocks.append(LoweredBlock(fn.name, b.index, b.path, b.ops,
-                                           low.op_lines[b.path][0],
-                                           low.op_lines[b.last_path][1],
-                                           b.entry_depth, b.net_effect))
+            out.blocks.append(
+                LoweredBlock(
+                    fn.name,
+                    b.index,
+                    b.path,
+                    b.ops,
+                    low.op_lines[b.path][0],
+                    low.op_lines[b.last_path][1],
+                    b.entry_depth,
+                    b.net_effect,
+                )
+            )
         for owner, label in low.dropped:
             if owner == k:
-                out.unlowerable.append(f"{label}: deferred block never emitted (upstream "
-                                       "drops deferred blocks after the last FnEnd)")
+                out.unlowerable.append(
+                    f"{label}: deferred block never emitted (upstream "
+                    "drops deferred blocks after the last FnEnd)"
+                )
         if k == 0 and not out.sections and not out.unlowerable:
             continue
         functions.append(out)
@@ -319,6 +346,9 @@ def _assemble(low: _Lowerer, ops: Sequence[Op], problems: list, isa: IsaVariant,
             by_name[p.function] = target
         target.unlowerable.append(str(p))
     if problems:
-        log.info("lowering: %d unlowerable op(s) in %d function(s)", len(problems),
-                 len({p.function for p in problems}))
+        log.info(
+            "lowering: %d unlowerable op(s) in %d function(s)",
+            len(problems),
+            len({p.function for p in problems}),
+        )
     return Lowering(low.lines, functions, isa)

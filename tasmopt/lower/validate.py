@@ -48,12 +48,17 @@ MAX_TEXT_CHARS = 4096
 _GENERATED = re.compile(r"__(then|else)__[0-9]+")
 #: Characters that end a line for `str.splitlines` (and so for anyone reading our TASM).
 _LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
-_N_OPS = {"Pop": "pop", "Hint": "divine", "ReadIo": "read_io", "WriteIo": "write_io",
-          "ReadMem": "read_mem", "WriteMem": "write_mem"}
+_N_OPS = {
+    "Pop": "pop",
+    "Hint": "divine",
+    "ReadIo": "read_io",
+    "WriteIo": "write_io",
+    "ReadMem": "read_mem",
+    "WriteMem": "write_mem",
+}
 
 
-def iter_ops(ops: Sequence[Op], root: str = "tir", depth: int = 0
-             ) -> Iterator[tuple[str, Op, int]]:
+def iter_ops(ops: Sequence[Op], root: str = "tir", depth: int = 0) -> Iterator[tuple[str, Op, int]]:
     """Every op in pre-order as ``(path, op, nesting level)``; bodies follow their op."""
     for i, op in enumerate(ops):
         path = f"{root}[{i}]"
@@ -69,26 +74,34 @@ def is_tasm_label(name: str) -> bool:
         return False
     if not all(ch.isalnum() or ch in "_-" for ch in name):
         return False
-    return name not in instruction_set("head") and name not in instruction_set("release") \
+    return (
+        name not in instruction_set("head")
+        and name not in instruction_set("release")
         and name not in KEYWORDS
+    )
 
 
 def _check_label(op: Op, name: str, path: str) -> None:
     if not name:
         raise TirError(f"{op.kind} name is empty", path)
     if len(name) > MAX_LABEL_CHARS:
-        raise TirError(f"{op.kind} name has {len(name)} characters (max {MAX_LABEL_CHARS})",
-                       path)
+        raise TirError(f"{op.kind} name has {len(name)} characters (max {MAX_LABEL_CHARS})", path)
     if op.kind == "Call" and name.startswith("@"):
         rest = name[1:]
         if not (is_tasm_label(rest) and "__" in rest.lstrip("_")):
-            raise TirError(f"external call {name!r} is not of the form @module__function "
-                           "(letters, digits, '_', '-')", path)
+            raise TirError(
+                f"external call {name!r} is not of the form @module__function "
+                "(letters, digits, '_', '-')",
+                path,
+            )
         return
     lowered = call_target(name) if op.kind == "Call" else label_of(name)
     if not is_tasm_label(lowered):
-        raise TirError(f"{op.kind} name {name!r} does not make a TASM label: use letters, "
-                       "digits, '_' and '-' (Triton VM spec §10)", path)
+        raise TirError(
+            f"{op.kind} name {name!r} does not make a TASM label: use letters, "
+            "digits, '_' and '-' (Triton VM spec §10)",
+            path,
+        )
 
 
 def _check_text(text: str, what: str, path: str) -> None:
@@ -101,11 +114,15 @@ def _check_text(text: str, what: str, path: str) -> None:
 def _check_op(op: Op, path: str) -> None:
     kind = op.kind
     if kind == "Push" and op.value >= P:  # type: ignore[operator]
-        raise TirError(f"Push immediate {op.value} is not a field element: need 0 <= v < p "
-                       f"(p = {P})", f"{path}.Push")
+        raise TirError(
+            f"Push immediate {op.value} is not a field element: need 0 <= v < p (p = {P})",
+            f"{path}.Push",
+        )
     if kind in ("Reveal", "Seal") and op.get("tag") >= P:
-        raise TirError(f"{kind} tag {op.get('tag')} is not a field element: need 0 <= tag < p",
-                       f"{path}.{kind}.tag")
+        raise TirError(
+            f"{kind} tag {op.get('tag')} is not a field element: need 0 <= tag < p",
+            f"{path}.{kind}.tag",
+        )
     if kind in ("FnStart", "Entry", "Call"):
         _check_label(op, str(op.value), path)
     elif kind == "Loop":
@@ -116,8 +133,9 @@ def _check_op(op: Op, path: str) -> None:
         for j, line in enumerate(op.get("lines")):
             _check_text(line, "Asm line", f"{path}.Asm.lines[{j}]")
     elif kind == "ProofBlock":
-        _check_text(op.get("program_hash"), "ProofBlock program_hash",
-                    f"{path}.ProofBlock.program_hash")
+        _check_text(
+            op.get("program_hash"), "ProofBlock program_hash", f"{path}.ProofBlock.program_hash"
+        )
 
 
 def validate(ops: Sequence[Op], *, root: str = "tir", single_function: bool = False) -> None:
@@ -142,7 +160,7 @@ def validate(ops: Sequence[Op], *, root: str = "tir", single_function: bool = Fa
     """
     count = 0
     open_fns: list[tuple[str, str]] = []  # (name, path)
-    labels: dict[str, str] = {}           # lowered label -> path of its definition
+    labels: dict[str, str] = {}  # lowered label -> path of its definition
     entry_seen = False
     for path, op, depth in iter_ops(ops, root):
         count += 1
@@ -155,13 +173,15 @@ def validate(ops: Sequence[Op], *, root: str = "tir", single_function: bool = Fa
         if single_function and depth == 0:
             _check_single(op, path, bool(open_fns), root)
         if kind in ("FnStart", "FnEnd", "Entry") and depth > 0:
-            raise TirError(f"{kind} inside a body; functions are defined at the top level",
-                           path)
+            raise TirError(f"{kind} inside a body; functions are defined at the top level", path)
         if kind == "FnStart":
             if len(open_fns) >= 2:
-                raise TirError(f"FnStart {op.value!r} inside nested function "
-                               f"{open_fns[-1][0]!r}: functions nest at most one level "
-                               "(the builder's match arms)", path)
+                raise TirError(
+                    f"FnStart {op.value!r} inside nested function "
+                    f"{open_fns[-1][0]!r}: functions nest at most one level "
+                    "(the builder's match arms)",
+                    path,
+                )
             open_fns.append((str(op.value), path))
         elif kind == "FnEnd":
             if not open_fns:
@@ -169,8 +189,9 @@ def validate(ops: Sequence[Op], *, root: str = "tir", single_function: bool = Fa
             open_fns.pop()
         elif kind == "Entry":
             if open_fns:
-                raise TirError(f"Entry inside function {open_fns[-1][0]!r}; it belongs at "
-                               "the top level", path)
+                raise TirError(
+                    f"Entry inside function {open_fns[-1][0]!r}; it belongs at the top level", path
+                )
             if entry_seen:
                 raise TirError("more than one Entry", path)
             entry_seen = True
@@ -179,11 +200,15 @@ def validate(ops: Sequence[Op], *, root: str = "tir", single_function: bool = Fa
             label = label_of(name)
             where = path if kind == "FnStart" else f"{path}.Loop.label"
             if _GENERATED.fullmatch(label):
-                raise TirError(f"{kind} name {name!r} collides with the lowering's generated "
-                               f"label {label}", where)
+                raise TirError(
+                    f"{kind} name {name!r} collides with the lowering's generated label {label}",
+                    where,
+                )
             if label in labels:
-                raise TirError(f"duplicate label {label} ({kind} {name!r}); first defined at "
-                               f"{labels[label]}", where)
+                raise TirError(
+                    f"duplicate label {label} ({kind} {name!r}); first defined at {labels[label]}",
+                    where,
+                )
             labels[label] = path
     if open_fns:
         name, path = open_fns[-1]
@@ -197,8 +222,9 @@ def _check_single(op: Op, path: str, inside: bool, root: str) -> None:
     op updates the open-function stack)."""
     if path == f"{root}[0]":
         if op.kind != "FnStart":
-            raise TirError(f"expected one function: the first op must be FnStart, got "
-                           f"{op.kind}", path)
+            raise TirError(
+                f"expected one function: the first op must be FnStart, got {op.kind}", path
+            )
     elif not inside:
         raise TirError(f"expected one function: {op.kind} after its FnEnd", path)
 
@@ -244,8 +270,10 @@ def _problem(op: Op, isa: IsaVariant, upstream_bugs: bool) -> str | None:
         mnemonic = "read_mem" if kind == "RamRead" else "write_mem"
         return f"{mnemonic} {op.get('width')}: {kind} width must be 1..5"
     if kind == "Seal" and op.get("field_count") > 9:
-        return (f"Seal with {op.get('field_count')} fields: hash takes 10 elements "
-                "(9 fields + tag), the rest would stay on the stack")
+        return (
+            f"Seal with {op.get('field_count')} fields: hash takes 10 elements "
+            "(9 fields + tag), the rest would stay on the stack"
+        )
     if kind in ("FoldExt", "FoldBase") and isa == "head":
         name = "xx_dot_step" if kind == "FoldExt" else "xb_dot_step"
         return f"{name} does not exist in the head ISA (replaced by the horner steps)"
@@ -260,9 +288,14 @@ def _problem(op: Op, isa: IsaVariant, upstream_bugs: bool) -> str | None:
     return None
 
 
-def find_unlowerable(ops: Sequence[Op], *, isa: IsaVariant = "release",
-                     upstream_bugs: bool = False, strict: bool = False,
-                     root: str = "tir") -> list[Unlowerable]:
+def find_unlowerable(
+    ops: Sequence[Op],
+    *,
+    isa: IsaVariant = "release",
+    upstream_bugs: bool = False,
+    strict: bool = False,
+    root: str = "tir",
+) -> list[Unlowerable]:
     """Ops that are valid TIR but whose lowering is not valid TASM, per function.
 
     Found: ``Dup``/``Swap`` > 15 (``Swap 0`` is a harmless no-op); ``Pop``, ``Hint``,
@@ -284,8 +317,14 @@ def find_unlowerable(ops: Sequence[Op], *, isa: IsaVariant = "release",
     for path, op, depth in iter_ops(ops, root):
         if depth == 0 and op.kind == "FnStart":
             if fns:
-                found.append(Unlowerable(fns[-1], path, f"nested FnStart {op.value!r} (builder "
-                                         "match pattern): execution falls through into it"))
+                found.append(
+                    Unlowerable(
+                        fns[-1],
+                        path,
+                        f"nested FnStart {op.value!r} (builder "
+                        "match pattern): execution falls through into it",
+                    )
+                )
             fns.append(str(op.value))
         problem = _problem(op, isa, upstream_bugs)
         if problem is not None:

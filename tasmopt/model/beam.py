@@ -57,9 +57,16 @@ def _limits(batch, limits: torch.Tensor | None, max_len: int) -> torch.Tensor:
     return limits.to(batch.x.device).clamp(1, max_len)
 
 
-def _collect(model: TasmModel, seqs: torch.Tensor, logprob: torch.Tensor,
-             lengths: torch.Tensor, done: torch.Tensor, k: int, alpha: float,
-             immediates: Sequence[Sequence[int]]) -> list[list[Hypothesis]]:
+def _collect(
+    model: TasmModel,
+    seqs: torch.Tensor,
+    logprob: torch.Tensor,
+    lengths: torch.Tensor,
+    done: torch.Tensor,
+    k: int,
+    alpha: float,
+    immediates: Sequence[Sequence[int]],
+) -> list[list[Hypothesis]]:
     """Finished rows -> per-graph hypothesis lists, best first, distinct instruction lists."""
     seqs, logprob, lengths, done = (t.cpu() for t in (seqs, logprob, lengths, done))
     out: list[list[Hypothesis]] = []
@@ -82,9 +89,15 @@ def _collect(model: TasmModel, seqs: torch.Tensor, logprob: torch.Tensor,
 
 
 @torch.no_grad()
-def beam_search(model: TasmModel, batch, immediates: Sequence[Sequence[int]], *, k: int = 32,
-                alpha: float = 0.7, limits: torch.Tensor | None = None
-                ) -> list[list[Hypothesis]]:
+def beam_search(
+    model: TasmModel,
+    batch,
+    immediates: Sequence[Sequence[int]],
+    *,
+    k: int = 32,
+    alpha: float = 0.7,
+    limits: torch.Tensor | None = None,
+) -> list[list[Hypothesis]]:
     """Beam search for every graph of ``batch`` at once.
 
     Args:
@@ -107,17 +120,17 @@ def beam_search(model: TasmModel, batch, immediates: Sequence[Sequence[int]], *,
     n, device = tok.shape[0], tok.device
     steps = int(limits.max())
     logprob = torch.full((n,), float("-inf"), device=device)
-    logprob[::k] = 0.0                                         # one live beam per block
+    logprob[::k] = 0.0  # one live beam per block
     done = torch.zeros(n, dtype=torch.bool, device=device)
     lengths = torch.zeros(n, dtype=torch.long, device=device)  # tokens emitted, EOS included
     seqs = torch.full((n, steps), PAD, dtype=torch.long, device=device)
     # results by global row; the loop works on the rows of blocks still decoding
     out = [seqs.clone(), logprob.clone(), lengths.clone(), done.clone()]
-    active = torch.arange(g_count, device=device)              # (A,) block ids
+    active = torch.arange(g_count, device=device)  # (A,) block ids
     beam = torch.arange(k, device=device)
 
     def rows_of(blocks: torch.Tensor) -> torch.Tensor:
-        return (blocks[:, None] * k + beam).flatten()          # (A*K,)
+        return (blocks[:, None] * k + beam).flatten()  # (A*K,)
 
     def store(local: torch.Tensor, blocks: torch.Tensor) -> None:
         target = rows_of(blocks)
@@ -126,18 +139,18 @@ def beam_search(model: TasmModel, batch, immediates: Sequence[Sequence[int]], *,
 
     for t in range(steps):
         a = active.shape[0]
-        logp = model.step(rows, state, cache, tok)             # (A*K, V)
+        logp = model.step(rows, state, cache, tok)  # (A*K, V)
         v = logp.shape[1]
         stay = torch.full_like(logp, float("-inf"))
         stay[:, PAD] = 0.0
         logp = torch.where(done[:, None], stay, logp)
-        cand = logprob[:, None] + logp                         # (A*K, V)
-        new_len = (lengths + (~done).long()).clamp(min=1)      # (A*K,)
-        norm = cand / new_len.float().pow(alpha)[:, None]      # (A*K, V)
-        top = norm.view(a, k * v).topk(k, dim=1).indices       # (A, K)
+        cand = logprob[:, None] + logp  # (A*K, V)
+        new_len = (lengths + (~done).long()).clamp(min=1)  # (A*K,)
+        norm = cand / new_len.float().pow(alpha)[:, None]  # (A*K, V)
+        top = norm.view(a, k * v).topk(k, dim=1).indices  # (A, K)
         offsets = (torch.arange(a, device=device) * k)[:, None]
-        parent = (top // v + offsets).flatten()                # (A*K,)
-        token = (top % v).flatten()                            # (A*K,)
+        parent = (top // v + offsets).flatten()  # (A*K,)
+        token = (top % v).flatten()  # (A*K,)
         logprob = cand.view(a, k * v).gather(1, top).flatten()
         was_done = done.index_select(0, parent)
         seqs = seqs.index_select(0, parent)
@@ -158,8 +171,9 @@ def beam_search(model: TasmModel, batch, immediates: Sequence[Sequence[int]], *,
                 keep_blocks = idx[~over]
                 keep = rows_of(keep_blocks)
                 active = active[~over]
-                seqs, logprob, lengths, done, tok = (x.index_select(0, keep) for x in (
-                    seqs, logprob, lengths, done, tok))
+                seqs, logprob, lengths, done, tok = (
+                    x.index_select(0, keep) for x in (seqs, logprob, lengths, done, tok)
+                )
                 state = state.index_select(keep)
                 cache = cache.select(keep, keep_blocks)
                 rows = rows.select(keep, keep_blocks)
@@ -169,9 +183,17 @@ def beam_search(model: TasmModel, batch, immediates: Sequence[Sequence[int]], *,
 
 
 @torch.no_grad()
-def sample(model: TasmModel, batch, immediates: Sequence[Sequence[int]], *, k: int = 32,
-           temperature: float = 1.0, alpha: float = 0.7, limits: torch.Tensor | None = None,
-           generator: torch.Generator | None = None) -> list[list[Hypothesis]]:
+def sample(
+    model: TasmModel,
+    batch,
+    immediates: Sequence[Sequence[int]],
+    *,
+    k: int = 32,
+    temperature: float = 1.0,
+    alpha: float = 0.7,
+    limits: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> list[list[Hypothesis]]:
     """``k`` samples per graph from the masked model distribution at ``temperature``;
     duplicates removed. Arguments as `beam_search`."""
     limits = _limits(batch, limits, model.config.max_len)
@@ -185,7 +207,7 @@ def sample(model: TasmModel, batch, immediates: Sequence[Sequence[int]], *, k: i
     lengths = torch.zeros(n, dtype=torch.long, device=device)
     seqs = torch.full((n, steps), PAD, dtype=torch.long, device=device)
     for t in range(steps):
-        logp = model.step(rows, state, cache, tok)             # (N, V)
+        logp = model.step(rows, state, cache, tok)  # (N, V)
         probs = torch.softmax(logp / temperature, dim=-1)
         probs = torch.nan_to_num(probs, nan=0.0)
         probs[:, PAD] = torch.where(probs.sum(-1) > 0, probs[:, PAD], 1.0)

@@ -19,8 +19,16 @@ from tasmopt.model.config import ModelConfig
 from tasmopt.model.model import TasmModel
 from tasmopt.model.vocab import vocab
 
-__all__ = ["CheckpointError", "WEIGHTS", "CONFIG", "METRICS", "save_checkpoint",
-           "read_config", "read_metrics", "load_model"]
+__all__ = [
+    "CheckpointError",
+    "WEIGHTS",
+    "CONFIG",
+    "METRICS",
+    "save_checkpoint",
+    "read_config",
+    "read_metrics",
+    "load_model",
+]
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +39,14 @@ class CheckpointError(TasmoptError):
     """A checkpoint directory that is missing, incomplete or made for another vocabulary."""
 
 
-def save_checkpoint(model: TasmModel, directory: Path | str, version: str, *,
-                    metrics: dict[str, Any] | None = None,
-                    extra: dict[str, Any] | None = None) -> Path:
+def save_checkpoint(
+    model: TasmModel,
+    directory: Path | str,
+    version: str,
+    *,
+    metrics: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
     """Write ``model`` to ``directory`` (created if needed).
 
     Args:
@@ -100,19 +113,27 @@ def load_model(checkpoint_dir: Path | str, device: str | torch.device = "cpu") -
     voc = vocab(mc.isa)
     want = config.get("vocab", {}).get("fingerprint")
     if want is not None and want != voc.fingerprint:
-        raise CheckpointError(f"{directory}: trained with another vocabulary "
-                              f"({config['vocab'].get('size')} tokens); retrain or use the "
-                              "code version it was made with")
+        raise CheckpointError(
+            f"{directory}: trained with another vocabulary "
+            f"({config['vocab'].get('size')} tokens); retrain or use the "
+            "code version it was made with"
+        )
     if not (directory / WEIGHTS).exists():
         raise CheckpointError(f"{directory / WEIGHTS}: missing")
     model = TasmModel(mc)
     state = load_file(str(directory / WEIGHTS), device="cpu")
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
-        raise CheckpointError(f"{directory}: weights do not fit the config (missing "
-                              f"{missing[:3]}, unexpected {unexpected[:3]})")
+        raise CheckpointError(
+            f"{directory}: weights do not fit the config (missing "
+            f"{missing[:3]}, unexpected {unexpected[:3]})"
+        )
     model.to(device)
     model.eval()
-    log.info("loaded checkpoint %s (%d parameters) on %s", config["version"],
-             model.num_parameters(), device)
+    log.info(
+        "loaded checkpoint %s (%d parameters) on %s",
+        config["version"],
+        model.num_parameters(),
+        device,
+    )
     return model

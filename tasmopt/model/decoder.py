@@ -56,11 +56,15 @@ class KVCache:
     def select(self, rows: torch.Tensor, blocks: torch.Tensor) -> KVCache:
         """A cache of only some rows and their blocks (beam search drops finished blocks):
         ``rows`` (B',) and ``blocks`` (G',) with B' = G' * beams."""
-        return KVCache([k.index_select(0, rows) for k in self.k],
-                       [v.index_select(0, rows) for v in self.v],
-                       [c.index_select(0, blocks) for c in self.ck],
-                       [c.index_select(0, blocks) for c in self.cv],
-                       self.mask.index_select(0, blocks), self.t, self.beams)
+        return KVCache(
+            [k.index_select(0, rows) for k in self.k],
+            [v.index_select(0, rows) for v in self.v],
+            [c.index_select(0, blocks) for c in self.ck],
+            [c.index_select(0, blocks) for c in self.cv],
+            self.mask.index_select(0, blocks),
+            self.t,
+            self.beams,
+        )
 
     def index_select(self, rows: torch.Tensor) -> KVCache:
         """Reorder the self-attention state in place to ``rows`` ((B,) parent row of each new
@@ -87,19 +91,31 @@ class _Attention(nn.Module):
 
     def split(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
-        return x.view(b, t, self.h, self.hs).transpose(1, 2)            # (B, H, T, hs)
+        return x.view(b, t, self.h, self.hs).transpose(1, 2)  # (B, H, T, hs)
 
     def keys_values(self, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        k, v = self.kv(m).chunk(2, dim=-1)                               # (B, S, d) each
-        return self.split(k), self.split(v)                              # (B, H, S, hs)
+        k, v = self.kv(m).chunk(2, dim=-1)  # (B, S, d) each
+        return self.split(k), self.split(v)  # (B, H, S, hs)
 
-    def attend(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-               mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+    def attend(
+        self,
+        x: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        causal: bool = False,
+    ) -> torch.Tensor:
         b, t, d = x.shape
-        q = self.split(self.q(x))                                        # (B, H, T, hs)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
-                                           dropout_p=self.dropout if self.training else 0.0)
-        y = y.transpose(1, 2).reshape(b, t, d)                           # (B, T, d)
+        q = self.split(self.q(x))  # (B, H, T, hs)
+        y = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            is_causal=causal,
+            dropout_p=self.dropout if self.training else 0.0,
+        )
+        y = y.transpose(1, 2).reshape(b, t, d)  # (B, T, d)
         return F.dropout(self.out(y), self.dropout, self.training)
 
 
@@ -110,11 +126,16 @@ class _Block(nn.Module):
         self.ln1, self.ln2, self.ln3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
         self.self_attn = _Attention(d, config.dec_heads, config.dropout)
         self.cross_attn = _Attention(d, config.dec_heads, config.dropout)
-        self.ff = nn.Sequential(nn.Linear(d, config.d_ff), nn.GELU(),
-                                nn.Linear(config.d_ff, d), nn.Dropout(config.dropout))
+        self.ff = nn.Sequential(
+            nn.Linear(d, config.d_ff),
+            nn.GELU(),
+            nn.Linear(config.d_ff, d),
+            nn.Dropout(config.dropout),
+        )
 
-    def forward(self, x: torch.Tensor, ck: torch.Tensor, cv: torch.Tensor,
-                mask: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, ck: torch.Tensor, cv: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
         """Teacher forcing: x (B, T, d), all positions at once."""
         y = self.ln1(x)
         k, v = self.self_attn.keys_values(y)
@@ -125,16 +146,17 @@ class _Block(nn.Module):
     def step(self, x: torch.Tensor, cache: KVCache, layer: int) -> torch.Tensor:
         """One position: x (B, 1, d); appends its keys/values to the cache."""
         y = self.ln1(x)
-        k, v = self.self_attn.keys_values(y)                             # (B, H, 1, hs)
+        k, v = self.self_attn.keys_values(y)  # (B, H, 1, hs)
         t = cache.t
-        cache.k[layer][:, :, t:t + 1] = k
-        cache.v[layer][:, :, t:t + 1] = v
-        x = x + self.self_attn.attend(y, cache.k[layer][:, :, :t + 1],
-                                      cache.v[layer][:, :, :t + 1])
+        cache.k[layer][:, :, t : t + 1] = k
+        cache.v[layer][:, :, t : t + 1] = v
+        x = x + self.self_attn.attend(
+            y, cache.k[layer][:, :, : t + 1], cache.v[layer][:, :, : t + 1]
+        )
         b, _, d = x.shape
-        y = self.ln2(x).view(b // cache.beams, cache.beams, d)           # (G, K, d)
+        y = self.ln2(x).view(b // cache.beams, cache.beams, d)  # (G, K, d)
         y = self.cross_attn.attend(y, cache.ck[layer], cache.cv[layer], cache.mask)
-        x = x + y.reshape(b, 1, d)                                       # (B, 1, d)
+        x = x + y.reshape(b, 1, d)  # (B, 1, d)
         return x + self.ff(self.ln3(x))
 
 
@@ -155,16 +177,18 @@ class Decoder(nn.Module):
         self.blocks = nn.ModuleList(_Block(config) for _ in range(config.dec_layers))
         self.ln_f = nn.LayerNorm(config.d_model)
 
-    def forward(self, x: torch.Tensor, memory: torch.Tensor,
-                memory_mask: torch.Tensor) -> torch.Tensor:
-        mask = memory_mask[:, None, None, :]                             # (B, 1, 1, S)
+    def forward(
+        self, x: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor
+    ) -> torch.Tensor:
+        mask = memory_mask[:, None, None, :]  # (B, 1, 1, S)
         for block in self.blocks:
             ck, cv = block.cross_attn.keys_values(memory)
             x = block(x, ck, cv, mask)
         return self.ln_f(x)
 
-    def init_cache(self, memory: torch.Tensor, memory_mask: torch.Tensor,
-                   max_len: int, beams: int = 1) -> KVCache:
+    def init_cache(
+        self, memory: torch.Tensor, memory_mask: torch.Tensor, max_len: int, beams: int = 1
+    ) -> KVCache:
         """An empty cache for ``beams`` rows per block, given the G blocks' memory
         (G, S, d) and mask (G, S)."""
         b = memory.shape[0] * beams
@@ -175,7 +199,7 @@ class Decoder(nn.Module):
         for block in self.blocks:
             ks.append(memory.new_zeros(shape))
             vs.append(memory.new_zeros(shape))
-            ck, cv = block.cross_attn.keys_values(memory)                # (B, H, S, hs)
+            ck, cv = block.cross_attn.keys_values(memory)  # (B, H, S, hs)
             cks.append(ck)
             cvs.append(cv)
         return KVCache(ks, vs, cks, cvs, memory_mask[:, None, None, :], 0, beams)

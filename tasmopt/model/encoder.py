@@ -56,17 +56,26 @@ class EncodedGraphs:
     def select(self, rows: torch.Tensor, blocks: torch.Tensor) -> EncodedGraphs:
         """The outputs of some rows (per-row fields) of some graphs (``memory``,
         ``memory_mask``), after `repeat`: beam search drops finished blocks with it."""
-        return EncodedGraphs(self.memory.index_select(0, blocks),
-                             self.memory_mask.index_select(0, blocks), *(
-            None if t is None else t.index_select(0, rows) for t in (
-                self.context, self.imm, self.imm_mask, self.base_tokens, self.base_emb)))
+        return EncodedGraphs(
+            self.memory.index_select(0, blocks),
+            self.memory_mask.index_select(0, blocks),
+            *(
+                None if t is None else t.index_select(0, rows)
+                for t in (self.context, self.imm, self.imm_mask, self.base_tokens, self.base_emb)
+            ),
+        )
 
     def repeat(self, k: int) -> EncodedGraphs:
         """Per-row outputs for ``k`` beams per graph (G -> G*k rows, a graph's consecutive).
         ``memory``/``memory_mask`` stay per graph: the decoder's cache shares them."""
-        return EncodedGraphs(self.memory, self.memory_mask, *(
-            None if t is None else t.repeat_interleave(k, dim=0) for t in (
-                self.context, self.imm, self.imm_mask, self.base_tokens, self.base_emb)))
+        return EncodedGraphs(
+            self.memory,
+            self.memory_mask,
+            *(
+                None if t is None else t.repeat_interleave(k, dim=0)
+                for t in (self.context, self.imm, self.imm_mask, self.base_tokens, self.base_emb)
+            ),
+        )
 
 
 class _GatLayer(nn.Module):
@@ -74,15 +83,22 @@ class _GatLayer(nn.Module):
         super().__init__()
         if d % heads:
             raise ValueError(f"d_model {d} is not divisible by gnn_heads {heads}")
-        self.conv = GATv2Conv(d, d // heads, heads=heads, edge_dim=d_edge, concat=True,
-                              dropout=dropout, add_self_loops=True)
+        self.conv = GATv2Conv(
+            d,
+            d // heads,
+            heads=heads,
+            edge_dim=d_edge,
+            concat=True,
+            dropout=dropout,
+            add_self_loops=True,
+        )
         self.ln1 = nn.LayerNorm(d)
-        self.ff = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d),
-                                nn.Dropout(dropout))
+        self.ff = nn.Sequential(
+            nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d), nn.Dropout(dropout)
+        )
         self.ln2 = nn.LayerNorm(d)
 
-    def forward(self, h: torch.Tensor, edge_index: torch.Tensor,
-                e: torch.Tensor) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, edge_index: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
         h = self.ln1(h + nn.functional.gelu(self.conv(h, edge_index, e)))  # (|V|, d)
         return self.ln2(h + self.ff(h))
 
@@ -106,25 +122,28 @@ class GraphEncoder(nn.Module):
         self.inp = nn.Linear(NODE_FEATURES, d)
         self.edge_type = nn.Embedding(len(EDGE_TYPES), config.d_edge)
         self.edge_attr = nn.Linear(EDGE_FEATURES, config.d_edge)
-        self.layers = nn.ModuleList(_GatLayer(d, config.gnn_heads, config.d_edge, config.dropout)
-                                    for _ in range(config.gnn_layers))
+        self.layers = nn.ModuleList(
+            _GatLayer(d, config.gnn_heads, config.d_edge, config.dropout)
+            for _ in range(config.gnn_layers)
+        )
         self.pool = nn.Linear(2 * d, d)
 
     def forward(self, batch) -> EncodedGraphs:
-        h = self.inp(batch.x)                                                 # (|V|, d)
+        h = self.inp(batch.x)  # (|V|, d)
         e = self.edge_type(batch.edge_type) + self.edge_attr(batch.edge_attr)  # (|E|, d_edge)
         for layer in self.layers:
             h = layer(h, batch.edge_index, e)
         g = int(batch.num_graphs)
-        pooled = torch.cat([global_mean_pool(h, batch.batch, g),
-                            global_max_pool(h, batch.batch, g)], dim=-1)      # (G, 2d)
-        context = self.pool(pooled)                                          # (G, d)
-        nodes, mask = to_dense_batch(h, batch.batch, batch_size=g)           # (G, Smax, d)
-        memory = torch.cat([context[:, None, :], nodes], dim=1)              # (G, S, d)
-        memory_mask = torch.cat([mask.new_ones(g, 1), mask], dim=1)          # (G, S)
-        local = batch.imm_local                                              # (G, P)
+        pooled = torch.cat(
+            [global_mean_pool(h, batch.batch, g), global_max_pool(h, batch.batch, g)], dim=-1
+        )  # (G, 2d)
+        context = self.pool(pooled)  # (G, d)
+        nodes, mask = to_dense_batch(h, batch.batch, batch_size=g)  # (G, Smax, d)
+        memory = torch.cat([context[:, None, :], nodes], dim=1)  # (G, S, d)
+        memory_mask = torch.cat([mask.new_ones(g, 1), mask], dim=1)  # (G, S)
+        local = batch.imm_local  # (G, P)
         imm_mask = local >= 0
         # node i of graph b sits at memory[b, 1 + i]
         idx = (local.clamp(min=0) + 1)[:, :, None].expand(-1, -1, h.shape[-1])  # (G, P, d)
-        imm = memory.gather(1, idx) * imm_mask[:, :, None]                   # (G, P, d)
+        imm = memory.gather(1, idx) * imm_mask[:, :, None]  # (G, P, d)
         return EncodedGraphs(memory, memory_mask, context, imm, imm_mask)

@@ -131,9 +131,14 @@ class GrammarTables:
         return cls(delta, need, instr, ptr_slot, gather, fresh, max(pops), max(divines))
 
     def to(self, device: torch.device | str) -> GrammarTables:
-        return GrammarTables(*(t.to(device) for t in (self.delta, self.need, self.instr,
-                                                      self.ptr_slot, self.gather, self.fresh)),
-                             self.max_drop, self.max_rise)
+        return GrammarTables(
+            *(
+                t.to(device)
+                for t in (self.delta, self.need, self.instr, self.ptr_slot, self.gather, self.fresh)
+            ),
+            self.max_drop,
+            self.max_rise,
+        )
 
 
 @dataclass
@@ -162,8 +167,14 @@ class GrammarState:
     limit: torch.Tensor
 
     @classmethod
-    def start(cls, entry: torch.Tensor, net: torch.Tensor, floor: torch.Tensor,
-              ptr_valid: torch.Tensor, limit: torch.Tensor) -> GrammarState:
+    def start(
+        cls,
+        entry: torch.Tensor,
+        net: torch.Tensor,
+        floor: torch.Tensor,
+        ptr_valid: torch.Tensor,
+        limit: torch.Tensor,
+    ) -> GrammarState:
         """Initial state: ``h = 0``, the top ``entry`` slots typed ``entry``."""
         n = entry.shape[0]
         h = torch.zeros(n, dtype=torch.long, device=entry.device)
@@ -173,14 +184,26 @@ class GrammarState:
 
     def index_select(self, rows: torch.Tensor) -> GrammarState:
         """The states of ``rows`` (beam reordering)."""
-        return GrammarState(*(t.index_select(0, rows) for t in (
-            self.h, self.types, self.entry, self.net, self.floor, self.ptr_valid, self.steps,
-            self.limit)))
+        return GrammarState(
+            *(
+                t.index_select(0, rows)
+                for t in (
+                    self.h,
+                    self.types,
+                    self.entry,
+                    self.net,
+                    self.floor,
+                    self.ptr_valid,
+                    self.steps,
+                    self.limit,
+                )
+            )
+        )
 
     def allowed(self, g: GrammarTables) -> torch.Tensor:
         """(N, V) bool: tokens allowed next (see the module docstring)."""
-        after = self.h[:, None] + g.delta[None, :]                          # (N, V)
-        slots = (self.limit - self.steps - 2)[:, None]                       # (N, 1)
+        after = self.h[:, None] + g.delta[None, :]  # (N, V)
+        slots = (self.limit - self.steps - 2)[:, None]  # (N, 1)
 
         ok = g.instr[None, :] & (g.need[None, :] <= (self.entry + self.h)[:, None])
         ok &= after >= self.floor[:, None]
@@ -188,7 +211,7 @@ class GrammarState:
         ok &= (self.net[:, None] - after) <= g.max_rise * slots
         ok &= slots >= 0
         ptr = g.ptr_slot.clamp(min=0)
-        ptr_ok = self.ptr_valid[:, ptr] | (g.ptr_slot < 0)[None, :]          # (N, V)
+        ptr_ok = self.ptr_valid[:, ptr] | (g.ptr_slot < 0)[None, :]  # (N, V)
         ok &= ptr_ok
         eos = (self.h == self.net) & (self.steps < self.limit)
         ok[:, EOS] = eos
@@ -199,17 +222,18 @@ class GrammarState:
     def step(self, g: GrammarTables, tokens: torch.Tensor) -> GrammarState:
         """The state after each row emits ``tokens`` ((N,) int64). EOS/PAD leave it as is
         (apart from ``steps``)."""
-        live = g.instr[tokens]                                               # (N,)
+        live = g.instr[tokens]  # (N,)
         h = self.h + torch.where(live, g.delta[tokens], 0)
         n = tokens.shape[0]
-        ext = torch.cat([self.types,
-                         torch.full((n, 2), ENTRY, dtype=torch.long, device=tokens.device)],
-                        dim=1)                                               # (N, W + 2)
-        idx = g.gather[tokens]                                               # (N, W)
-        moved = ext.gather(1, idx)                                           # (N, W)
+        ext = torch.cat(
+            [self.types, torch.full((n, 2), ENTRY, dtype=torch.long, device=tokens.device)], dim=1
+        )  # (N, W + 2)
+        idx = g.gather[tokens]  # (N, W)
+        moved = ext.gather(1, idx)  # (N, W)
         types = torch.where(idx == WINDOW, g.fresh[tokens], moved)
         slots = torch.arange(WINDOW, device=tokens.device)
         types = torch.where(slots[None, :] < (self.entry + h)[:, None], types, OUTSIDE)
         types = torch.where(live[:, None], types, self.types)
-        return GrammarState(h, types, self.entry, self.net, self.floor, self.ptr_valid,
-                            self.steps + 1, self.limit)
+        return GrammarState(
+            h, types, self.entry, self.net, self.floor, self.ptr_valid, self.steps + 1, self.limit
+        )

@@ -36,7 +36,12 @@ from tasmopt.model.vocab import MAX_POINTERS, dataflow, vocab
 from tasmopt.tir.ops import VARIANTS, Op
 
 __all__ = [
-    "NODE_FEATURES", "EDGE_TYPES", "EDGE_FEATURES", "TirGraph", "tir_graph", "immediates",
+    "NODE_FEATURES",
+    "EDGE_TYPES",
+    "EDGE_FEATURES",
+    "TirGraph",
+    "tir_graph",
+    "immediates",
     "batch_graphs",
 ]
 
@@ -55,8 +60,14 @@ _F_POS = _F_DEPTH + 2
 
 DATA_DEP, CONTROL_FLOW, MEM_ORDER = 0, 1, 2
 #: Forward types and their reverses (``t + 3``).
-EDGE_TYPES = ("data_dep", "control_flow", "mem_order",
-              "data_dep_rev", "control_flow_rev", "mem_order_rev")
+EDGE_TYPES = (
+    "data_dep",
+    "control_flow",
+    "mem_order",
+    "data_dep_rev",
+    "control_flow_rev",
+    "mem_order_rev",
+)
 #: Edge attribute: [stack slot / 16, from the context node].
 EDGE_FEATURES = 2
 
@@ -157,19 +168,27 @@ class TirGraph:
         k = min(len(self.imm_nodes), MAX_POINTERS)
         imm[0, :k] = torch.tensor(self.imm_nodes[:k], dtype=torch.long)
         valid = torch.tensor([vocab(isa).pointer_valid(self.immediates)], dtype=torch.bool)
-        return Data(x=self.x, edge_index=self.edge_index, edge_type=self.edge_type,
-                    edge_attr=self.edge_attr, imm_local=imm, ptr_valid=valid,
-                    entry_depth=torch.tensor([self.entry_depth]),
-                    net_effect=torch.tensor([self.net_effect]),
-                    floor=torch.tensor([self.floor]), num_nodes=self.num_nodes)
+        return Data(
+            x=self.x,
+            edge_index=self.edge_index,
+            edge_type=self.edge_type,
+            edge_attr=self.edge_attr,
+            imm_local=imm,
+            ptr_valid=valid,
+            entry_depth=torch.tensor([self.entry_depth]),
+            net_effect=torch.tensor([self.net_effect]),
+            floor=torch.tensor([self.floor]),
+            num_nodes=self.num_nodes,
+        )
 
 
 def _imm_features(v: int) -> list[float]:
     return [math.log2(1 + v) / 64, math.log2(1 + (P - v) % P) / 64, float(v < 2**32)]
 
 
-def tir_graph(ops: Sequence[Op], entry_depth: int, net_effect: int,
-              floor: int | None = None) -> TirGraph:
+def tir_graph(
+    ops: Sequence[Op], entry_depth: int, net_effect: int, floor: int | None = None
+) -> TirGraph:
     """Build the graph of one straight-line block.
 
     Args:
@@ -226,7 +245,7 @@ def tir_graph(ops: Sequence[Op], entry_depth: int, net_effect: int,
         imm = _immediate(op)
         if imm is not None:
             x[node, _F_HAS_IMM] = 1.0
-            x[node, _F_IMM:_F_IMM + 3] = torch.tensor(_imm_features(imm % P))
+            x[node, _F_IMM : _F_IMM + 3] = torch.tensor(_imm_features(imm % P))
             imm_nodes.append(node)
         arg = _argument(op)
         if arg is not None:
@@ -249,7 +268,7 @@ def tir_graph(ops: Sequence[Op], entry_depth: int, net_effect: int,
                     edge(u, node, DATA_DEP, r / 16, 0.0)
             # moved values keep their producer; copies (dup) and fresh values are this op's
             new = [stack[s] if 0 <= s < flow.consumed else (node, -1) for s in flow.src]
-            stack[:flow.consumed] = new
+            stack[: flow.consumed] = new
     return TirGraph(
         x=x,
         edge_index=torch.tensor([src, dst], dtype=torch.long).reshape(2, -1),  # (2, E)

@@ -31,9 +31,15 @@ def low_water(instrs: Sequence[Instr], isa: str = "release") -> int:
     return low
 
 
-def block_data(ops: Sequence[Op], entry_depth: int, net_effect: int,
-               baseline: Sequence[Instr], *, max_len: int, isa: str = "release"
-               ) -> tuple[Data, list[int]]:
+def block_data(
+    ops: Sequence[Op],
+    entry_depth: int,
+    net_effect: int,
+    baseline: Sequence[Instr],
+    *,
+    max_len: int,
+    isa: str = "release",
+) -> tuple[Data, list[int]]:
     """The graph ``Data`` of a block and its immediates.
 
     Besides the graph (`tasmopt.model.graph.TirGraph.to_data`) the data holds ``limit`` (1,):
@@ -52,6 +58,6 @@ def block_data(ops: Sequence[Op], entry_depth: int, net_effect: int,
         except VocabError:
             continue
     base = torch.full((1, max_len), PAD, dtype=torch.long)
-    base[0, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+    base[0, : len(ids)] = torch.tensor(ids, dtype=torch.long)
     data.base_tokens = base
     return data, g.immediates

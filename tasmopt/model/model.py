@@ -107,9 +107,9 @@ class TasmModel(nn.Module):
         """Token embeddings (B, T, d) of ids (B, T); pointer tokens add their node's."""
         base = self.vocab.pointer_base
         is_ptr = tokens >= base
-        slot = ((tokens - base).clamp(min=0) % MAX_POINTERS)                   # (B, T)
-        idx = slot[:, :, None].expand(-1, -1, enc.imm.shape[-1])             # (B, T, d)
-        node = enc.imm.gather(1, idx)                                        # (B, T, d)
+        slot = (tokens - base).clamp(min=0) % MAX_POINTERS  # (B, T)
+        idx = slot[:, :, None].expand(-1, -1, enc.imm.shape[-1])  # (B, T, d)
+        node = enc.imm.gather(1, idx)  # (B, T, d)
         return self.tok(tokens) + self.ptr_in(node) * is_ptr[:, :, None]
 
     def _encode(self, batch) -> EncodedGraphs:
@@ -117,20 +117,27 @@ class TasmModel(nn.Module):
         enc = self.encoder(batch)
         if not self.config.baseline_memory:
             return enc
-        base = batch.base_tokens                                             # (G, max_len)
+        base = batch.base_tokens  # (G, max_len)
         n = int((base != PAD).sum(dim=1).max()) if base.numel() else 0
-        base = base[:, :max(1, n)]                       # (G, L): one host sync per request
+        base = base[:, : max(1, n)]  # (G, L): one host sync per request
         pos = torch.arange(base.shape[1], device=base.device)
-        emb = self._tokens(base, enc) + self.pos(pos)[None] + self.base_seg   # (G, L, d)
-        enc.memory = torch.cat([enc.memory, emb], dim=1)                     # (G, S + L, d)
-        enc.memory_mask = torch.cat([enc.memory_mask, base != PAD], dim=1)   # (G, S + L)
+        emb = self._tokens(base, enc) + self.pos(pos)[None] + self.base_seg  # (G, L, d)
+        enc.memory = torch.cat([enc.memory, emb], dim=1)  # (G, S + L, d)
+        enc.memory_mask = torch.cat([enc.memory_mask, base != PAD], dim=1)  # (G, S + L)
         enc.base_tokens = base
         enc.base_emb = emb
         return enc
 
-    def _embed(self, tokens: torch.Tensor, positions: torch.Tensor, state_h: torch.Tensor,
-               state_types: torch.Tensor, enc: EncodedGraphs, entry: torch.Tensor,
-               net: torch.Tensor) -> torch.Tensor:
+    def _embed(
+        self,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        state_h: torch.Tensor,
+        state_types: torch.Tensor,
+        enc: EncodedGraphs,
+        entry: torch.Tensor,
+        net: torch.Tensor,
+    ) -> torch.Tensor:
         """Decoder inputs. tokens, positions, state_h: (B, T); state_types (B, T, W);
         entry, net: (B,); enc rows = B. Returns (B, T, d)."""
         r = self.config.depth_range
@@ -138,15 +145,15 @@ class TasmModel(nn.Module):
         if enc.base_tokens is not None:
             # the baseline's tokens at the same and the next position: where the target
             # follows the baseline, the next token is right there
-            base = F.pad(enc.base_tokens, (0, 2), value=PAD)                 # (B, L + 2)
+            base = F.pad(enc.base_tokens, (0, 2), value=PAD)  # (B, L + 2)
             for j, emb in enumerate(self.hint):
-                at = (positions + j).clamp(max=base.shape[1] - 1)            # (B, T)
+                at = (positions + j).clamp(max=base.shape[1] - 1)  # (B, T)
                 x = x + emb(base.gather(1, at))
         x = x + self.depth((state_h + r).clamp(0, 2 * r))
         x = x + self.exit((state_h - net[:, None] + r).clamp(0, 2 * r))
         x = x + self.window((entry[:, None] + state_h).clamp(0, 2 * r))
-        top = state_types[:, :, :self.config.type_window]                    # (B, T, 8)
-        onehot = F.one_hot(top, len(TYPES)).flatten(2).float()               # (B, T, 8*types)
+        top = state_types[:, :, : self.config.type_window]  # (B, T, 8)
+        onehot = F.one_hot(top, len(TYPES)).flatten(2).float()  # (B, T, 8*types)
         x = x + self.types(onehot) + self.ctx(enc.context)[:, None, :]
         return self.drop(x)
 
@@ -158,26 +165,27 @@ class TasmModel(nn.Module):
         tokens (pointer-generator): ``p = g P_gen + (1 - g) P_copy`` where ``g =
         sigmoid(w z)`` and ``P_copy[y] = sum_{i: b_i = y} softmax_i(q(z) . k(e_i))``.
         """
-        logits = self.head(z)                                                # (B, T, V)
+        logits = self.head(z)  # (B, T, V)
         b, t, d = z.shape
-        q = self.ptr_q(z).view(b, t, len(POINTER_KINDS), d)                  # (B, T, 4, d)
-        k = self.ptr_k(enc.imm)                                              # (B, P, d)
-        score = torch.einsum("btjd,bpd->btjp", q, k) / math.sqrt(d)          # (B, T, 4, P)
+        q = self.ptr_q(z).view(b, t, len(POINTER_KINDS), d)  # (B, T, 4, d)
+        k = self.ptr_k(enc.imm)  # (B, P, d)
+        score = torch.einsum("btjd,bpd->btjp", q, k) / math.sqrt(d)  # (B, T, 4, P)
         base = self.vocab.pointer_base
         n = len(POINTER_KINDS) * MAX_POINTERS
-        ptr = logits[..., base:base + n] + score.reshape(b, t, n)
-        logits = torch.cat([logits[..., :base], ptr, logits[..., base + n:]], dim=-1)
+        ptr = logits[..., base : base + n] + score.reshape(b, t, n)
+        logits = torch.cat([logits[..., :base], ptr, logits[..., base + n :]], dim=-1)
         if enc.base_tokens is None:
             return torch.log_softmax(logits, dim=-1)
-        keys = self.copy_k(enc.base_emb)                                     # (B, L, d)
+        keys = self.copy_k(enc.base_emb)  # (B, L, d)
         att = torch.einsum("btd,bld->btl", self.copy_q(z), keys) / math.sqrt(d)  # (B, T, L)
-        present = enc.base_tokens != PAD                                     # (B, L)
+        present = enc.base_tokens != PAD  # (B, L)
         att = att.masked_fill(~present[:, None, :], float("-inf"))
-        has = present.any(dim=1)                                             # (B,)
+        has = present.any(dim=1)  # (B,)
         att = torch.softmax(att.masked_fill(~has[:, None, None], 0.0), dim=-1)
         copy = torch.zeros_like(logits).scatter_add_(
-            -1, enc.base_tokens[:, None, :].expand(-1, t, -1), att)          # (B, T, V)
-        gate = torch.sigmoid(self.copy_gate(z))                              # (B, T, 1)
+            -1, enc.base_tokens[:, None, :].expand(-1, t, -1), att
+        )  # (B, T, V)
+        gate = torch.sigmoid(self.copy_gate(z))  # (B, T, 1)
         gate = torch.where(has[:, None, None], gate, torch.ones_like(gate))
         mix = gate * torch.softmax(logits, dim=-1) + (1 - gate) * copy
         return torch.log(mix.clamp(min=1e-9))
@@ -187,8 +195,9 @@ class TasmModel(nn.Module):
         return batch.entry_depth, batch.net_effect, batch.floor, batch.ptr_valid
 
     # -- teacher forcing ------------------------------------------------------------------
-    def teacher_states(self, batch, tokens: torch.Tensor) -> tuple[GrammarState, torch.Tensor,
-                                                                  torch.Tensor, torch.Tensor]:
+    def teacher_states(
+        self, batch, tokens: torch.Tensor
+    ) -> tuple[GrammarState, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Grammar states before each target token.
 
         Returns:
@@ -215,9 +224,9 @@ class TasmModel(nn.Module):
         _, h, types, allowed = self.teacher_states(batch, tokens)
         inputs = torch.cat([torch.full_like(tokens[:, :1], BOS), tokens[:, :-1]], dim=1)
         positions = torch.arange(tokens.shape[1], device=tokens.device).expand_as(tokens)
-        x = self._embed(inputs, positions, h, types, enc, entry, net)        # (G, T, d)
+        x = self._embed(inputs, positions, h, types, enc, entry, net)  # (G, T, d)
         z = self.decoder(x, enc.memory, enc.memory_mask)
-        logits = self._logits(z, enc) - MASK_PENALTY * (~allowed).float()    # (G, T, V)
+        logits = self._logits(z, enc) - MASK_PENALTY * (~allowed).float()  # (G, T, V)
         loss = F.cross_entropy(logits.flatten(0, 1), tokens.flatten(), ignore_index=PAD)
         return logits, loss
 
@@ -225,8 +234,9 @@ class TasmModel(nn.Module):
     def encode(self, batch) -> EncodedGraphs:
         return self._encode(batch)
 
-    def start(self, batch, enc: EncodedGraphs, k: int, limits: torch.Tensor
-              ) -> tuple[EncodedGraphs, GrammarState, KVCache, torch.Tensor]:
+    def start(
+        self, batch, enc: EncodedGraphs, k: int, limits: torch.Tensor
+    ) -> tuple[EncodedGraphs, GrammarState, KVCache, torch.Tensor]:
         """Rows for ``k`` hypotheses per graph (G*k rows, a graph's rows consecutive).
 
         Args:
@@ -238,24 +248,36 @@ class TasmModel(nn.Module):
         """
         entry, net, floor, valid = self._graph_rows(batch)
         rows = enc.repeat(k)
-        state = GrammarState.start(entry.repeat_interleave(k), net.repeat_interleave(k),
-                                   floor.repeat_interleave(k), valid.repeat_interleave(k, 0),
-                                   limits.repeat_interleave(k))
-        cache = self.decoder.init_cache(enc.memory, enc.memory_mask,
-                                        int(limits.max()) if limits.numel() else 1, k)
+        state = GrammarState.start(
+            entry.repeat_interleave(k),
+            net.repeat_interleave(k),
+            floor.repeat_interleave(k),
+            valid.repeat_interleave(k, 0),
+            limits.repeat_interleave(k),
+        )
+        cache = self.decoder.init_cache(
+            enc.memory, enc.memory_mask, int(limits.max()) if limits.numel() else 1, k
+        )
         first = torch.full_like(state.h, BOS)
         return rows, state, cache, first
 
-    def step(self, enc: EncodedGraphs, state: GrammarState, cache: KVCache,
-             tokens: torch.Tensor) -> torch.Tensor:
+    def step(
+        self, enc: EncodedGraphs, state: GrammarState, cache: KVCache, tokens: torch.Tensor
+    ) -> torch.Tensor:
         """Log-probabilities (B, V) of the next token after feeding ``tokens`` (B,) at
         position ``cache.t``, grammar mask applied (forbidden tokens get -inf)."""
-        pos = torch.full_like(tokens, cache.t)[:, None]                      # (B, 1)
-        x = self._embed(tokens[:, None], pos, state.h[:, None], state.types[:, None],
-                        enc, state.entry, state.net)                         # (B, 1, d)
-        z = self.decoder.step(x, cache)                                      # (B, 1, d)
-        logits = self._logits(z, enc)[:, 0]                                 # (B, V)
+        pos = torch.full_like(tokens, cache.t)[:, None]  # (B, 1)
+        x = self._embed(
+            tokens[:, None],
+            pos,
+            state.h[:, None],
+            state.types[:, None],
+            enc,
+            state.entry,
+            state.net,
+        )  # (B, 1, d)
+        z = self.decoder.step(x, cache)  # (B, 1, d)
+        logits = self._logits(z, enc)[:, 0]  # (B, V)
         allowed = state.allowed(self.grammar(tokens.device))
         logp = torch.log_softmax(logits.masked_fill(~allowed, float("-inf")), dim=-1)
         return logp.masked_fill(~allowed, float("-inf"))  # a row with nothing allowed: no NaN
-

@@ -47,8 +47,16 @@ class ModelSource:
 
     name = "model"
 
-    def __init__(self, model: TasmModel, version: str, *, k: int = 32, samples: int = 0,
-                 temperature: float = 1.0, max_blocks: int = 64) -> None:
+    def __init__(
+        self,
+        model: TasmModel,
+        version: str,
+        *,
+        k: int = 32,
+        samples: int = 0,
+        temperature: float = 1.0,
+        max_blocks: int = 64,
+    ) -> None:
         self.model = model
         self.version = version
         self.k = k
@@ -68,15 +76,17 @@ class ModelSource:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def propose(self, tasks: Sequence[BlockTask],
-                options: CompileOptions) -> list[list[list[Instr]]]:
+    def propose(
+        self, tasks: Sequence[BlockTask], options: CompileOptions
+    ) -> list[list[list[Instr]]]:
         """Up to ``k`` (+ ``samples``) distinct candidates per task, best first."""
         t0 = time.perf_counter()
         out: list[list[list[Instr]]] = [[] for _ in tasks]
         isa = self.model.config.isa
         if options.isa != isa:
-            log.warning("model trained for ISA %s, request is %s: no model candidates",
-                        isa, options.isa)
+            log.warning(
+                "model trained for ISA %s, request is %s: no model candidates", isa, options.isa
+            )
             return out
         items = []
         keys: dict[int, tuple] = {}
@@ -84,8 +94,13 @@ class ModelSource:
             if not t.baseline:
                 continue
             if not self.samples:
-                keys[i] = (t.tir_hash, tuple(map(str, t.baseline)), t.entry_depth,
-                           t.net_effect, self.k)
+                keys[i] = (
+                    t.tir_hash,
+                    tuple(map(str, t.baseline)),
+                    t.entry_depth,
+                    t.net_effect,
+                    self.k,
+                )
                 with self._lock:
                     hit = self._cache.get(keys[i])
                     if hit is not None:
@@ -93,17 +108,24 @@ class ModelSource:
                 if hit is not None:
                     out[i] = [list(c) for c in hit]
                     continue
-            data, imms = block_data(t.ops, t.entry_depth, t.net_effect, t.baseline,
-                                    max_len=self.model.config.max_len, isa=isa)
+            data, imms = block_data(
+                t.ops,
+                t.entry_depth,
+                t.net_effect,
+                t.baseline,
+                max_len=self.model.config.max_len,
+                isa=isa,
+            )
             items.append((i, data, imms))
         for s in range(0, len(items), self.max_blocks):
-            chunk = items[s:s + self.max_blocks]
+            chunk = items[s : s + self.max_blocks]
             batch = batch_graphs([d for _, d, _ in chunk]).to(self.device)
             imms = [m for _, _, m in chunk]
             hyps = beam_search(self.model, batch, imms, k=self.k)
             if self.samples:
-                extra = sample(self.model, batch, imms, k=self.samples,
-                               temperature=self.temperature)
+                extra = sample(
+                    self.model, batch, imms, k=self.samples, temperature=self.temperature
+                )
                 hyps = [h + e for h, e in zip(hyps, extra)]
             for (i, _, _), hs in zip(chunk, hyps):
                 seen: set[tuple[str, ...]] = set()
@@ -121,8 +143,9 @@ class ModelSource:
         return out
 
 
-def load_model_source(checkpoint_dir: Path, device: str = "cpu", *, k: int = 32,
-                      samples: int = 0) -> CandidateSource:
+def load_model_source(
+    checkpoint_dir: Path, device: str = "cpu", *, k: int = 32, samples: int = 0
+) -> CandidateSource:
     """Load the checkpoint in ``checkpoint_dir`` as candidate source ``"model"``.
 
     Raises:

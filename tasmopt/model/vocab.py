@@ -37,8 +37,19 @@ CONTROL_FLOW = names_where(lambda i: i.is_control_flow)
 _FIELD_ARGUMENT = names_where(lambda i: i.has_field_argument)
 
 __all__ = [
-    "PAD", "BOS", "EOS", "MAX_POINTERS", "PUSH_CONSTANTS", "ADDI_CONSTANTS", "POINTER_KINDS",
-    "Token", "Vocab", "VocabError", "vocab", "Dataflow", "dataflow",
+    "PAD",
+    "BOS",
+    "EOS",
+    "MAX_POINTERS",
+    "PUSH_CONSTANTS",
+    "ADDI_CONSTANTS",
+    "POINTER_KINDS",
+    "Token",
+    "Vocab",
+    "VocabError",
+    "vocab",
+    "Dataflow",
+    "dataflow",
 ]
 
 PAD, BOS, EOS = 0, 1, 2
@@ -48,13 +59,20 @@ MAX_POINTERS = 32
 #: rewrite rules emit most (``push -1`` for Sub/Neg, ``push 0`` for Seal padding, small
 #: counters), every power of two up to 2^63 (split/shift constants, the 2^30 spill base) and
 #: the inverses of 2..16 (division by a small constant, as the block search writes it).
-PUSH_CONSTANTS: tuple[int, ...] = tuple(range(-8, 33)) + tuple(
-    1 << k for k in range(6, 64) if (1 << k) < P) + tuple(pow(c, P - 2, P) for c in range(2, 17))
+PUSH_CONSTANTS: tuple[int, ...] = (
+    tuple(range(-8, 33))
+    + tuple(1 << k for k in range(6, 64) if (1 << k) < P)
+    + tuple(pow(c, P - 2, P) for c in range(2, 17))
+)
 #: Small ``addi`` constants (``addi 0`` is a no-op and left out).
 ADDI_CONSTANTS: tuple[int, ...] = tuple(k for k in range(-8, 17) if k != 0)
 #: Pointer kinds: (mnemonic, negated). ``push -<imm>`` is ``push (p - imm)``.
-POINTER_KINDS: tuple[tuple[str, bool], ...] = (("push", False), ("push", True),
-                                               ("addi", False), ("addi", True))
+POINTER_KINDS: tuple[tuple[str, bool], ...] = (
+    ("push", False),
+    ("push", True),
+    ("addi", False),
+    ("addi", True),
+)
 
 
 class VocabError(TasmoptError):
@@ -100,10 +118,18 @@ class Vocab:
         table = instruction_set(isa)  # type: ignore[arg-type]
         toks: list[Token] = [Token(PAD, "<pad>"), Token(BOS, "<bos>"), Token(EOS, "<eos>")]
 
-        def add(name: str, arg: int | None = None, text: str | None = None,
-                pointer: tuple[int, int] | None = None) -> None:
+        def add(
+            name: str,
+            arg: int | None = None,
+            text: str | None = None,
+            pointer: tuple[int, int] | None = None,
+        ) -> None:
             if text is None:
-                text = name if arg is None else f"{name} {format_field(arg) if name in _FIELD_ARGUMENT else arg}"
+                text = (
+                    name
+                    if arg is None
+                    else f"{name} {format_field(arg) if name in _FIELD_ARGUMENT else arg}"
+                )
             toks.append(Token(len(toks), text, name, arg, pointer))
 
         for ins in table:
@@ -128,7 +154,8 @@ class Vocab:
                 add(name, None, f"{name} {'-' if neg else ''}<imm {k}>", (j, k))
         self.tokens: tuple[Token, ...] = tuple(toks)
         self._by_line: dict[tuple[str, int | None], int] = {
-            (t.name, t.arg): t.id for t in toks if t.name and t.pointer is None}
+            (t.name, t.arg): t.id for t in toks if t.name and t.pointer is None
+        }
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -171,14 +198,16 @@ class Vocab:
                         return self.pointer_id(j, k)
         raise VocabError(f"{ins}: no token (not a small constant nor an immediate of the block)")
 
-    def encode(self, instrs: Sequence[Instr], immediates: Sequence[int] = (), *,
-               eos: bool = True) -> list[int]:
+    def encode(
+        self, instrs: Sequence[Instr], immediates: Sequence[int] = (), *, eos: bool = True
+    ) -> list[int]:
         """Token ids of an instruction list, with a final EOS. Raises `VocabError`."""
         ids = [self.encode_instr(i, immediates) for i in instrs]
         return ids + [EOS] if eos else ids
 
-    def encode_lines(self, lines: Sequence[str], immediates: Sequence[int] = (), *,
-                     strict: bool = True) -> tuple[list[int], list[str]]:
+    def encode_lines(
+        self, lines: Sequence[str], immediates: Sequence[int] = (), *, strict: bool = True
+    ) -> tuple[list[int], list[str]]:
         """Token ids of TASM lines (comments/blank lines skipped) and the lines with no token.
 
         With ``strict`` (default) the first unencodable line raises `VocabError`; otherwise
@@ -259,6 +288,7 @@ def vocab(isa: str = "release") -> Vocab:
 
 
 # -- value flow of one instruction (shared by the grammar mask and the TIR graph) ------------
+
 
 @dataclass(frozen=True)
 class Dataflow:

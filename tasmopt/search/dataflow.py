@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from tasmopt.isa import instruction_set, names_where
 from tasmopt.tasm.program import Instr
 
-__all__ = ["Node", "Dataflow", "extract", "UnsupportedBlock", "COMMUTATIVE", "EFFECTS",
-           "GUARDED"]
+__all__ = ["Node", "Dataflow", "extract", "UnsupportedBlock", "COMMUTATIVE", "EFFECTS", "GUARDED"]
 
 #: Binary instructions whose two operands may be swapped (ISA table ``commutative``).
 COMMUTATIVE = names_where(lambda i: i.commutative)
@@ -102,8 +101,7 @@ class Dataflow:
         need_vals = set(self.final)
         keep: set[int] = set()
         for node in reversed(self.nodes):
-            if (node.effect is not None or node.guarded
-                    or any(v in need_vals for v in node.outputs)):
+            if node.effect is not None or node.guarded or any(v in need_vals for v in node.outputs):
                 keep.add(node.id)
                 need_vals.update(node.inputs)
         return [n for n in self.nodes if n.id in keep]
@@ -195,8 +193,9 @@ def extract(instrs: Sequence[Instr], isa: str = "release") -> Dataflow:
             if key is not None and key in cse:
                 outputs = cse[key]
             else:
-                outputs = tuple(inputs[through[k]] if k in through else fresh()
-                                for k in range(n_out))
+                outputs = tuple(
+                    inputs[through[k]] if k in through else fresh() for k in range(n_out)
+                )
                 node = Node(len(nodes), ins, inputs, outputs, effect, guarded)
                 nodes.append(node)
                 for k, v in enumerate(outputs):

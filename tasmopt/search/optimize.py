@@ -48,7 +48,9 @@ class SearchConfig:
     stoke_share: float = 0.2
 
 
-def optimize_block(instrs: Sequence[Instr], cfg: SearchConfig = SearchConfig()) -> list[list[Instr]]:
+def optimize_block(
+    instrs: Sequence[Instr], cfg: SearchConfig = SearchConfig()
+) -> list[list[Instr]]:
     """Cheaper equivalent candidates for a straight-line block, best first (may be empty)."""
     instrs = list(instrs)
     if len(instrs) < 2:

@@ -59,17 +59,18 @@ class Budget:
 class _Problem:
     entry: tuple[int, ...]
     final: tuple[int, ...]
-    nodes: tuple[Node, ...]            # needed nodes, in block order
+    nodes: tuple[Node, ...]  # needed nodes, in block order
     constants: dict[int, int]
-    low: int                           # minimum stack length allowed (absolute, region)
-    effect_order: tuple[int, ...]      # node ids of effectful needed nodes, in order
+    low: int  # minimum stack length allowed (absolute, region)
+    effect_order: tuple[int, ...]  # node ids of effectful needed nodes, in order
 
 
 def _problem(df: Dataflow) -> _Problem:
     nodes = tuple(n for n in df.needed_nodes() if n.instr.name != "push")
     effects = tuple(n.id for n in nodes if n.effect is not None)
-    return _Problem(tuple(df.entry), tuple(df.final), nodes, df.constants,
-                    len(df.entry) + df.low_water, effects)
+    return _Problem(
+        tuple(df.entry), tuple(df.final), nodes, df.constants, len(df.entry) + df.low_water, effects
+    )
 
 
 def _demand(p: _Problem, done: frozenset[int]) -> Counter:
@@ -80,8 +81,9 @@ def _demand(p: _Problem, done: frozenset[int]) -> Counter:
     return need
 
 
-def _ready(p: _Problem, done: frozenset[int], stack: Sequence[int],
-           produced: set[int]) -> list[Node]:
+def _ready(
+    p: _Problem, done: frozenset[int], stack: Sequence[int], produced: set[int]
+) -> list[Node]:
     out = []
     next_effect = next((e for e in p.effect_order if e not in done), None)
     for n in p.nodes:
@@ -115,9 +117,10 @@ def _produced(p: _Problem, done: frozenset[int]) -> set[int]:
 
 # -- exact breadth-first search --------------------------------------------------------------
 
-def exact(df: Dataflow, *, max_length: int, budget: Budget,
-          shuffles: frozenset[str] = SHUFFLES
-          ) -> list[Instr] | None:
+
+def exact(
+    df: Dataflow, *, max_length: int, budget: Budget, shuffles: frozenset[str] = SHUFFLES
+) -> list[Instr] | None:
     """The shortest schedule of at most ``max_length`` instructions, or None if there is none
     or the budget ran out first. ``shuffles`` limits the data-movement instructions used
     (e.g. without ``pick``/``place``, which TIR cannot express)."""
@@ -165,7 +168,7 @@ def _moves(p: _Problem, stack: tuple[int, ...], done: frozenset[int]):
         if n - r + len(node.outputs) < p.low or n < r:
             continue
         for order in _operand_orders(node):
-            if stack[n - r:] == tuple(reversed(order)):
+            if stack[n - r :] == tuple(reversed(order)):
                 yield node.instr, (_apply_node(stack, node), done | {node.id})
                 break
     for v in sorted({v for v in need if need[v] > have[v] and v in p.constants}):
@@ -197,8 +200,14 @@ def _moves(p: _Problem, stack: tuple[int, ...], done: frozenset[int]):
 
 # -- beam over operation orders ----------------------------------------------------------------
 
-def _fetch(stack: list[int], operands: Sequence[int], need: Counter, constants: dict[int, int],
-           code: list[Instr]) -> bool:
+
+def _fetch(
+    stack: list[int],
+    operands: Sequence[int],
+    need: Counter,
+    constants: dict[int, int],
+    code: list[Instr],
+) -> bool:
     """Bring ``operands`` (st0 first) to the top of ``stack``, deepest operand first.
 
     ``need`` counts every pending use of each value, this operation's included. A copy is
@@ -208,7 +217,7 @@ def _fetch(stack: list[int], operands: Sequence[int], need: Counter, constants: 
     """
     r = len(operands)
     uses = Counter(operands)
-    top = tuple(stack[len(stack) - r:]) if r else ()
+    top = tuple(stack[len(stack) - r :]) if r else ()
     if r and top == tuple(reversed(operands)):
         below = Counter(stack[: len(stack) - r])
         if all(v in constants or below[v] >= need[v] - uses[v] for v in uses):
@@ -260,8 +269,9 @@ def _drop_dead_top(stack: list[int], need: Counter, low: int, code: list[Instr])
         k -= m
 
 
-def beam(df: Dataflow, *, width: int, budget: Budget, finals: int = 4,
-         rng: random.Random | None = None) -> list[Instr] | None:
+def beam(
+    df: Dataflow, *, width: int, budget: Budget, finals: int = 4, rng: random.Random | None = None
+) -> list[Instr] | None:
     """Best schedule found by a beam of ``width`` over operation orders (see module doc).
 
     Every child state generated costs one unit of ``budget``; the final arrangement of the
@@ -270,7 +280,8 @@ def beam(df: Dataflow, *, width: int, budget: Budget, finals: int = 4,
     of by text (used to sample alternative schedules of the same cost)."""
     p = _problem(df)
     layer: list[tuple[int, tuple, tuple[int, ...], frozenset[int], tuple[Instr, ...]]] = [
-        (0, (), p.entry, frozenset(), ())]
+        (0, (), p.entry, frozenset(), ())
+    ]
     for _ in range(len(p.nodes)):
         seen: dict[tuple, int] = {}
         nxt = []
@@ -351,8 +362,15 @@ def _distance(stack: Sequence[int], final: Sequence[int]) -> int:
 
 # -- final arrangement ----------------------------------------------------------------------
 
-def arrange(stack: Sequence[int], final: Sequence[int], constants: dict[int, int], low: int,
-            *, budget: Budget) -> list[Instr] | None:
+
+def arrange(
+    stack: Sequence[int],
+    final: Sequence[int],
+    constants: dict[int, int],
+    low: int,
+    *,
+    budget: Budget,
+) -> list[Instr] | None:
     """Shuffle ``stack`` into ``final`` (both bottom..top) without going below ``low``
     elements: exact search within the budget, else a greedy sequence (fetch every value in
     order, then drop what is left below)."""
@@ -375,8 +393,9 @@ def _pops(n: int) -> list[Instr]:
     return out
 
 
-def _greedy_arrange(stack: list[int], final: list[int], constants: dict[int, int],
-                    low: int) -> list[Instr] | None:
+def _greedy_arrange(
+    stack: list[int], final: list[int], constants: dict[int, int], low: int
+) -> list[Instr] | None:
     code: list[Instr] = []
     keep = 0
     while keep < min(len(stack), len(final)) and stack[keep] == final[keep]:

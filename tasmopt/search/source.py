@@ -38,8 +38,9 @@ class SearchSource:
         self._lock = threading.Lock()
         self._cache_size = cache_size
 
-    def propose(self, tasks: Sequence[BlockTask],
-                options: CompileOptions) -> list[list[list[Instr]]]:
+    def propose(
+        self, tasks: Sequence[BlockTask], options: CompileOptions
+    ) -> list[list[list[Instr]]]:
         if not tasks:
             return []
         total = max(1, sum(len(t.baseline) for t in tasks))

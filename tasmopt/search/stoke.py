@@ -30,8 +30,8 @@ __all__ = ["stoke"]
 
 #: Shuffles with a small index argument (ISA table: stack shuffles without a field argument).
 _INDEXED_SHUFFLES = names_where(lambda i: i.is_stack_shuffle and not i.has_field_argument)
-_WRONG = 4          # penalty per wrong observable
-_FAIL = 16          # penalty when failing differs
+_WRONG = 4  # penalty per wrong observable
+_FAIL = 16  # penalty when failing differs
 
 
 def _pool(baseline: Sequence[Instr], depth: int) -> list[Instr]:
@@ -57,8 +57,15 @@ def _observe(instrs: Sequence[Instr], tests: list, isa: str) -> list[tuple]:
         if r.error is not None:
             out.append(("error",))
         else:
-            out.append((tuple(r.stack), tuple(r.public_output), r.public_input_consumed,
-                        r.secret_input_consumed, tuple(sorted(r.ram.items()))))
+            out.append(
+                (
+                    tuple(r.stack),
+                    tuple(r.public_output),
+                    r.public_input_consumed,
+                    r.secret_input_consumed,
+                    tuple(sorted(r.ram.items())),
+                )
+            )
     return out
 
 
@@ -80,16 +87,16 @@ def _penalty(got: list[tuple], want: list[tuple]) -> int:
 def _mutate(prog: list[Instr], pool: list[Instr], rng: random.Random) -> list[Instr]:
     out = list(prog)
     move = rng.randrange(5)
-    if move == 0 and out:                                   # delete
+    if move == 0 and out:  # delete
         del out[rng.randrange(len(out))]
-    elif move == 1:                                         # insert
+    elif move == 1:  # insert
         out.insert(rng.randrange(len(out) + 1), rng.choice(pool))
-    elif move == 2 and out:                                 # replace
+    elif move == 2 and out:  # replace
         out[rng.randrange(len(out))] = rng.choice(pool)
-    elif move == 3 and len(out) > 1:                        # swap neighbours
+    elif move == 3 and len(out) > 1:  # swap neighbours
         i = rng.randrange(len(out) - 1)
         out[i], out[i + 1] = out[i + 1], out[i]
-    elif out:                                               # change an argument
+    elif out:  # change an argument
         i = rng.randrange(len(out))
         ins = out[i]
         if ins.name in _INDEXED_SHUFFLES:
@@ -101,8 +108,16 @@ def _mutate(prog: list[Instr], pool: list[Instr], rng: random.Random) -> list[In
     return out
 
 
-def stoke(baseline: Sequence[Instr], start: Sequence[Instr], *, iterations: int, seed: int,
-          isa: str = "release", beta: float = 1.0, tests: int = 4) -> list[Instr] | None:
+def stoke(
+    baseline: Sequence[Instr],
+    start: Sequence[Instr],
+    *,
+    iterations: int,
+    seed: int,
+    isa: str = "release",
+    beta: float = 1.0,
+    tests: int = 4,
+) -> list[Instr] | None:
     """Run the chain from ``start``; the shortest program shorter than ``start`` that matched
     every test and passed the symbolic check, or None.
 
@@ -119,8 +134,15 @@ def stoke(baseline: Sequence[Instr], start: Sequence[Instr], *, iterations: int,
         return None
     depth = 16 + max(sym_base.base, -sym_base.low_water) + 2
     inputs = max(sym_base.consumed["public"], sym_base.consumed["secret"]) + 2
-    cases = _cases(ctx, sym_base.guards, tests, seed, depth=depth, inputs=inputs,
-                   digests=sym_base.consumed["digests"] + 1)
+    cases = _cases(
+        ctx,
+        sym_base.guards,
+        tests,
+        seed,
+        depth=depth,
+        inputs=inputs,
+        digests=sym_base.consumed["digests"] + 1,
+    )
     if not cases:
         return None  # no input gets through the baseline's guards: nothing to steer by
     want = _observe(baseline, cases, isa)
@@ -155,8 +177,7 @@ def _cases(ctx: ExprContext, guards: set[tuple], count: int, seed: int, **shape)
     for i in range(3, 3 + 4 * count):
         if len(out) == count:
             break
-        w = passing_witness(ctx, guards, witness(i, seed + 7919, **shape), rng,
-                            time_budget_s=0.1)
+        w = passing_witness(ctx, guards, witness(i, seed + 7919, **shape), rng, time_budget_s=0.1)
         if w is not None:
             out.append(w)
     return out

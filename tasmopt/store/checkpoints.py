@@ -24,10 +24,23 @@ from tasmopt.errors import TasmoptError
 from tasmopt.store.errors import Conflict, InvalidCheckpoint, NotFound
 from tasmopt.store.models import AdminAction, Checkpoint
 
-__all__ = ["CheckpointInfo", "describe_checkpoint", "file_sha256", "register_checkpoint",
-           "get_checkpoint", "list_checkpoints", "production_checkpoint", "promote_checkpoint",
-           "rollback_checkpoint", "reject_checkpoint", "record_admin_action",
-           "list_admin_actions", "MODEL_FILE", "CONFIG_FILE", "METRICS_FILE"]
+__all__ = [
+    "CheckpointInfo",
+    "describe_checkpoint",
+    "file_sha256",
+    "register_checkpoint",
+    "get_checkpoint",
+    "list_checkpoints",
+    "production_checkpoint",
+    "promote_checkpoint",
+    "rollback_checkpoint",
+    "reject_checkpoint",
+    "record_admin_action",
+    "list_admin_actions",
+    "MODEL_FILE",
+    "CONFIG_FILE",
+    "METRICS_FILE",
+]
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +106,14 @@ def describe_checkpoint(directory: Path, *, store: Path | None = None) -> Checkp
     try:
         config = _read_config(directory)
         metrics_path = directory / METRICS_FILE
-        metrics = (json.loads(metrics_path.read_text(encoding="utf-8"))
-                   if metrics_path.is_file() else {})
+        metrics = (
+            json.loads(metrics_path.read_text(encoding="utf-8")) if metrics_path.is_file() else {}
+        )
         digest = file_sha256(model)
     except (OSError, ValueError, TasmoptError) as exc:
-        raise InvalidCheckpoint(str(exc) if str(directory) in str(exc)
-                                else f"{directory}: {exc}") from None
+        raise InvalidCheckpoint(
+            str(exc) if str(directory) in str(exc) else f"{directory}: {exc}"
+        ) from None
     version = config.get("version")
     if not isinstance(version, str | int) or not str(version).strip():
         raise InvalidCheckpoint(f"{directory / CONFIG_FILE}: no 'version'")
@@ -110,9 +125,14 @@ def describe_checkpoint(directory: Path, *, store: Path | None = None) -> Checkp
             pass
     stage = config.get("stage") or metrics.get("stage") or "unknown"
     parent = config.get("parent") or metrics.get("parent")
-    return CheckpointInfo(version=str(version), path=str(path), sha256=digest,
-                          stage=str(stage)[:32], parent=str(parent) if parent else None,
-                          metrics=metrics if isinstance(metrics, dict) else {})
+    return CheckpointInfo(
+        version=str(version),
+        path=str(path),
+        sha256=digest,
+        stage=str(stage)[:32],
+        parent=str(parent) if parent else None,
+        metrics=metrics if isinstance(metrics, dict) else {},
+    )
 
 
 def register_checkpoint(session: Session, *, info: CheckpointInfo) -> tuple[Checkpoint, bool]:
@@ -128,12 +148,21 @@ def register_checkpoint(session: Session, *, info: CheckpointInfo) -> tuple[Chec
     existing = session.get(Checkpoint, info.version)
     if existing is not None:
         if existing.sha256 != info.sha256:
-            raise Conflict(f"checkpoint {info.version!r} is already registered with other "
-                           f"weights (sha256 {existing.sha256[:12]}…)")
+            raise Conflict(
+                f"checkpoint {info.version!r} is already registered with other "
+                f"weights (sha256 {existing.sha256[:12]}…)"
+            )
         return existing, False
-    row = Checkpoint(version=info.version, parent=info.parent, stage=info.stage,
-                     metrics=info.metrics, status="candidate", sha256=info.sha256,
-                     path=info.path, created_at=datetime.now(UTC))
+    row = Checkpoint(
+        version=info.version,
+        parent=info.parent,
+        stage=info.stage,
+        metrics=info.metrics,
+        status="candidate",
+        sha256=info.sha256,
+        path=info.path,
+        created_at=datetime.now(UTC),
+    )
     session.add(row)
     session.flush()
     return row, True
@@ -156,8 +185,7 @@ def list_checkpoints(session: Session, *, status: str | None = None) -> list[Che
     stmt = select(Checkpoint)
     if status is not None:
         stmt = stmt.where(Checkpoint.status == status)
-    return list(session.scalars(stmt.order_by(Checkpoint.created_at.desc(),
-                                              Checkpoint.version)))
+    return list(session.scalars(stmt.order_by(Checkpoint.created_at.desc(), Checkpoint.version)))
 
 
 def production_checkpoint(session: Session) -> Checkpoint | None:
@@ -165,8 +193,9 @@ def production_checkpoint(session: Session) -> Checkpoint | None:
     return session.scalars(select(Checkpoint).where(Checkpoint.status == "production")).first()
 
 
-def promote_checkpoint(session: Session, *, version: str, now: datetime | None = None
-                       ) -> tuple[Checkpoint, Checkpoint | None]:
+def promote_checkpoint(
+    session: Session, *, version: str, now: datetime | None = None
+) -> tuple[Checkpoint, Checkpoint | None]:
     """Make `version` production; the previous production becomes archived.
 
     Returns:
@@ -191,8 +220,9 @@ def promote_checkpoint(session: Session, *, version: str, now: datetime | None =
     return row, previous
 
 
-def rollback_checkpoint(session: Session, *, now: datetime | None = None
-                        ) -> tuple[Checkpoint, Checkpoint]:
+def rollback_checkpoint(
+    session: Session, *, now: datetime | None = None
+) -> tuple[Checkpoint, Checkpoint]:
     """Reject the production checkpoint and restore the one promoted before it.
 
     Returns:
@@ -204,13 +234,15 @@ def rollback_checkpoint(session: Session, *, now: datetime | None = None
     current = production_checkpoint(session)
     if current is None:
         raise Conflict("there is no production checkpoint to roll back")
-    stmt = (select(Checkpoint).where(Checkpoint.status == "archived",
-                                     Checkpoint.promoted_at.is_not(None))
-            .order_by(Checkpoint.promoted_at.desc()).limit(1))
+    stmt = (
+        select(Checkpoint)
+        .where(Checkpoint.status == "archived", Checkpoint.promoted_at.is_not(None))
+        .order_by(Checkpoint.promoted_at.desc())
+        .limit(1)
+    )
     previous = session.scalars(stmt).first()
     if previous is None:
-        raise Conflict(f"checkpoint {current.version!r} has no previous production to roll "
-                       "back to")
+        raise Conflict(f"checkpoint {current.version!r} has no previous production to roll back to")
     current.status = "rejected"
     session.flush()
     previous.status = "production"
@@ -234,12 +266,24 @@ def reject_checkpoint(session: Session, *, version: str) -> Checkpoint:
     return row
 
 
-def record_admin_action(session: Session, *, actor: str, action: str, reason: str,
-                        target: str | None = None, detail: dict[str, Any] | None = None
-                        ) -> AdminAction:
+def record_admin_action(
+    session: Session,
+    *,
+    actor: str,
+    action: str,
+    reason: str,
+    target: str | None = None,
+    detail: dict[str, Any] | None = None,
+) -> AdminAction:
     """Append one entry to the audit log (flushed, not committed)."""
-    row = AdminAction(actor=actor[:64], action=action[:32], target=target, reason=reason,
-                      detail=detail or {}, at=datetime.now(UTC))
+    row = AdminAction(
+        actor=actor[:64],
+        action=action[:32],
+        target=target,
+        reason=reason,
+        detail=detail or {},
+        at=datetime.now(UTC),
+    )
     session.add(row)
     session.flush()
     return row

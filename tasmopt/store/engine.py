@@ -19,8 +19,9 @@ __all__ = ["make_engine", "make_sessionmaker"]
 DEFAULT_CONNECT_TIMEOUT_S = 3
 
 
-def make_engine(url: str, *, connect_timeout_s: int = DEFAULT_CONNECT_TIMEOUT_S,
-                echo: bool = False) -> Engine:
+def make_engine(
+    url: str, *, connect_timeout_s: int = DEFAULT_CONNECT_TIMEOUT_S, echo: bool = False
+) -> Engine:
     """Create an engine for `url` (any SQLAlchemy URL; ``postgresql://`` uses psycopg 3).
 
     Args:

@@ -12,18 +12,32 @@ from sqlalchemy.orm import Session
 
 from tasmopt.store.models import BuildResult, CompileJob, FinetuneRun
 
-__all__ = ["save_compile_job", "get_compile_job", "record_finetune_run", "last_finetune_run",
-           "list_finetune_runs", "results_since", "buffer_counts"]
+__all__ = [
+    "save_compile_job",
+    "get_compile_job",
+    "record_finetune_run",
+    "last_finetune_run",
+    "list_finetune_runs",
+    "results_since",
+    "buffer_counts",
+]
 
 #: Order of job statuses: a write never moves a job backwards (a late "started" after
 #: "finished" is ignored).
 _RANK = {"queued": 0, "started": 1, "finished": 2, "failed": 2}
 
 
-def save_compile_job(session: Session, *, id: uuid.UUID, status: str, backend: str,
-                     request: dict[str, Any] | None = None,
-                     response: dict[str, Any] | None = None, error: str | None = None,
-                     at: datetime | None = None) -> CompileJob:
+def save_compile_job(
+    session: Session,
+    *,
+    id: uuid.UUID,
+    status: str,
+    backend: str,
+    request: dict[str, Any] | None = None,
+    response: dict[str, Any] | None = None,
+    error: str | None = None,
+    at: datetime | None = None,
+) -> CompileJob:
     """Create or advance a job (idempotent; flushed, not committed).
 
     Args:
@@ -37,8 +51,9 @@ def save_compile_job(session: Session, *, id: uuid.UUID, status: str, backend: s
     at = at or datetime.now(UTC)
     row = session.get(CompileJob, id)
     if row is None:
-        row = CompileJob(id=id, status="queued", backend=backend, request=request or {},
-                         created_at=at)
+        row = CompileJob(
+            id=id, status="queued", backend=backend, request=request or {}, created_at=at
+        )
         session.add(row)
     elif _RANK[status] < _RANK[row.status] or row.status == "finished":
         return row
@@ -62,15 +77,30 @@ def get_compile_job(session: Session, *, id: uuid.UUID) -> CompileJob | None:
     return session.get(CompileJob, id)
 
 
-def record_finetune_run(session: Session, *, trigger: str, outcome: str, new_results: int,
-                        watermark: datetime | None, started_at: datetime,
-                        checkpoint_version: str | None = None, job_id: str | None = None,
-                        detail: dict[str, Any] | None = None) -> FinetuneRun:
+def record_finetune_run(
+    session: Session,
+    *,
+    trigger: str,
+    outcome: str,
+    new_results: int,
+    watermark: datetime | None,
+    started_at: datetime,
+    checkpoint_version: str | None = None,
+    job_id: str | None = None,
+    detail: dict[str, Any] | None = None,
+) -> FinetuneRun:
     """Append a finished run (flushed, not committed)."""
-    row = FinetuneRun(trigger=trigger, outcome=outcome, new_results=new_results,
-                      watermark=watermark, started_at=started_at,
-                      finished_at=datetime.now(UTC), checkpoint_version=checkpoint_version,
-                      job_id=job_id, detail=detail or {})
+    row = FinetuneRun(
+        trigger=trigger,
+        outcome=outcome,
+        new_results=new_results,
+        watermark=watermark,
+        started_at=started_at,
+        finished_at=datetime.now(UTC),
+        checkpoint_version=checkpoint_version,
+        job_id=job_id,
+        detail=detail or {},
+    )
     session.add(row)
     session.flush()
     return row
@@ -86,19 +116,20 @@ def last_finetune_run(session: Session, *, outcome: str | None = None) -> Finetu
 
 def list_finetune_runs(session: Session, *, limit: int = 20) -> list[FinetuneRun]:
     """The most recent runs, newest first."""
-    return list(session.scalars(select(FinetuneRun).order_by(FinetuneRun.id.desc())
-                                .limit(limit)))
+    return list(session.scalars(select(FinetuneRun).order_by(FinetuneRun.id.desc()).limit(limit)))
 
 
-def results_since(session: Session, *, after: datetime | None
-                  ) -> tuple[int, datetime | None, datetime | None]:
+def results_since(
+    session: Session, *, after: datetime | None
+) -> tuple[int, datetime | None, datetime | None]:
     """Block results (the unit the learner trains on) served after `after` (all if None).
 
     Returns:
         (count, created_at of the oldest and of the newest one; None when there are none).
     """
-    stmt = select(func.count(), func.min(BuildResult.created_at),
-                  func.max(BuildResult.created_at)).where(BuildResult.block_index.is_not(None))
+    stmt = select(
+        func.count(), func.min(BuildResult.created_at), func.max(BuildResult.created_at)
+    ).where(BuildResult.block_index.is_not(None))
     if after is not None:
         stmt = stmt.where(BuildResult.created_at > after)
     count, oldest, newest = session.execute(stmt).one()
@@ -117,13 +148,22 @@ def buffer_counts(session: Session) -> dict[str, Any]:
     are valid and not a fallback: what design §4 counts towards Phase B) and ``by_source``
     (rows per source)."""
     is_block = BuildResult.block_index.is_not(None)
-    rows, blocks, online = session.execute(select(
-        func.count(),
-        func.count().filter(is_block),
-        func.count().filter(is_block, BuildResult.valid.is_(True),
-                            BuildResult.fallback_used.is_(False)),
-    ).select_from(BuildResult)).one()
-    by_source = dict(session.execute(
-        select(BuildResult.source, func.count()).group_by(BuildResult.source)).all())
-    return {"rows": int(rows), "functions": int(rows) - int(blocks), "blocks": int(blocks),
-            "online": int(online), "by_source": {k: int(v) for k, v in by_source.items()}}
+    rows, blocks, online = session.execute(
+        select(
+            func.count(),
+            func.count().filter(is_block),
+            func.count().filter(
+                is_block, BuildResult.valid.is_(True), BuildResult.fallback_used.is_(False)
+            ),
+        ).select_from(BuildResult)
+    ).one()
+    by_source = dict(
+        session.execute(select(BuildResult.source, func.count()).group_by(BuildResult.source)).all()
+    )
+    return {
+        "rows": int(rows),
+        "functions": int(rows) - int(blocks),
+        "blocks": int(blocks),
+        "online": int(online),
+        "by_source": {k: int(v) for k, v in by_source.items()},
+    }

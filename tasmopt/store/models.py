@@ -33,8 +33,17 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["Base", "BuildResult", "Checkpoint", "AdminAction", "CompileJob", "FinetuneRun",
-           "SOURCES", "CHECKPOINT_STATUSES", "JOB_STATUSES"]
+__all__ = [
+    "Base",
+    "BuildResult",
+    "Checkpoint",
+    "AdminAction",
+    "CompileJob",
+    "FinetuneRun",
+    "SOURCES",
+    "CHECKPOINT_STATUSES",
+    "JOB_STATUSES",
+]
 
 #: Allowed values of `BuildResult.source` (see `tasmopt.report.Source`).
 SOURCES = ("model", "search", "rules", "compiler", "client")
@@ -95,7 +104,8 @@ class BuildResult(Base):
     source: Mapped[str] = mapped_column(String(16), index=True)
     model_version: Mapped[str | None] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), index=True, server_default=func.now())
+        DateTime(timezone=True), index=True, server_default=func.now()
+    )
     latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
     #: why the function fell back (verifier rejection, mismatch, ...); NULL for blocks
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -124,9 +134,13 @@ class Checkpoint(Base):
 
     __tablename__ = "checkpoints"
     __table_args__ = (
-        Index("uq_checkpoints_one_production", "status", unique=True,
-              postgresql_where=text("status = 'production'"),
-              sqlite_where=text("status = 'production'")),
+        Index(
+            "uq_checkpoints_one_production",
+            "status",
+            unique=True,
+            postgresql_where=text("status = 'production'"),
+            sqlite_where=text("status = 'production'"),
+        ),
     )
 
     version: Mapped[str] = mapped_column(String(128), primary_key=True)
@@ -136,8 +150,7 @@ class Checkpoint(Base):
     status: Mapped[str] = mapped_column(String(16))
     sha256: Mapped[str] = mapped_column(String(64))
     path: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
-                                                 server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     promoted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
     def __repr__(self) -> str:
@@ -160,8 +173,9 @@ class AdminAction(Base):
     __tablename__ = "admin_actions"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True,
-                                         server_default=func.now())
+    at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), index=True, server_default=func.now()
+    )
     actor: Mapped[str] = mapped_column(String(64))
     action: Mapped[str] = mapped_column(String(32))
     target: Mapped[str | None] = mapped_column(String(128))
@@ -193,8 +207,9 @@ class CompileJob(Base):
     request: Mapped[dict] = mapped_column(JsonDict)
     response: Mapped[dict | None] = mapped_column(JsonDict)
     error: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True,
-                                                 server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), index=True, server_default=func.now()
+    )
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -222,8 +237,9 @@ class FinetuneRun(Base):
     __tablename__ = "finetune_runs"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True,
-                                                 server_default=func.now())
+    started_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), index=True, server_default=func.now()
+    )
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     trigger: Mapped[str] = mapped_column(String(16))
     outcome: Mapped[str] = mapped_column(String(32))

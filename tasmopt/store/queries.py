@@ -11,8 +11,13 @@ from sqlalchemy.orm import Session
 
 from tasmopt.store.models import BuildResult
 
-__all__ = ["insert_build_results", "existing_ids", "get_build_result", "list_build_results",
-           "count_build_results"]
+__all__ = [
+    "insert_build_results",
+    "existing_ids",
+    "get_build_result",
+    "list_build_results",
+    "count_build_results",
+]
 
 
 def existing_ids(session: Session, *, ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
@@ -20,7 +25,7 @@ def existing_ids(session: Session, *, ids: Iterable[uuid.UUID]) -> set[uuid.UUID
     wanted = list(ids)
     found: set[uuid.UUID] = set()
     for i in range(0, len(wanted), 500):  # stay far below any bind-parameter limit
-        chunk = wanted[i:i + 500]
+        chunk = wanted[i : i + 500]
         found.update(session.scalars(select(BuildResult.id).where(BuildResult.id.in_(chunk))))
     return found
 
@@ -49,9 +54,15 @@ def get_build_result(session: Session, *, id: uuid.UUID) -> BuildResult | None:
     return session.get(BuildResult, id)
 
 
-def list_build_results(session: Session, *, request_id: uuid.UUID | None = None,
-                       tir_hash: str | None = None, source: str | None = None,
-                       limit: int = 100, offset: int = 0) -> list[BuildResult]:
+def list_build_results(
+    session: Session,
+    *,
+    request_id: uuid.UUID | None = None,
+    tir_hash: str | None = None,
+    source: str | None = None,
+    limit: int = 100,
+    offset: int = 0,
+) -> list[BuildResult]:
     """Rows matching every given filter, newest first (then function, then block index)."""
     stmt = select(BuildResult)
     if request_id is not None:
@@ -60,13 +71,21 @@ def list_build_results(session: Session, *, request_id: uuid.UUID | None = None,
         stmt = stmt.where(BuildResult.tir_hash == tir_hash)
     if source is not None:
         stmt = stmt.where(BuildResult.source == source)
-    stmt = stmt.order_by(BuildResult.created_at.desc(), BuildResult.function,
-                         BuildResult.block_index.nulls_first()).limit(limit).offset(offset)
+    stmt = (
+        stmt.order_by(
+            BuildResult.created_at.desc(),
+            BuildResult.function,
+            BuildResult.block_index.nulls_first(),
+        )
+        .limit(limit)
+        .offset(offset)
+    )
     return list(session.scalars(stmt))
 
 
-def count_build_results(session: Session, *, request_id: uuid.UUID | None = None,
-                        source: str | None = None) -> int:
+def count_build_results(
+    session: Session, *, request_id: uuid.UUID | None = None, source: str | None = None
+) -> int:
     """Number of rows matching every given filter."""
     stmt = select(func.count()).select_from(BuildResult)
     if request_id is not None:

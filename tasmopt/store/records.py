@@ -13,8 +13,7 @@ from typing import Any
 
 from tasmopt.report import CompileResult, FunctionReport
 
-__all__ = ["build_records", "fallback_records", "function_tasm", "rows_to_json",
-           "rows_from_json"]
+__all__ = ["build_records", "fallback_records", "function_tasm", "rows_to_json", "rows_from_json"]
 
 
 def _label(name: str) -> str:
@@ -38,15 +37,22 @@ def function_tasm(result: CompileResult, function: FunctionReport) -> str:
     begin = starts.get(_label(function.name))
     if begin is None:
         return ""
-    others = [starts[_label(f.name)] for f in result.functions
-              if _label(f.name) in starts and starts[_label(f.name)] > begin]
+    others = [
+        starts[_label(f.name)]
+        for f in result.functions
+        if _label(f.name) in starts and starts[_label(f.name)] > begin
+    ]
     end = min(others, default=len(lines))
     return "\n".join(lines[begin:end]).rstrip("\n")
 
 
-def build_records(result: CompileResult, request_id: uuid.UUID | str, *,
-                  created_at: datetime | None = None,
-                  total_latency_s: float | None = None) -> list[dict[str, Any]]:
+def build_records(
+    result: CompileResult,
+    request_id: uuid.UUID | str,
+    *,
+    created_at: datetime | None = None,
+    total_latency_s: float | None = None,
+) -> list[dict[str, Any]]:
     """One row per function, then one per block of that function, in report order.
 
     Args:
@@ -68,74 +74,86 @@ def build_records(result: CompileResult, request_id: uuid.UUID | str, *,
     rows: list[dict[str, Any]] = []
     for fn in result.functions:
         latency_s = fn.latency_s or total_latency_s or 0.0
-        rows.append({
-            "id": uuid.uuid4(),
-            "request_id": rid,
-            "tir_hash": fn.tir_hash or result.tir_hash,
-            "function": fn.name,
-            "block_index": None,
-            "tasm": function_tasm(result, fn),
-            "valid": fn.mismatch is None and fn.source != "client",
-            "clock_cycles": fn.cycles,
-            "compiler_cycles": fn.baseline_cycles,
-            "table_heights": dict(fn.heights),
-            "padded_height": fn.padded_height or None,
-            "fallback_used": fn.fallback,
-            "source": fn.source,
-            "model_version": result.model_version,
-            "created_at": when,
-            "latency_ms": latency_s * 1000.0,
-            "reason": fn.reason,
-            "rejections": dict(fn.rejections),
-        })
-        for block in fn.blocks:
-            rows.append({
+        rows.append(
+            {
                 "id": uuid.uuid4(),
                 "request_id": rid,
-                "tir_hash": block.tir_hash or fn.tir_hash or result.tir_hash,
+                "tir_hash": fn.tir_hash or result.tir_hash,
                 "function": fn.name,
-                "block_index": block.index,
-                "tasm": "\n".join(block.tasm),
-                "valid": block.source == "compiler" or block.verified_by is not None,
-                "clock_cycles": block.cycles,
-                "compiler_cycles": block.baseline_cycles,
-                "table_heights": {},
-                "padded_height": None,
-                "fallback_used": block.source == "compiler",
-                "source": block.source,
+                "block_index": None,
+                "tasm": function_tasm(result, fn),
+                "valid": fn.mismatch is None and fn.source != "client",
+                "clock_cycles": fn.cycles,
+                "compiler_cycles": fn.baseline_cycles,
+                "table_heights": dict(fn.heights),
+                "padded_height": fn.padded_height or None,
+                "fallback_used": fn.fallback,
+                "source": fn.source,
                 "model_version": result.model_version,
                 "created_at": when,
-                "latency_ms": block.latency_s * 1000.0,
-            })
+                "latency_ms": latency_s * 1000.0,
+                "reason": fn.reason,
+                "rejections": dict(fn.rejections),
+            }
+        )
+        for block in fn.blocks:
+            rows.append(
+                {
+                    "id": uuid.uuid4(),
+                    "request_id": rid,
+                    "tir_hash": block.tir_hash or fn.tir_hash or result.tir_hash,
+                    "function": fn.name,
+                    "block_index": block.index,
+                    "tasm": "\n".join(block.tasm),
+                    "valid": block.source == "compiler" or block.verified_by is not None,
+                    "clock_cycles": block.cycles,
+                    "compiler_cycles": block.baseline_cycles,
+                    "table_heights": {},
+                    "padded_height": None,
+                    "fallback_used": block.source == "compiler",
+                    "source": block.source,
+                    "model_version": result.model_version,
+                    "created_at": when,
+                    "latency_ms": block.latency_s * 1000.0,
+                }
+            )
     return rows
 
 
-def fallback_records(*, tasm: str, tir_hash: str, request_id: uuid.UUID | str,
-                     source: str = "compiler", latency_s: float = 0.0,
-                     created_at: datetime | None = None) -> list[dict[str, Any]]:
+def fallback_records(
+    *,
+    tasm: str,
+    tir_hash: str,
+    request_id: uuid.UUID | str,
+    source: str = "compiler",
+    latency_s: float = 0.0,
+    created_at: datetime | None = None,
+) -> list[dict[str, Any]]:
     """The single whole-module row of a compile served without a `CompileResult`.
 
     Used when the optimizer failed and the baseline was served as is: ``function`` is
     ``""``, cycles are unknown (NULL), ``fallback_used`` is True.
     """
-    return [{
-        "id": uuid.uuid4(),
-        "request_id": uuid.UUID(str(request_id)),
-        "tir_hash": tir_hash,
-        "function": "",
-        "block_index": None,
-        "tasm": tasm,
-        "valid": source == "compiler",
-        "clock_cycles": None,
-        "compiler_cycles": None,
-        "table_heights": {},
-        "padded_height": None,
-        "fallback_used": True,
-        "source": source,
-        "model_version": None,
-        "created_at": created_at or datetime.now(UTC),
-        "latency_ms": latency_s * 1000.0,
-    }]
+    return [
+        {
+            "id": uuid.uuid4(),
+            "request_id": uuid.UUID(str(request_id)),
+            "tir_hash": tir_hash,
+            "function": "",
+            "block_index": None,
+            "tasm": tasm,
+            "valid": source == "compiler",
+            "clock_cycles": None,
+            "compiler_cycles": None,
+            "table_heights": {},
+            "padded_height": None,
+            "fallback_used": True,
+            "source": source,
+            "model_version": None,
+            "created_at": created_at or datetime.now(UTC),
+            "latency_ms": latency_s * 1000.0,
+        }
+    ]
 
 
 def rows_to_json(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -3,5 +3,14 @@
 from tasmopt.tasm.parser import parse, parse_field_literal, parse_instructions
 from tasmopt.tasm.program import EXTERNAL_PREFIX, Instr, Item, Label, Program, format_field
 
-__all__ = ["parse", "parse_instructions", "parse_field_literal", "Instr", "Label", "Item",
-           "Program", "format_field", "EXTERNAL_PREFIX"]
+__all__ = [
+    "parse",
+    "parse_instructions",
+    "parse_field_literal",
+    "Instr",
+    "Label",
+    "Item",
+    "Program",
+    "format_field",
+    "EXTERNAL_PREFIX",
+]

@@ -61,7 +61,7 @@ class _Source:
                 hi = mid - 1
         start = self._line_starts[lo]
         end = self.text.find("\n", start)
-        line_text = self.text[start: end if end >= 0 else len(self.text)]
+        line_text = self.text[start : end if end >= 0 else len(self.text)]
         return lo + 1, pos - start + 1, line_text
 
     def error(self, reason: str, pos: int) -> TasmSyntaxError:
@@ -89,8 +89,11 @@ def _tokenize(src: _Source) -> list[_Tok]:
             i += 1
         else:
             j = i
-            while j < n and text[j] not in WHITESPACE and text[j] != ":" and not text.startswith(
-                ("//", "/*"), j
+            while (
+                j < n
+                and text[j] not in WHITESPACE
+                and text[j] != ":"
+                and not text.startswith(("//", "/*"), j)
             ):
                 j += 1
             toks.append(_Tok(text[i:j], i, "word"))
@@ -159,12 +162,16 @@ def parse(text: str, isa: IsaVariant = "release", *, allow_external: bool = True
         if word == "hint":
             m = _HINT.match(text, tok.pos)
             if not m:
-                raise src.error("malformed type hint; expected 'hint name[: Type] = stack[a]' "
-                                "or 'stack[a..b]'", tok.pos)
+                raise src.error(
+                    "malformed type hint; expected 'hint name[: Type] = stack[a]' or 'stack[a..b]'",
+                    tok.pos,
+                )
             if m.group(5) is not None and int(m.group(5)) <= int(m.group(3)):
                 raise src.error("type hint range must have end > start", tok.pos)
             end = m.end()
-            if end < len(text) and not (text[end] in WHITESPACE or text.startswith(("//", "/*"), end)):
+            if end < len(text) and not (
+                text[end] in WHITESPACE or text.startswith(("//", "/*"), end)
+            ):
                 # the hint's closing ']' must be followed by whitespace, a comment or the end,
                 # like every other token (spec §10); otherwise the next token would be lost
                 raise src.error("expected whitespace or a comment after the type hint", end)
@@ -173,10 +180,16 @@ def parse(text: str, isa: IsaVariant = "release", *, allow_external: bool = True
             continue
         if word == "error_id":
             prev = items[-1] if items else None
-            if not (isinstance(prev, Instr) and table[prev.name].takes_error_id
-                    and prev.error_id is None and i > 0 and toks[i - 1].kind == "word"):
-                raise src.error("'error_id' must directly follow 'assert' or 'assert_vector'",
-                                tok.pos)
+            if not (
+                isinstance(prev, Instr)
+                and table[prev.name].takes_error_id
+                and prev.error_id is None
+                and i > 0
+                and toks[i - 1].kind == "word"
+            ):
+                raise src.error(
+                    "'error_id' must directly follow 'assert' or 'assert_vector'", tok.pos
+                )
             if i + 1 >= len(toks) or not _DECIMAL.fullmatch(toks[i + 1].text):
                 raise src.error("'error_id' needs an integer argument", tok.pos)
             value = int(toks[i + 1].text)
@@ -203,8 +216,9 @@ def parse(text: str, isa: IsaVariant = "release", *, allow_external: bool = True
                 raise src.error(f"'{word}': {exc}", atok.pos) from None
         elif spec.arg_kind == "label":
             name = arg_text
-            external = allow_external and name.startswith(EXTERNAL_PREFIX) and _is_label_name(
-                name[1:])
+            external = (
+                allow_external and name.startswith(EXTERNAL_PREFIX) and _is_label_name(name[1:])
+            )
             if not external and not _is_label_name(name):
                 raise src.error(f"'call' needs a label, got {name!r}", atok.pos)
             if name in table or name in KEYWORDS:
@@ -215,11 +229,15 @@ def parse(text: str, isa: IsaVariant = "release", *, allow_external: bool = True
         else:
             allowed = spec.arg_range()
             assert allowed is not None
-            if not (arg_text.isascii() and arg_text.isdigit()) or (len(arg_text) > 1 and arg_text[0] == "0") or int(
-                    arg_text) not in allowed:
+            if (
+                not (arg_text.isascii() and arg_text.isdigit())
+                or (len(arg_text) > 1 and arg_text[0] == "0")
+                or int(arg_text) not in allowed
+            ):
                 raise src.error(
                     f"'{word}' takes one of {allowed.start}..{allowed.stop - 1}, got {arg_text!r}",
-                    atok.pos)
+                    atok.pos,
+                )
             arg = int(arg_text)
         items.append(Instr(word, arg))
         i += 2
@@ -238,6 +256,7 @@ def parse_instructions(text: str, isa: IsaVariant = "release") -> list[Instr]:
     prog = parse(text, isa)
     for item in prog.items:
         if isinstance(item, Label):
-            raise TasmSyntaxError(f"a straight-line fragment cannot define label {item.name!r}",
-                                  1, 1)
+            raise TasmSyntaxError(
+                f"a straight-line fragment cannot define label {item.name!r}", 1, 1
+            )
     return list(prog.instructions)

@@ -146,7 +146,11 @@ class Program:
             if spec.has_arg:
                 if spec.arg_kind == "label":
                     idx = self.labels.get(ins.arg)  # type: ignore[arg-type]
-                    out.append(0 if idx is None else (addrs[idx] if idx < len(addrs) else self.length_words))
+                    out.append(
+                        0
+                        if idx is None
+                        else (addrs[idx] if idx < len(addrs) else self.length_words)
+                    )
                 else:
                     out.append(int(ins.arg))  # type: ignore[arg-type]
         return out

@@ -52,26 +52,27 @@ def _decode_op(obj: Any, path: str, depth: int = 0) -> Op:
         raise TirError(f"an op is a string or a one-key object, got {type(obj).__name__}", path)
     if len(obj) != 1:
         keys = ", ".join(map(repr, list(obj)[:4]))
-        raise TirError(f"an op object has exactly one key (the variant), got {len(obj)}: {keys}",
-                       path)
+        raise TirError(
+            f"an op object has exactly one key (the variant), got {len(obj)}: {keys}", path
+        )
     name, payload = next(iter(obj.items()))
     variant = VARIANTS.get(name)
     if variant is None:
         raise TirError(f"unknown op {name!r}", path)
     here = f"{path}.{name}"
     if variant.payload == "unit":
-        raise TirError(f"op {name!r} takes no payload; write it as the string \"{name}\"", path)
+        raise TirError(f'op {name!r} takes no payload; write it as the string "{name}"', path)
     if variant.payload in ("u32", "u64"):
         return Op(name, _check_int(payload, variant.payload, here, f"{name} payload"))
     if variant.payload == "str":
         if not isinstance(payload, str):
-            raise TirError(f"{name} payload must be a string, got {json.dumps(payload)[:40]}",
-                           here)
+            raise TirError(f"{name} payload must be a string, got {json.dumps(payload)[:40]}", here)
         return Op(name, payload)
     # struct variant
     if not isinstance(payload, dict):
-        raise TirError(f"{name} payload must be an object with fields "
-                       f"{[f for f, _ in variant.fields]}", here)
+        raise TirError(
+            f"{name} payload must be an object with fields {[f for f, _ in variant.fields]}", here
+        )
     expected = [f for f, _ in variant.fields]
     missing = [f for f in expected if f not in payload]
     extra = [f for f in payload if f not in expected]
@@ -89,8 +90,12 @@ def _decode_op(obj: Any, path: str, depth: int = 0) -> Op:
         if kind == "body":
             if not isinstance(value, list):
                 raise TirError(f"{fname} must be a list of ops", fpath)
-            fields.append((fname, tuple(_decode_op(o, f"{fpath}[{i}]", depth + 1)
-                                        for i, o in enumerate(value))))
+            fields.append(
+                (
+                    fname,
+                    tuple(_decode_op(o, f"{fpath}[{i}]", depth + 1) for i, o in enumerate(value)),
+                )
+            )
         elif kind == "lines":
             if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
                 raise TirError(f"{fname} must be a list of strings", fpath)
@@ -154,8 +159,9 @@ def loads(text: str | bytes) -> tuple[Op, ...]:
     except RecursionError:
         raise TirError("malformed JSON: nested too deep", "tir") from None
     except json.JSONDecodeError as exc:
-        raise TirError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
-                       "tir") from None
+        raise TirError(
+            f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", "tir"
+        ) from None
     return decode(obj)
 
 

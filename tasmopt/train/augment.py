@@ -37,11 +37,22 @@ from tasmopt.vm.equivalence import BlockCheck, check_block
 __all__ = ["tir_of", "lower_block", "reorder_variants", "target_variants", "coverage"]
 
 _FIELD_ARGUMENT = names_where(lambda i: i.has_field_argument)
-_N_OPS = {"pop": "Pop", "divine": "Hint", "read_io": "ReadIo", "write_io": "WriteIo",
-          "read_mem": "ReadMem", "write_mem": "WriteMem", "dup": "Dup", "swap": "Swap"}
+_N_OPS = {
+    "pop": "Pop",
+    "divine": "Hint",
+    "read_io": "ReadIo",
+    "write_io": "WriteIo",
+    "read_mem": "ReadMem",
+    "write_mem": "WriteMem",
+    "dup": "Dup",
+    "swap": "Swap",
+}
 #: instruction -> TIR op, for the ops that lower to exactly that one instruction
-_ONE = {instrs[0]: kind for kind, instrs in SINGLE.items()
-        if len(instrs) == 1 and kind not in ("Return", "Halt")}
+_ONE = {
+    instrs[0]: kind
+    for kind, instrs in SINGLE.items()
+    if len(instrs) == 1 and kind not in ("Return", "Halt")
+}
 #: The data-movement instructions TIR can express: the stack shuffles (ISA table) that some
 #: TIR op lowers to on its own (no ``pick``/``place``).
 _TIR_SHUFFLES = frozenset(n for n in SHUFFLES if n in _N_OPS or n in _ONE)
@@ -81,8 +92,12 @@ def _topological(df: Dataflow, rng: random.Random) -> list:
     next_effect = 0
     effects = sorted(n.effect for n in nodes if n.effect is not None)
     while left:
-        ready = [n for n in left if all(v in made for v in n.inputs)
-                 and (n.effect is None or n.effect == effects[next_effect])]
+        ready = [
+            n
+            for n in left
+            if all(v in made for v in n.inputs)
+            and (n.effect is None or n.effect == effects[next_effect])
+        ]
         if not ready:
             return []
         n = rng.choice(ready)
@@ -105,8 +120,13 @@ def _builder_style(df: Dataflow, order: Sequence, rng: random.Random) -> list[In
         for j in range(r - 1, -1, -1):
             v = node.inputs[j]
             depth_top = len(stack) - 1
-            if (j == r - 1 and stack and stack[-1] == v and remaining[v] <= stack.count(v)
-                    and rng.random() < 0.5):
+            if (
+                j == r - 1
+                and stack
+                and stack[-1] == v
+                and remaining[v] <= stack.count(v)
+                and rng.random() < 0.5
+            ):
                 pass  # consume the copy already on top
             elif v in df.constants:
                 code.append(Instr("push", df.constants[v]))
@@ -119,16 +139,28 @@ def _builder_style(df: Dataflow, order: Sequence, rng: random.Random) -> list[In
                 stack.append(v)
             remaining[v] -= 1
         code.append(node.instr)
-        del stack[len(stack) - r:]
+        del stack[len(stack) - r :]
         stack.extend(reversed(node.outputs))
-    tail = exact(Dataflow(list(stack), list(df.final), [], {}, df.constants,
-                          df.low_water + len(df.entry) - len(stack), 0),
-                 max_length=10, budget=Budget(3000), shuffles=_TIR_SHUFFLES)
+    tail = exact(
+        Dataflow(
+            list(stack),
+            list(df.final),
+            [],
+            {},
+            df.constants,
+            df.low_water + len(df.entry) - len(stack),
+            0,
+        ),
+        max_length=10,
+        budget=Budget(3000),
+        shuffles=_TIR_SHUFFLES,
+    )
     return None if tail is None else code + tail
 
 
-def reorder_variants(ops: Sequence[Op], *, count: int, seed: int, isa: str = "release",
-                     tries: int = 4) -> list[tuple[Op, ...]]:
+def reorder_variants(
+    ops: Sequence[Op], *, count: int, seed: int, isa: str = "release", tries: int = 4
+) -> list[tuple[Op, ...]]:
     """Up to ``count`` TIR blocks equivalent to ``ops`` with their operations in another
     order (see module docstring), each verified against the original lowering."""
     base = lower_block(ops)
@@ -156,8 +188,9 @@ def reorder_variants(ops: Sequence[Op], *, count: int, seed: int, isa: str = "re
     return out
 
 
-def target_variants(baseline: Sequence[str], target: Sequence[str], *, count: int, seed: int,
-                    isa: str = "release") -> list[list[str]]:
+def target_variants(
+    baseline: Sequence[str], target: Sequence[str], *, count: int, seed: int, isa: str = "release"
+) -> list[list[str]]:
     """Up to ``count`` other schedules of ``target``'s dataflow, no longer than ``target``,
     each verified against ``baseline``."""
     try:
@@ -189,14 +222,18 @@ def _gram_text(line: str) -> str:
 
 def _grams(lines: Sequence[str], n: int = 3) -> list[tuple[str, ...]]:
     toks = ["<s>"] + [_gram_text(ln) for ln in lines] + ["</s>"]
-    return [tuple(toks[i:i + n]) for i in range(max(0, len(toks) - n + 1))]
+    return [tuple(toks[i : i + n]) for i in range(max(0, len(toks) - n + 1))]
 
 
 def _minhash(grams: Iterable[tuple[str, ...]], k: int = 2) -> tuple[int, ...]:
     keys = [" ".join(g).encode() for g in set(grams)] or [b""]
-    return tuple(min(int.from_bytes(hashlib.blake2b(x, digest_size=8, salt=bytes([i]) * 8
-                                                    ).digest(), "big") for x in keys)
-                 for i in range(k))
+    return tuple(
+        min(
+            int.from_bytes(hashlib.blake2b(x, digest_size=8, salt=bytes([i]) * 8).digest(), "big")
+            for x in keys
+        )
+        for i in range(k)
+    )
 
 
 def _entropy(counts: Counter) -> float:
@@ -215,5 +252,9 @@ def coverage(targets: Iterable[Sequence[str]]) -> dict[str, float]:
         grams.update(g)
         clusters[_minhash(g)] += 1
         rows += 1
-    return {"rows": rows, "clusters": len(clusters), "cluster_entropy": _entropy(clusters),
-            "ngram_entropy": _entropy(grams)}
+    return {
+        "rows": rows,
+        "clusters": len(clusters),
+        "cluster_entropy": _entropy(clusters),
+        "ngram_entropy": _entropy(grams),
+    }

@@ -101,8 +101,9 @@ class BuildConfig:
     jobs: int = max(1, min(4, os.cpu_count() or 1))
 
 
-def module_rows(ops: Sequence[Op], module: str, origin: str, split: str, *,
-                options: CompileOptions) -> tuple[list[PairRow], list[FunctionRow]]:
+def module_rows(
+    ops: Sequence[Op], module: str, origin: str, split: str, *, options: CompileOptions
+) -> tuple[list[PairRow], list[FunctionRow]]:
     """Block rows and function rows of one module's TIR (see module docstring)."""
     low = lower(ops, isa=options.isa)  # type: ignore[arg-type]
     where = {(f.name, b.index): b for f in low.functions for b in f.blocks}
@@ -115,25 +116,50 @@ def module_rows(ops: Sequence[Op], module: str, origin: str, split: str, *,
         if fn.unlowerable or fn.mismatch is not None:
             continue
         base_lines = [ln for sec in base_fn.get(fn.name, []) for ln in sec]
-        functions.append(FunctionRow(
-            id=f"{origin}:{module}:{fn.name}", tir_hash=fn.tir_hash, origin=origin,
-            module=module, function=fn.name, split=split,
-            tir=encode(chunks.get(fn.name, ())), baseline=base_lines, target=list(fn.tasm),
-            target_source=fn.source, baseline_cycles=fn.baseline_cycles,
-            target_cycles=fn.cycles, heights=dict(fn.heights),
-            baseline_heights=dict(fn.baseline_heights), halted=fn.halted))
+        functions.append(
+            FunctionRow(
+                id=f"{origin}:{module}:{fn.name}",
+                tir_hash=fn.tir_hash,
+                origin=origin,
+                module=module,
+                function=fn.name,
+                split=split,
+                tir=encode(chunks.get(fn.name, ())),
+                baseline=base_lines,
+                target=list(fn.tasm),
+                target_source=fn.source,
+                baseline_cycles=fn.baseline_cycles,
+                target_cycles=fn.cycles,
+                heights=dict(fn.heights),
+                baseline_heights=dict(fn.baseline_heights),
+                halted=fn.halted,
+            )
+        )
         for rep in fn.blocks:
             block = where.get((fn.name, rep.index))
             if block is None or not rep.baseline_tasm:
                 continue
-            blocks.append(PairRow(
-                id=f"{origin}:{module}:{fn.name}:{rep.index}", tir_hash=rep.tir_hash,
-                origin=origin, module=module, function=fn.name, block_index=rep.index,
-                path=rep.path, split=split, tir=encode(block.ops),
-                entry_depth=block.entry_depth, net_effect=block.net_effect,
-                baseline=list(rep.baseline_tasm), target=list(rep.tasm),
-                target_source=rep.source, baseline_cycles=rep.baseline_cycles,
-                target_cycles=rep.cycles, heights=dict(rep.heights)))
+            blocks.append(
+                PairRow(
+                    id=f"{origin}:{module}:{fn.name}:{rep.index}",
+                    tir_hash=rep.tir_hash,
+                    origin=origin,
+                    module=module,
+                    function=fn.name,
+                    block_index=rep.index,
+                    path=rep.path,
+                    split=split,
+                    tir=encode(block.ops),
+                    entry_depth=block.entry_depth,
+                    net_effect=block.net_effect,
+                    baseline=list(rep.baseline_tasm),
+                    target=list(rep.tasm),
+                    target_source=rep.source,
+                    baseline_cycles=rep.baseline_cycles,
+                    target_cycles=rep.cycles,
+                    heights=dict(rep.heights),
+                )
+            )
     return blocks, functions
 
 
@@ -146,22 +172,28 @@ def _cached_rows(cache: Path | None, key: str, make) -> tuple[list[PairRow], lis
     path = cache / key[:2] / f"{key}.json" if cache else None
     if path is not None and path.exists():
         data = json.loads(path.read_text())
-        return ([PairRow.from_dict(d) for d in data["blocks"]],
-                [FunctionRow(**d) for d in data["functions"]])
+        return (
+            [PairRow.from_dict(d) for d in data["blocks"]],
+            [FunctionRow(**d) for d in data["functions"]],
+        )
     blocks, functions = make()
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"blocks": [asdict(r) for r in blocks],
-                                   "functions": [asdict(f) for f in functions]}))
+        tmp.write_text(
+            json.dumps(
+                {"blocks": [asdict(r) for r in blocks], "functions": [asdict(f) for f in functions]}
+            )
+        )
         tmp.replace(path)
     return blocks, functions
 
 
 def _module_job(args: tuple) -> tuple[list[PairRow], list[FunctionRow]]:
     origin, module, ops, options, cache_dir, key = args
-    return _cached_rows(cache_dir, key,
-                        lambda: module_rows(ops, module, origin, "train", options=options))
+    return _cached_rows(
+        cache_dir, key, lambda: module_rows(ops, module, origin, "train", options=options)
+    )
 
 
 def _units(corpus_dir: Path | None, real_dir: Path | None) -> list[tuple[str, str, tuple[Op, ...]]]:
@@ -181,8 +213,11 @@ def _units(corpus_dir: Path | None, real_dir: Path | None) -> list[tuple[str, st
                 continue
             for mod in mods:
                 # programs are named by file (their header names need not be unique)
-                name = mod.name if mod.kind == "module" else \
-                    "program:" + path.relative_to(corpus_dir).with_suffix("").as_posix()
+                name = (
+                    mod.name
+                    if mod.kind == "module"
+                    else "program:" + path.relative_to(corpus_dir).with_suffix("").as_posix()
+                )
                 if name in done:
                     continue
                 done.add(name)
@@ -205,8 +240,9 @@ def _holdout(corpus_dir: Path | None) -> set[str]:
     return names
 
 
-def _split_of(origin: str, module: str, holdout: set[str], cfg: BuildConfig,
-              real_splits: dict[str, str]) -> str:
+def _split_of(
+    origin: str, module: str, holdout: set[str], cfg: BuildConfig, real_splits: dict[str, str]
+) -> str:
     if origin == "real":
         return real_splits.get(module, "train")
     short = module.removeprefix("corpus.")
@@ -232,16 +268,31 @@ def _variants(args: tuple[PairRow, int, int]) -> list[PairRow]:
         # the target must be a verified answer for *this* baseline too
         if not check_block(BlockCheck(tuple(lines), tuple(row.target), seed=seed)).equivalent:
             continue
-        out.append(replace(row, id=f"{row.id}#r{rnd}.{k}", tir_hash=tir_hash(new),
-                           tir=encode(new), baseline=lines, baseline_cycles=len(lines),
-                           target_source=f"{row.target_source}+reorder"))
+        out.append(
+            replace(
+                row,
+                id=f"{row.id}#r{rnd}.{k}",
+                tir_hash=tir_hash(new),
+                tir=encode(new),
+                baseline=lines,
+                baseline_cycles=len(lines),
+                target_source=f"{row.target_source}+reorder",
+            )
+        )
     if row.target_cycles < row.baseline_cycles:
         for k, alt in enumerate(target_variants(row.baseline, row.target, count=1, seed=seed)):
             # same TIR, another verified target: a distinct hash keeps both rows
             h = hashlib.sha256((row.tir_hash + "\n".join(alt)).encode()).hexdigest()
-            out.append(replace(row, id=f"{row.id}#t{rnd}.{k}", tir_hash=h, target=alt,
-                               target_cycles=len(alt),
-                               target_source=f"{row.target_source}+resched"))
+            out.append(
+                replace(
+                    row,
+                    id=f"{row.id}#t{rnd}.{k}",
+                    tir_hash=h,
+                    target=alt,
+                    target_cycles=len(alt),
+                    target_source=f"{row.target_source}+resched",
+                )
+            )
     return out
 
 
@@ -258,8 +309,13 @@ def _augment(rows: list[PairRow], cfg: BuildConfig, progress: bool, jobs: int) -
                 break
             work = [(r, rnd, cfg.seed + 1_000_003 * rnd + i) for i, r in enumerate(train)]
             it = pool.imap(_variants, work, chunksize=8) if pool else map(_variants, work)
-            for found in tqdm(it, total=len(work), desc=f"augment round {rnd + 1}",
-                              disable=not progress, unit="row"):
+            for found in tqdm(
+                it,
+                total=len(work),
+                desc=f"augment round {rnd + 1}",
+                disable=not progress,
+                unit="row",
+            ):
                 for v in found:
                     if v.tir_hash not in seen:
                         seen.add(v.tir_hash)
@@ -267,7 +323,7 @@ def _augment(rows: list[PairRow], cfg: BuildConfig, progress: bool, jobs: int) -
     finally:
         if pool is not None:
             pool.terminate()
-    return rows + extra[:max(0, need)]
+    return rows + extra[: max(0, need)]
 
 
 def _histogram(values: Sequence[int], edges: Sequence[int]) -> list[tuple[str, int]]:
@@ -278,10 +334,18 @@ def _histogram(values: Sequence[int], edges: Sequence[int]) -> list[tuple[str, i
     return out
 
 
-def _stats(rows: list[PairRow], functions: list[FunctionRow], cov_before: dict,
-           cov_after: dict, seconds: float) -> str:
-    lines = [f"tasmopt corpus build: {len(rows)} block pairs, {len(functions)} function "
-             f"pairs, built in {seconds:.0f} s", ""]
+def _stats(
+    rows: list[PairRow],
+    functions: list[FunctionRow],
+    cov_before: dict,
+    cov_after: dict,
+    seconds: float,
+) -> str:
+    lines = [
+        f"tasmopt corpus build: {len(rows)} block pairs, {len(functions)} function "
+        f"pairs, built in {seconds:.0f} s",
+        "",
+    ]
     for origin in ("corpus", "real"):
         rs = [r for r in rows if r.origin == origin]
         fs = [f for f in functions if f.origin == origin]
@@ -294,18 +358,27 @@ def _stats(rows: list[PairRow], functions: list[FunctionRow], cov_before: dict,
             mods = len({r.module for r in sr} | {f.module for f in sf})
             aug = sum(1 for r in sr if "#" in r.id)
             imp = sum(1 for f in sf if f.target_cycles < f.baseline_cycles)
-            reds = [(f.baseline_cycles - f.target_cycles) / f.baseline_cycles for f in sf
-                    if f.baseline_cycles]
+            reds = [
+                (f.baseline_cycles - f.target_cycles) / f.baseline_cycles
+                for f in sf
+                if f.baseline_cycles
+            ]
             med = 100 * statistics.median(reds) if reds else 0.0
-            lines.append(f"  {split:10s} modules {mods:3d}  functions {len(sf):4d} "
-                         f"(improved {imp}, median reduction {med:.1f}%)  blocks {len(sr):5d} "
-                         f"(augmented {aug})")
+            lines.append(
+                f"  {split:10s} modules {mods:3d}  functions {len(sf):4d} "
+                f"(improved {imp}, median reduction {med:.1f}%)  blocks {len(sr):5d} "
+                f"(augmented {aug})"
+            )
         sizes = [len(r.baseline) for r in rs if "#" not in r.id]
-        lines.append("  block size (baseline instructions): " + ", ".join(
-            f"{k}: {n}" for k, n in _histogram(sizes, [1, 3, 6, 11, 21, 41, 81])))
+        lines.append(
+            "  block size (baseline instructions): "
+            + ", ".join(f"{k}: {n}" for k, n in _histogram(sizes, [1, 3, 6, 11, 21, 41, 81]))
+        )
         fcyc = [f.baseline_cycles for f in fs]
-        lines.append("  function baseline cycles: " + ", ".join(
-            f"{k}: {n}" for k, n in _histogram(fcyc, [0, 10, 30, 100, 300, 1000, 3000])))
+        lines.append(
+            "  function baseline cycles: "
+            + ", ".join(f"{k}: {n}" for k, n in _histogram(fcyc, [0, 10, 30, 100, 300, 1000, 3000]))
+        )
         lines.append("")
     if SKIPPED:
         lines.append(f"skipped {len(SKIPPED)} corpus files that do not compile:")
@@ -329,14 +402,16 @@ def _plot(rows: list[PairRow], functions: list[FunctionRow], path: Path) -> None
         fc = [f.baseline_cycles for f in functions if f.origin == origin and f.baseline_cycles]
         if fc:
             axes[1].hist(fc, bins=30, alpha=0.6, label=origin, color=color, log=True)
-        red = [100 * (f.baseline_cycles - f.target_cycles) / f.baseline_cycles
-               for f in functions if f.origin == origin and f.baseline_cycles]
+        red = [
+            100 * (f.baseline_cycles - f.target_cycles) / f.baseline_cycles
+            for f in functions
+            if f.origin == origin and f.baseline_cycles
+        ]
         if red:
             axes[2].hist(red, bins=30, alpha=0.6, label=origin, color=color)
     axes[0].set(title="block size", xlabel="baseline instructions", ylabel="blocks")
     axes[1].set(title="function cost", xlabel="baseline clock cycles", ylabel="functions")
-    axes[2].set(title="best verified vs compiler", xlabel="cycle reduction %",
-                ylabel="functions")
+    axes[2].set(title="best verified vs compiler", xlabel="cycle reduction %", ylabel="functions")
     for ax in axes:
         ax.legend()
     fig.tight_layout()
@@ -344,9 +419,16 @@ def _plot(rows: list[PairRow], functions: list[FunctionRow], path: Path) -> None
     plt.close(fig)
 
 
-def build(out_dir: Path, *, corpus_dir: Path | None, real_dir: Path | None, name: str,
-          cfg: BuildConfig = BuildConfig(), cache_dir: Path | None = None,
-          progress: bool = True) -> dict[str, Any]:
+def build(
+    out_dir: Path,
+    *,
+    corpus_dir: Path | None,
+    real_dir: Path | None,
+    name: str,
+    cfg: BuildConfig = BuildConfig(),
+    cache_dir: Path | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Build a pairs directory (see module docstring). Returns the manifest."""
     t0 = time.perf_counter()
     SKIPPED.clear()
@@ -356,19 +438,31 @@ def build(out_dir: Path, *, corpus_dir: Path | None, real_dir: Path | None, name
     from tasmopt.train.real import choose_split
 
     real_splits = choose_split({m: 1 for m in real_mods}, seed=cfg.seed) if real_mods else {}
-    options = CompileOptions(sources=("rules", "search"), search_budget_s=cfg.search_budget_s,
-                             seed=cfg.seed)
+    options = CompileOptions(
+        sources=("rules", "search"), search_budget_s=cfg.search_budget_s, seed=cfg.seed
+    )
     blocks: list[PairRow] = []
     functions: list[FunctionRow] = []
-    work = [(origin, module, ops, options, cache_dir,
-             hashlib.sha256(json.dumps([CACHE_VERSION, tir_hash(ops), origin, module,
-                                        cfg.search_budget_s, cfg.seed]).encode()).hexdigest())
-            for origin, module, ops in units]
+    work = [
+        (
+            origin,
+            module,
+            ops,
+            options,
+            cache_dir,
+            hashlib.sha256(
+                json.dumps(
+                    [CACHE_VERSION, tir_hash(ops), origin, module, cfg.search_budget_s, cfg.seed]
+                ).encode()
+            ).hexdigest(),
+        )
+        for origin, module, ops in units
+    ]
     with multiprocessing.get_context("fork").Pool(cfg.jobs) as pool:
         results = pool.imap(_module_job, work) if cfg.jobs > 1 else map(_module_job, work)
         for (origin, module, *_), (b, f) in zip(
-                work, tqdm(results, total=len(work), desc="modules", disable=not progress,
-                           unit="mod")):
+            work, tqdm(results, total=len(work), desc="modules", disable=not progress, unit="mod")
+        ):
             split = _split_of(origin, module, holdout, cfg, real_splits)
             blocks += [replace(r, split=split) for r in b]
             functions += [replace(x, split=split) for x in f]
@@ -388,12 +482,19 @@ def build(out_dir: Path, *, corpus_dir: Path | None, real_dir: Path | None, name
     rows = _augment(rows, cfg, progress, cfg.jobs)
     cov_after = coverage(r.target for r in rows if r.split == "train")
     out = Path(out_dir)
-    manifest = write_pairs(out, rows, name=name,
-                           description="tasmopt corpus build: corpus + real toolchain TIR",
-                           extra={"config": asdict(cfg), "holdout_modules": sorted(holdout),
-                                  "coverage": {"before": cov_before, "after": cov_after},
-                                  "skipped": list(SKIPPED),
-                                  "functions": len(functions)})
+    manifest = write_pairs(
+        out,
+        rows,
+        name=name,
+        description="tasmopt corpus build: corpus + real toolchain TIR",
+        extra={
+            "config": asdict(cfg),
+            "holdout_modules": sorted(holdout),
+            "coverage": {"before": cov_before, "after": cov_after},
+            "skipped": list(SKIPPED),
+            "functions": len(functions),
+        },
+    )
     with open(out / "functions.jsonl", "w") as fh:
         for fr in functions:
             fh.write(json.dumps(asdict(fr)) + "\n")

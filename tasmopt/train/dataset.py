@@ -34,9 +34,21 @@ from tasmopt.model.vocab import PAD, VocabError, vocab
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tir.codec import decode
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "SPLITS", "ORIGINS", "PairRow", "PairsError",
-           "write_pairs", "read_pairs", "read_manifest", "PairDataset", "Example", "collate",
-           "encode_row"]
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "SPLITS",
+    "ORIGINS",
+    "PairRow",
+    "PairsError",
+    "write_pairs",
+    "read_pairs",
+    "read_manifest",
+    "PairDataset",
+    "Example",
+    "collate",
+    "encode_row",
+]
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +93,10 @@ class PairRow:
         if self.origin not in ORIGINS:
             raise PairsError(f"row {self.id}: origin {self.origin!r} not in {ORIGINS}")
         if self.target_cycles > self.baseline_cycles:
-            raise PairsError(f"row {self.id}: target costs {self.target_cycles} cycles, "
-                             f"more than the baseline's {self.baseline_cycles}")
+            raise PairsError(
+                f"row {self.id}: target costs {self.target_cycles} cycles, "
+                f"more than the baseline's {self.baseline_cycles}"
+            )
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -95,8 +109,14 @@ class PairRow:
             raise PairsError(f"row {d.get('id')!r}: {exc}") from None
 
 
-def write_pairs(directory: Path | str, rows: Iterable[PairRow], *, name: str,
-                description: str = "", extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def write_pairs(
+    directory: Path | str,
+    rows: Iterable[PairRow],
+    *,
+    name: str,
+    description: str = "",
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Write rows to ``directory/pairs.jsonl`` and a ``manifest.json`` describing them.
 
     Rows are checked (`PairRow.check`) and deduplicated by ``tir_hash`` (first kept).
@@ -127,8 +147,7 @@ def write_pairs(directory: Path | str, rows: Iterable[PairRow], *, name: str,
         "rows": len(kept),
         "splits": dict(Counter(r.split for r in kept)),
         "origins": dict(Counter(r.origin for r in kept)),
-        "split_origins": {s: dict(Counter(r.origin for r in kept if r.split == s))
-                          for s in SPLITS},
+        "split_origins": {s: dict(Counter(r.origin for r in kept if r.split == s)) for s in SPLITS},
         "target_sources": dict(Counter(r.target_source for r in kept)),
         "improved": sum(r.target_cycles < r.baseline_cycles for r in kept),
         "modules": {s: sorted({r.module for r in kept if r.split == s}) for s in SPLITS},
@@ -149,8 +168,9 @@ def read_manifest(directory: Path | str) -> dict[str, Any]:
     return manifest
 
 
-def read_pairs(directory: Path | str, splits: Sequence[str] | None = None
-               ) -> tuple[dict[str, Any], list[PairRow]]:
+def read_pairs(
+    directory: Path | str, splits: Sequence[str] | None = None
+) -> tuple[dict[str, Any], list[PairRow]]:
     """The manifest and the rows of a pairs directory (optionally only some splits)."""
     manifest = read_manifest(directory)
     rows: list[PairRow] = []
@@ -168,6 +188,7 @@ def read_pairs(directory: Path | str, splits: Sequence[str] | None = None
 
 
 # -- torch side ----------------------------------------------------------------------------
+
 
 @dataclass
 class Example:
@@ -191,12 +212,13 @@ def encode_row(row: PairRow, *, max_len: int, isa: str = "release") -> Example:
     ops = decode(row.tir)
     base = parse_instructions("\n".join(row.baseline), isa)  # type: ignore[arg-type]
     target = parse_instructions("\n".join(row.target), isa)  # type: ignore[arg-type]
-    data, imms = block_data(ops, row.entry_depth, row.net_effect, base, max_len=max_len,
-                            isa=isa)
+    data, imms = block_data(ops, row.entry_depth, row.net_effect, base, max_len=max_len, isa=isa)
     tokens = vocab(isa).encode(target, imms)
     if len(tokens) > int(data.limit[0]):
-        raise PairsError(f"row {row.id}: target has {len(tokens) - 1} instructions, limit "
-                         f"{int(data.limit[0]) - 1}")
+        raise PairsError(
+            f"row {row.id}: target has {len(tokens) - 1} instructions, limit "
+            f"{int(data.limit[0]) - 1}"
+        )
     return Example(data, tokens, imms, row)
 
 
@@ -208,8 +230,9 @@ def grammar_violations(examples: Sequence[Example], isa: str = "release") -> lis
     tables = GrammarTables.build(vocab(isa))
     batch = batch_graphs([e.data for e in examples])
     tokens = pad_tokens([e.tokens for e in examples])
-    state = GrammarState.start(batch.entry_depth, batch.net_effect, batch.floor,
-                               batch.ptr_valid, batch.limit)
+    state = GrammarState.start(
+        batch.entry_depth, batch.net_effect, batch.floor, batch.ptr_valid, batch.limit
+    )
     bad = torch.zeros(len(examples), dtype=torch.bool)
     for t in range(tokens.shape[1]):
         tok = tokens[:, t]
@@ -224,7 +247,7 @@ def pad_tokens(seqs: Sequence[Sequence[int]]) -> torch.Tensor:
     t = max(len(s) for s in seqs)
     out = torch.full((len(seqs), t), PAD, dtype=torch.long)
     for i, s in enumerate(seqs):
-        out[i, :len(s)] = torch.tensor(s, dtype=torch.long)
+        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
     return out
 
 
@@ -240,8 +263,9 @@ class PairDataset(Dataset):
     both, and the verifier picks.
     """
 
-    def __init__(self, rows: Sequence[PairRow], *, max_len: int, isa: str = "release",
-                 copies: bool = False) -> None:
+    def __init__(
+        self, rows: Sequence[PairRow], *, max_len: int, isa: str = "release", copies: bool = False
+    ) -> None:
         self.skipped: Counter[str] = Counter()
         examples: list[Example] = []
         for row in rows:
@@ -257,8 +281,9 @@ class PairDataset(Dataset):
             if copies and row.target != row.baseline:
                 try:
                     base = parse_instructions("\n".join(row.baseline), isa)  # type: ignore[arg-type]
-                    examples.append(Example(ex.data, vocab(isa).encode(base, ex.immediates),
-                                            ex.immediates, row))
+                    examples.append(
+                        Example(ex.data, vocab(isa).encode(base, ex.immediates), ex.immediates, row)
+                    )
                 except VocabError:
                     pass
         bad = set(grammar_violations(examples, isa))
@@ -269,8 +294,12 @@ class PairDataset(Dataset):
         self.total = len(rows)
         self.rows_kept = len({id(e.row) for e in examples})
         if self.skipped:
-            log.warning("pairs: %d of %d rows left out: %s", sum(self.skipped.values()),
-                        len(rows), dict(self.skipped))
+            log.warning(
+                "pairs: %d of %d rows left out: %s",
+                sum(self.skipped.values()),
+                len(rows),
+                dict(self.skipped),
+            )
 
     @property
     def coverage(self) -> float:

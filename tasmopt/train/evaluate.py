@@ -44,8 +44,17 @@ from tasmopt.tir.codec import decode
 from tasmopt.train.dataset import PairRow, read_pairs
 from tasmopt.vm.equivalence import BlockCheck, check_block, no_taller
 
-__all__ = ["BlockResult", "evaluate_rows", "evaluate", "bootstrap_ci", "summarize",
-           "PHASE_A_VALIDITY", "PHASE_A_CI_LOW", "write_report", "record_metrics"]
+__all__ = [
+    "BlockResult",
+    "evaluate_rows",
+    "evaluate",
+    "bootstrap_ci",
+    "summarize",
+    "PHASE_A_VALIDITY",
+    "PHASE_A_CI_LOW",
+    "write_report",
+    "record_metrics",
+]
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +86,9 @@ class BlockResult:
     best: list[str] = field(default_factory=list)
 
 
-def bootstrap_ci(values: Sequence[float], *, confidence: float = 0.9, resamples: int = 1000,
-                 seed: int = 0) -> tuple[float, float]:
+def bootstrap_ci(
+    values: Sequence[float], *, confidence: float = 0.9, resamples: int = 1000, seed: int = 0
+) -> tuple[float, float]:
     """Percentile bootstrap CI of the mean (scipy.stats.bootstrap); ``(nan, nan)`` for no
     values, the value itself when all values are equal."""
     from scipy.stats import bootstrap
@@ -88,17 +98,30 @@ def bootstrap_ci(values: Sequence[float], *, confidence: float = 0.9, resamples:
         return float("nan"), float("nan")
     if np.all(x == x[0]):
         return float(x[0]), float(x[0])
-    res = bootstrap((x,), np.mean, n_resamples=resamples, confidence_level=confidence,
-                    method="percentile", random_state=np.random.default_rng(seed))
+    res = bootstrap(
+        (x,),
+        np.mean,
+        n_resamples=resamples,
+        confidence_level=confidence,
+        method="percentile",
+        random_state=np.random.default_rng(seed),
+    )
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def _verify(row: PairRow, hyps: Sequence[Sequence[str]], witnesses: int, isa: str
-            ) -> tuple[int, bool, bool, bool, int, list[str]]:
+def _verify(
+    row: PairRow, hyps: Sequence[Sequence[str]], witnesses: int, isa: str
+) -> tuple[int, bool, bool, bool, int, list[str]]:
     """(valid count, top-1 valid, novel valid, accepted, best cycles, best lines)."""
     base = tuple(row.baseline)
     bv = check_block(BlockCheck(base, base, isa, witnesses))
-    best_cycles, best_lines, n_valid, top1, accepted = row.baseline_cycles, list(base), 0, False, False
+    best_cycles, best_lines, n_valid, top1, accepted = (
+        row.baseline_cycles,
+        list(base),
+        0,
+        False,
+        False,
+    )
     novel = False
     for i, lines in enumerate(hyps):
         v = check_block(BlockCheck(base, tuple(lines), isa, witnesses))
@@ -107,8 +130,9 @@ def _verify(row: PairRow, hyps: Sequence[Sequence[str]], witnesses: int, isa: st
         n_valid += 1
         top1 = top1 or i == 0
         novel = novel or tuple(lines) != base
-        ok = v.cycles <= row.baseline_cycles and (not bv.equivalent or
-                                                   no_taller(v.heights, bv.heights))
+        ok = v.cycles <= row.baseline_cycles and (
+            not bv.equivalent or no_taller(v.heights, bv.heights)
+        )
         if ok:
             if not accepted or v.cycles < best_cycles:
                 best_cycles, best_lines = v.cycles, list(lines)
@@ -116,8 +140,14 @@ def _verify(row: PairRow, hyps: Sequence[Sequence[str]], witnesses: int, isa: st
     return n_valid, top1, novel, accepted, best_cycles, best_lines
 
 
-def evaluate_rows(model: TasmModel, rows: Sequence[PairRow], *, k: int = 32,
-                  witnesses: int = 16, progress: bool = False) -> list[BlockResult]:
+def evaluate_rows(
+    model: TasmModel,
+    rows: Sequence[PairRow],
+    *,
+    k: int = 32,
+    witnesses: int = 16,
+    progress: bool = False,
+) -> list[BlockResult]:
     """Decode and verify every row; blocks are batched per function."""
     isa = model.config.isa
     device = next(model.parameters()).device
@@ -128,13 +158,20 @@ def evaluate_rows(model: TasmModel, rows: Sequence[PairRow], *, k: int = 32,
     items = list(groups.items())
     if progress:
         from tqdm import tqdm
+
         items = tqdm(items, desc="functions", unit="fn")
     for (_module, _fn), fn_rows in items:
         datas, imms = [], []
         for r in fn_rows:
             base = parse_instructions("\n".join(r.baseline), isa)  # type: ignore[arg-type]
-            d, m = block_data(decode(r.tir), r.entry_depth, r.net_effect, base,
-                              max_len=model.config.max_len, isa=isa)
+            d, m = block_data(
+                decode(r.tir),
+                r.entry_depth,
+                r.net_effect,
+                base,
+                max_len=model.config.max_len,
+                isa=isa,
+            )
             datas.append(d)
             imms.append(m)
         t0 = time.perf_counter()
@@ -145,25 +182,41 @@ def evaluate_rows(model: TasmModel, rows: Sequence[PairRow], *, k: int = 32,
         latency = (time.perf_counter() - t0) / len(fn_rows)
         for r, hs in zip(fn_rows, hyps):
             lines = [[str(i) for i in h.instrs] for h in hs]
-            n_valid, top1, novel, accepted, best, best_lines = _verify(r, lines, witnesses,
-                                                                       isa)
-            out.append(BlockResult(
-                id=r.id, origin=r.origin, module=r.module, function=r.function,
-                lines=len(r.baseline), hypotheses=len(hs), valid_hypotheses=n_valid,
-                valid=n_valid > 0, top1_valid=top1, novel_valid=novel, accepted=accepted,
-                beats_compiler=accepted and best < r.baseline_cycles,
-                baseline_cycles=r.baseline_cycles, target_cycles=r.target_cycles,
-                best_cycles=best,
-                reduction=(r.baseline_cycles - best) / r.baseline_cycles
-                if accepted and r.baseline_cycles else 0.0,
-                latency_s=latency, best=best_lines))
+            n_valid, top1, novel, accepted, best, best_lines = _verify(r, lines, witnesses, isa)
+            out.append(
+                BlockResult(
+                    id=r.id,
+                    origin=r.origin,
+                    module=r.module,
+                    function=r.function,
+                    lines=len(r.baseline),
+                    hypotheses=len(hs),
+                    valid_hypotheses=n_valid,
+                    valid=n_valid > 0,
+                    top1_valid=top1,
+                    novel_valid=novel,
+                    accepted=accepted,
+                    beats_compiler=accepted and best < r.baseline_cycles,
+                    baseline_cycles=r.baseline_cycles,
+                    target_cycles=r.target_cycles,
+                    best_cycles=best,
+                    reduction=(r.baseline_cycles - best) / r.baseline_cycles
+                    if accepted and r.baseline_cycles
+                    else 0.0,
+                    latency_s=latency,
+                    best=best_lines,
+                )
+            )
     return out
 
 
 def _share(flags: Sequence[bool], seed: int) -> dict[str, Any]:
     lo, hi = bootstrap_ci([float(f) for f in flags], seed=seed)
-    return {"value": float(np.mean(flags)) if flags else float("nan"), "ci90": [lo, hi],
-            "n": len(flags)}
+    return {
+        "value": float(np.mean(flags)) if flags else float("nan"),
+        "ci90": [lo, hi],
+        "n": len(flags),
+    }
 
 
 def summarize(results: Sequence[BlockResult], *, seed: int = 0) -> dict[str, Any]:
@@ -194,42 +247,66 @@ def summarize(results: Sequence[BlockResult], *, seed: int = 0) -> dict[str, Any
         "novel_validity": _share([r.novel_valid for r in results], seed),
         "accepted": _share([r.accepted for r in results], seed),
         "beats_compiler": _share([r.beats_compiler for r in results], seed),
-        "beats_compiler_of_valid": (sum(r.beats_compiler for r in accepted) / len(accepted)
-                                    if accepted else float("nan")),
-        "matches_or_beats_target": (sum(r.accepted and r.best_cycles <= r.target_cycles
-                                        for r in results) / len(results)),
+        "beats_compiler_of_valid": (
+            sum(r.beats_compiler for r in accepted) / len(accepted) if accepted else float("nan")
+        ),
+        "matches_or_beats_target": (
+            sum(r.accepted and r.best_cycles <= r.target_cycles for r in results) / len(results)
+        ),
         "target_improvable_blocks": len(target_better),
-        "found_target_improvement": (sum(r.beats_compiler for r in target_better)
-                                     / len(target_better) if target_better else float("nan")),
+        "found_target_improvement": (
+            sum(r.beats_compiler for r in target_better) / len(target_better)
+            if target_better
+            else float("nan")
+        ),
         "median_reduction_valid": statistics.median(valid_red) if valid_red else 0.0,
         "mean_reduction_valid": float(np.mean(valid_red)) if valid_red else 0.0,
-        "median_reduction_beating": (statistics.median(r.reduction for r in results
-                                                       if r.beats_compiler)
-                                     if any(r.beats_compiler for r in results) else 0.0),
+        "median_reduction_beating": (
+            statistics.median(r.reduction for r in results if r.beats_compiler)
+            if any(r.beats_compiler for r in results)
+            else 0.0
+        ),
         "mean_reduction": float(np.mean([r.reduction for r in results])),
-        "cycles": {"baseline": sum(r.baseline_cycles for r in results),
-                   "model": sum(r.best_cycles if r.accepted else r.baseline_cycles
-                                for r in results),
-                   "target": sum(r.target_cycles for r in results)},
-        "latency_block_s": {"p50": float(np.percentile(lat, 50)),
-                            "p90": float(np.percentile(lat, 90))},
+        "cycles": {
+            "baseline": sum(r.baseline_cycles for r in results),
+            "model": sum(r.best_cycles if r.accepted else r.baseline_cycles for r in results),
+            "target": sum(r.target_cycles for r in results),
+        },
+        "latency_block_s": {
+            "p50": float(np.percentile(lat, 50)),
+            "p90": float(np.percentile(lat, 90)),
+        },
         "functions": {
             "count": len(fns),
             "validity": _share(fn_valid, seed),
             "beats_compiler": _share(fn_beats, seed),
             "median_reduction": statistics.median(fn_red),
-            "latency_s": {"p50": float(np.percentile(fn_lat, 50)),
-                          "p90": float(np.percentile(fn_lat, 90))},
+            "latency_s": {
+                "p50": float(np.percentile(fn_lat, 50)),
+                "p90": float(np.percentile(fn_lat, 90)),
+            },
         },
-        "phase_a": {"validity": validity["value"], "ci90_low": validity["ci90"][0],
-                    "passed": bool(validity["value"] >= PHASE_A_VALIDITY
-                                   and validity["ci90"][0] >= PHASE_A_CI_LOW)},
+        "phase_a": {
+            "validity": validity["value"],
+            "ci90_low": validity["ci90"][0],
+            "passed": bool(
+                validity["value"] >= PHASE_A_VALIDITY and validity["ci90"][0] >= PHASE_A_CI_LOW
+            ),
+        },
     }
 
 
-def evaluate(checkpoint: Path, data: Path, *, split: str = "holdout", k: int = 32,
-             witnesses: int = 16, device: str = "cpu", limit: int | None = None,
-             progress: bool = False) -> tuple[dict[str, Any], list[BlockResult]]:
+def evaluate(
+    checkpoint: Path,
+    data: Path,
+    *,
+    split: str = "holdout",
+    k: int = 32,
+    witnesses: int = 16,
+    device: str = "cpu",
+    limit: int | None = None,
+    progress: bool = False,
+) -> tuple[dict[str, Any], list[BlockResult]]:
     """Evaluate ``checkpoint`` on ``split`` of the pairs in ``data``.
 
     Returns:
@@ -243,9 +320,15 @@ def evaluate(checkpoint: Path, data: Path, *, split: str = "holdout", k: int = 3
     t0 = time.perf_counter()
     results = evaluate_rows(model, rows, k=k, witnesses=witnesses, progress=progress)
     report: dict[str, Any] = {
-        "checkpoint": str(checkpoint), "version": config["version"], "data": str(data),
-        "data_name": manifest.get("name"), "split": split, "k": k, "witnesses": witnesses,
-        "device": device, "seconds": time.perf_counter() - t0,
+        "checkpoint": str(checkpoint),
+        "version": config["version"],
+        "data": str(data),
+        "data_name": manifest.get("name"),
+        "split": split,
+        "k": k,
+        "witnesses": witnesses,
+        "device": device,
+        "seconds": time.perf_counter() - t0,
         "all": summarize(results),
     }
     for origin in ("real", "corpus"):
@@ -261,14 +344,18 @@ def _pct(x: float) -> str:
 
 def markdown(report: dict[str, Any]) -> str:
     """The report as a Markdown table per origin."""
-    lines = [f"# Evaluation of `{report['version']}` on {report['split']} of "
-             f"`{report['data_name']}`", "",
-             f"K = {report['k']}, {report['witnesses']} witnesses, device {report['device']}.",
-             ""]
-    head = "| origin | blocks | validity (90% CI) | top-1 valid | valid, not a copy | " \
-           "beats compiler | " \
-           "median reduction (accepted / beating) | fn validity | fn beats | " \
-           "P50/P90 ms per fn | Phase A |"
+    lines = [
+        f"# Evaluation of `{report['version']}` on {report['split']} of `{report['data_name']}`",
+        "",
+        f"K = {report['k']}, {report['witnesses']} witnesses, device {report['device']}.",
+        "",
+    ]
+    head = (
+        "| origin | blocks | validity (90% CI) | top-1 valid | valid, not a copy | "
+        "beats compiler | "
+        "median reduction (accepted / beating) | fn validity | fn beats | "
+        "P50/P90 ms per fn | Phase A |"
+    )
     lines += [head, "|---" * (head.count("|") - 1) + "|"]
     for origin in ("all", "real", "corpus"):
         s = report.get(origin)
@@ -284,13 +371,18 @@ def markdown(report: dict[str, Any]) -> str:
             f"{_pct(s['median_reduction_beating'])} | "
             f"{_pct(f['validity']['value'])} | {_pct(f['beats_compiler']['value'])} | "
             f"{1000 * f['latency_s']['p50']:.0f}/{1000 * f['latency_s']['p90']:.0f} | "
-            f"{'passed' if s['phase_a']['passed'] else 'not passed'} |")
+            f"{'passed' if s['phase_a']['passed'] else 'not passed'} |"
+        )
     s = report["all"]
-    lines += ["", f"Cycles over the blocks: baseline {s['cycles']['baseline']}, model "
-              f"{s['cycles']['model']}, best known target {s['cycles']['target']}. "
-              f"Blocks whose known target beats the compiler: {s['target_improvable_blocks']}, "
-              f"of which the model found an improvement for "
-              f"{_pct(s['found_target_improvement'])}.", ""]
+    lines += [
+        "",
+        f"Cycles over the blocks: baseline {s['cycles']['baseline']}, model "
+        f"{s['cycles']['model']}, best known target {s['cycles']['target']}. "
+        f"Blocks whose known target beats the compiler: {s['target_improvable_blocks']}, "
+        f"of which the model found an improvement for "
+        f"{_pct(s['found_target_improvement'])}.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -334,11 +426,13 @@ def record_metrics(checkpoint: Path, report: dict[str, Any]) -> None:
     path = Path(checkpoint) / "metrics.json"
     metrics = json.loads(path.read_text()) if path.exists() else {}
     s = report.get("real") or report["all"]
-    metrics.update({
-        "holdout_validity": s["validity"]["value"],
-        "holdout_validity_ci_low": s["validity"]["ci90"][0],
-        "holdout_beats_compiler": s["beats_compiler"]["value"],
-        "holdout_median_reduction": s["median_reduction_valid"],
-        "evaluation": report,
-    })
+    metrics.update(
+        {
+            "holdout_validity": s["validity"]["value"],
+            "holdout_validity_ci_low": s["validity"]["ci90"][0],
+            "holdout_beats_compiler": s["beats_compiler"]["value"],
+            "holdout_median_reduction": s["median_reduction_valid"],
+            "evaluation": report,
+        }
+    )
     path.write_text(json.dumps(metrics, indent=2) + "\n")

@@ -44,9 +44,23 @@ from tasmopt.module import ModuleText, label_lines
 from tasmopt.report import CompileOptions
 from tasmopt.vm.equivalence import ACCEPTANCE_TABLES, check_function, no_taller, padded_height
 
-__all__ = ["HandVersion", "HandResult", "ROOT", "HAND_DIR", "DEFAULT_SEEDS", "MEASURE_SEED",
-           "WITNESSES", "discover", "module_path", "module_text", "verify", "verify_all",
-           "results_json", "holdout_modules", "main"]
+__all__ = [
+    "HandVersion",
+    "HandResult",
+    "ROOT",
+    "HAND_DIR",
+    "DEFAULT_SEEDS",
+    "MEASURE_SEED",
+    "WITNESSES",
+    "discover",
+    "module_path",
+    "module_text",
+    "verify",
+    "verify_all",
+    "results_json",
+    "holdout_modules",
+    "main",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "corpus"
@@ -156,8 +170,12 @@ def _static_problems(hv: HandVersion, mod: ModuleText) -> list[str]:
     if not labels or labels[0] != fn.label:
         return [f"the first label must be {fn.label}:"]
     problems = []
-    others = {lab for name in mod.functions if name != hv.function
-              for lab in label_lines(mod.section_lines(name))}
+    others = {
+        lab
+        for name in mod.functions
+        if name != hv.function
+        for lab in label_lines(mod.section_lines(name))
+    }
     clash = sorted(set(labels) & others)
     if clash:
         problems.append(f"labels also defined elsewhere in the module: {', '.join(clash)}")
@@ -171,8 +189,13 @@ def _static_problems(hv: HandVersion, mod: ModuleText) -> list[str]:
     return problems
 
 
-def verify(hv: HandVersion, *, seeds: Sequence[int] = DEFAULT_SEEDS,
-           witnesses: int = WITNESSES, corpus: Path = CORPUS) -> HandResult:
+def verify(
+    hv: HandVersion,
+    *,
+    seeds: Sequence[int] = DEFAULT_SEEDS,
+    witnesses: int = WITNESSES,
+    corpus: Path = CORPUS,
+) -> HandResult:
     """Check one hand version against the baseline on every seed (see the module doc)."""
     res = HandResult(hv.key, hv.module, hv.function, seeds=list(seeds))
     try:
@@ -183,8 +206,9 @@ def verify(hv: HandVersion, *, seeds: Sequence[int] = DEFAULT_SEEDS,
     res.problems += _static_problems(hv, mod)
     if res.problems:
         return res
-    res.baseline_lines = sum(1 for ln in mod.section_lines(hv.function)
-                             if _COMMENT.sub("", ln).strip())
+    res.baseline_lines = sum(
+        1 for ln in mod.section_lines(hv.function) if _COMMENT.sub("", ln).strip()
+    )
     res.lines = sum(1 for ln in hv.lines if _COMMENT.sub("", ln).strip())
     try:
         base = mod.harness(hv.function, ISA)
@@ -196,9 +220,15 @@ def verify(hv: HandVersion, *, seeds: Sequence[int] = DEFAULT_SEEDS,
         v = check_function(base, cand, seed=seed, witnesses=witnesses)
         res.witnesses += v.conclusive
         res.halted += v.halted
-        res.per_seed.append({"seed": seed, "cycles": v.cycles,
-                             "baseline_cycles": v.baseline_cycles,
-                             "witnesses": v.conclusive, "halted": v.halted})
+        res.per_seed.append(
+            {
+                "seed": seed,
+                "cycles": v.cycles,
+                "baseline_cycles": v.baseline_cycles,
+                "witnesses": v.conclusive,
+                "halted": v.halted,
+            }
+        )
         if not v.equivalent:
             res.problems.append(f"seed {seed}: not equivalent: {v.reason}")
             continue
@@ -208,11 +238,13 @@ def verify(hv: HandVersion, *, seeds: Sequence[int] = DEFAULT_SEEDS,
         res.cycles_max = max(res.cycles_max, v.cycles)
         res.baseline_cycles_max = max(res.baseline_cycles_max, v.baseline_cycles)
         if v.halted and v.cycles >= v.baseline_cycles:
-            res.problems.append(f"seed {seed}: {v.cycles} cycles, baseline {v.baseline_cycles}: "
-                                f"not fewer")
+            res.problems.append(
+                f"seed {seed}: {v.cycles} cycles, baseline {v.baseline_cycles}: not fewer"
+            )
         if not no_taller(v.heights, v.baseline_heights):
-            taller = sorted(k for k in ACCEPTANCE_TABLES
-                            if v.heights.get(k, 0) > v.baseline_heights.get(k, 0))
+            taller = sorted(
+                k for k in ACCEPTANCE_TABLES if v.heights.get(k, 0) > v.baseline_heights.get(k, 0)
+            )
             res.problems.append(f"seed {seed}: taller tables: {', '.join(taller) or 'padded'}")
     if res.problems:
         return res
@@ -235,13 +267,17 @@ def linked_lines(hv: HandVersion) -> list[str]:
     """The hand text as it appears in a linked program: labels and calls ``__x`` of the
     module become ``__<module_prefix>__x`` (as `tasmopt.frontend.link` names them)."""
     prefix = hv.module.replace(".", "_") + "__"
-    return [re.sub(r"(?<![\w@])__(?=\w)", "__" + prefix, line, count=1)
-            if line.strip() and not line.lstrip().startswith("//") else line
-            for line in hv.lines]
+    return [
+        re.sub(r"(?<![\w@])__(?=\w)", "__" + prefix, line, count=1)
+        if line.strip() and not line.lstrip().startswith("//")
+        else line
+        for line in hv.lines
+    ]
 
 
-def spliced_program(program: str | Path, versions: Sequence[HandVersion] | None = None,
-                    corpus: Path = CORPUS) -> tuple[str, list[str]]:
+def spliced_program(
+    program: str | Path, versions: Sequence[HandVersion] | None = None, corpus: Path = CORPUS
+) -> tuple[str, list[str]]:
     """A corpus program (``.tri``) linked and lowered as usual, with every hand version of
     a function it contains in place of the compiler's code.
 
@@ -282,17 +318,21 @@ def _table(results: Sequence[HandResult], holdout: set[str]) -> str:
     for r in results:
         flag = " (holdout)" if r.module in holdout else ""
         if r.ok:
-            rows.append(f"{r.key:40s} {r.baseline_cycles:7d} {r.cycles:7d} {r.reduction:7.1%} "
-                        f"{r.halted:3d}/{r.witnesses:<3d}{flag}")
+            rows.append(
+                f"{r.key:40s} {r.baseline_cycles:7d} {r.cycles:7d} {r.reduction:7.1%} "
+                f"{r.halted:3d}/{r.witnesses:<3d}{flag}"
+            )
         else:
             rows.append(f"{r.key:40s} FAILED: {'; '.join(r.problems)}{flag}")
     good = [r.reduction for r in results if r.ok]
     if good:
         mods = {r.module for r in results if r.ok}
-        rows.append(f"{len(good)} of {len(results)} verified, {len(mods)} modules, "
-                    f"{sum(r.module in holdout for r in results if r.ok)} from holdout; "
-                    f"median reduction {statistics.median(good):.1%}, "
-                    f"mean {statistics.mean(good):.1%}")
+        rows.append(
+            f"{len(good)} of {len(results)} verified, {len(mods)} modules, "
+            f"{sum(r.module in holdout for r in results if r.ok)} from holdout; "
+            f"median reduction {statistics.median(good):.1%}, "
+            f"mean {statistics.mean(good):.1%}"
+        )
     return "\n".join(rows)
 
 
@@ -301,17 +341,29 @@ def holdout_modules(corpus: Path = CORPUS) -> set[str]:
     path = corpus / "holdout.txt"
     if not path.exists():
         return set()
-    return {ln.strip() for ln in path.read_text().split("\n")
-            if ln.strip() and not ln.startswith("#")}
+    return {
+        ln.strip() for ln in path.read_text().split("\n") if ln.strip() and not ln.startswith("#")
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tasmopt.train.hand", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true",
-                    help="verify only; fail if a version fails or results.json is stale")
-    ap.add_argument("--only", metavar="SUBSTR", action="append", default=[],
-                    help="only keys containing SUBSTR (repeatable; implies no write)")
+    ap = argparse.ArgumentParser(
+        prog="python -m tasmopt.train.hand",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="verify only; fail if a version fails or results.json is stale",
+    )
+    ap.add_argument(
+        "--only",
+        metavar="SUBSTR",
+        action="append",
+        default=[],
+        help="only keys containing SUBSTR (repeatable; implies no write)",
+    )
     ap.add_argument("--seeds", type=int, nargs="+", default=list(DEFAULT_SEEDS))
     ap.add_argument("--witnesses", type=int, default=WITNESSES, help="per seed")
     ap.add_argument("--hand-dir", type=Path, default=HAND_DIR)

@@ -30,8 +30,9 @@ __all__ = ["module_split", "choose_split", "real_rows", "build_real_pairs"]
 log = logging.getLogger(__name__)
 
 
-def module_split(module: str, *, holdout: float = 0.2, validation: float = 0.15,
-                 seed: int = 0) -> str:
+def module_split(
+    module: str, *, holdout: float = 0.2, validation: float = 0.15, seed: int = 0
+) -> str:
     """Deterministic split of a module by a hash of its name: ``holdout`` and
     ``validation`` are the expected fractions of modules."""
     u = int(hashlib.sha256(f"{seed}:{module}".encode()).hexdigest()[:8], 16) / 2**32
@@ -48,16 +49,23 @@ def _available_sources(wanted: Sequence[str]) -> tuple[str, ...]:
     return tuple(s for s in wanted if s != "model" and builtin.get(s) is not None)
 
 
-def real_rows(path: Path, split: str, *, sources: Sequence[str] = ("rules", "search"),
-              search_budget_s: float = 2.0, seed: int = 0) -> list[PairRow]:
+def real_rows(
+    path: Path,
+    split: str,
+    *,
+    sources: Sequence[str] = ("rules", "search"),
+    search_budget_s: float = 2.0,
+    seed: int = 0,
+) -> list[PairRow]:
     """Rows of one module file (``{"module", "tir", ...}``), all in ``split``."""
     data = json.loads(path.read_text())
     module = data.get("module", path.stem)
     ops = decode(data["tir"])
     low = lower(ops)
     where = {(f.name, b.path): b for f in low.functions for b in f.blocks}
-    options = CompileOptions(sources=_available_sources(sources),
-                             search_budget_s=search_budget_s, seed=seed)
+    options = CompileOptions(
+        sources=_available_sources(sources), search_budget_s=search_budget_s, seed=seed
+    )
     result = compile_tir(ops, options=options)
     rows: list[PairRow] = []
     for fn in result.functions:
@@ -65,19 +73,39 @@ def real_rows(path: Path, split: str, *, sources: Sequence[str] = ("rules", "sea
             block = where.get((fn.name, rep.path))
             if block is None or not rep.baseline_tasm:
                 continue
-            rows.append(PairRow(
-                id=f"{module}:{fn.name}:{rep.index}", tir_hash=rep.tir_hash, origin="real",
-                module=module, function=fn.name, block_index=rep.index, path=rep.path,
-                split=split, tir=encode(block.ops), entry_depth=block.entry_depth,
-                net_effect=block.net_effect, baseline=list(rep.baseline_tasm),
-                target=list(rep.tasm), target_source=rep.source,
-                baseline_cycles=rep.baseline_cycles, target_cycles=rep.cycles,
-                heights=dict(rep.heights)))
+            rows.append(
+                PairRow(
+                    id=f"{module}:{fn.name}:{rep.index}",
+                    tir_hash=rep.tir_hash,
+                    origin="real",
+                    module=module,
+                    function=fn.name,
+                    block_index=rep.index,
+                    path=rep.path,
+                    split=split,
+                    tir=encode(block.ops),
+                    entry_depth=block.entry_depth,
+                    net_effect=block.net_effect,
+                    baseline=list(rep.baseline_tasm),
+                    target=list(rep.tasm),
+                    target_source=rep.source,
+                    baseline_cycles=rep.baseline_cycles,
+                    target_cycles=rep.cycles,
+                    heights=dict(rep.heights),
+                )
+            )
     return rows
 
 
-def choose_split(sizes: dict[str, int], *, holdout: float = 0.2, validation: float = 0.15,
-                 tolerance: float = 0.05, seed: int = 0, tries: int = 2000) -> dict[str, str]:
+def choose_split(
+    sizes: dict[str, int],
+    *,
+    holdout: float = 0.2,
+    validation: float = 0.15,
+    tolerance: float = 0.05,
+    seed: int = 0,
+    tries: int = 2000,
+) -> dict[str, str]:
     """Module -> split, by `module_split` with the first seed (from ``seed`` on) whose
     holdout and validation shares of *rows* are within ``tolerance`` of the targets (module
     sizes differ by 100x, so a split by module count alone can be very lopsided).
@@ -88,8 +116,7 @@ def choose_split(sizes: dict[str, int], *, holdout: float = 0.2, validation: flo
     total = max(1, sum(sizes.values()))
     best: tuple[float, dict[str, str]] | None = None
     for s in range(seed, seed + tries):
-        split = {m: module_split(m, holdout=holdout, validation=validation, seed=s)
-                 for m in sizes}
+        split = {m: module_split(m, holdout=holdout, validation=validation, seed=s) for m in sizes}
         share = {k: sum(n for m, n in sizes.items() if split[m] == k) / total for k in SPLITS}
         err = max(abs(share["holdout"] - holdout), abs(share["validation"] - validation))
         if best is None or err < best[0]:
@@ -100,10 +127,18 @@ def choose_split(sizes: dict[str, int], *, holdout: float = 0.2, validation: flo
     return best[1]
 
 
-def build_real_pairs(data_dir: Path, out_dir: Path, *, name: str,
-                     sources: Sequence[str] = ("rules", "search"), holdout: float = 0.2,
-                     validation: float = 0.15, seed: int = 0, search_budget_s: float = 2.0,
-                     splits: dict[str, str] | None = None) -> dict[str, Any]:
+def build_real_pairs(
+    data_dir: Path,
+    out_dir: Path,
+    *,
+    name: str,
+    sources: Sequence[str] = ("rules", "search"),
+    holdout: float = 0.2,
+    validation: float = 0.15,
+    seed: int = 0,
+    search_budget_s: float = 2.0,
+    splits: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """Build a pairs directory from every ``*.json`` module of ``data_dir``.
 
     Args:
@@ -119,8 +154,9 @@ def build_real_pairs(data_dir: Path, out_dir: Path, *, name: str,
         raise FileNotFoundError(f"no module files (*.json) in {data_dir}")
     per_module: dict[str, list[PairRow]] = {}
     for path in files:
-        per_module[path.stem] = real_rows(path, "train", sources=sources,
-                                          search_budget_s=search_budget_s, seed=seed)
+        per_module[path.stem] = real_rows(
+            path, "train", sources=sources, search_budget_s=search_budget_s, seed=seed
+        )
         log.info("%s: %d blocks", path.stem, len(per_module[path.stem]))
     # sizes after deduplication in file order: a repeated block counts where first seen
     seen: set[str] = set()
@@ -139,7 +175,15 @@ def build_real_pairs(data_dir: Path, out_dir: Path, *, name: str,
     # a block seen in training is a training row only; likewise validation before holdout
     ordered = by_split["train"] + by_split["validation"] + by_split["holdout"]
     used = sorted(_available_sources(sources))
-    return write_pairs(out_dir, ordered, name=name,
-                       description=f"real toolchain blocks from {data_dir}",
-                       extra={"source_dir": str(data_dir), "target_sources_used": used,
-                              "split_seed": seed, "search_budget_s": search_budget_s})
+    return write_pairs(
+        out_dir,
+        ordered,
+        name=name,
+        description=f"real toolchain blocks from {data_dir}",
+        extra={
+            "source_dir": str(data_dir),
+            "target_sources_used": used,
+            "split_seed": seed,
+            "search_budget_s": search_budget_s,
+        },
+    )

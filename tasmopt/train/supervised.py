@@ -117,15 +117,16 @@ def _batches(ds: PairDataset, size: int, rng: random.Random | None) -> list[list
     1 to ~100 tokens with a median of 4), in random order when ``rng`` is given."""
     jitter = (lambda: rng.random() * 2) if rng is not None else (lambda: 0.0)
     idx = sorted(range(len(ds)), key=lambda i: len(ds[i].tokens) + jitter())
-    batches = [idx[i:i + size] for i in range(0, len(idx), size)]
+    batches = [idx[i : i + size] for i in range(0, len(idx), size)]
     if rng is not None:
         rng.shuffle(batches)
     return batches
 
 
 @torch.no_grad()
-def evaluate_loss(model: TasmModel, ds: PairDataset, batch_size: int,
-                  device: str) -> tuple[float, float]:
+def evaluate_loss(
+    model: TasmModel, ds: PairDataset, batch_size: int, device: str
+) -> tuple[float, float]:
     """Mean token cross-entropy and token accuracy (argmax of the masked logits) over
     ``ds``, teacher forcing, eval mode."""
     was = model.training
@@ -180,10 +181,10 @@ def train_stage1(cfg: TrainConfig, *, progress: bool = True) -> TrainResult:
     rng = random.Random(cfg.seed)
     mc = ModelConfig.from_dict({**ModelConfig().to_dict(), **cfg.model})
     manifest, rows = read_pairs(cfg.data)
-    train = PairDataset([r for r in rows if r.split == "train"], max_len=mc.max_len, isa=mc.isa,
-                        copies=cfg.copies)
-    val = PairDataset([r for r in rows if r.split == "validation"], max_len=mc.max_len,
-                      isa=mc.isa)
+    train = PairDataset(
+        [r for r in rows if r.split == "train"], max_len=mc.max_len, isa=mc.isa, copies=cfg.copies
+    )
+    val = PairDataset([r for r in rows if r.split == "validation"], max_len=mc.max_len, isa=mc.isa)
     if not len(train):
         raise ValueError(f"{cfg.data}: no encodable training rows")
     if not len(val):
@@ -194,8 +195,13 @@ def train_stage1(cfg: TrainConfig, *, progress: bool = True) -> TrainResult:
     model = TasmModel(mc).to(device)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr)
+    opt = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": cfg.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=cfg.lr,
+    )
     steps_per_epoch = math.ceil(len(train) / cfg.batch_size)
     total = steps_per_epoch * cfg.epochs
     out = Path(cfg.out_dir)
@@ -211,8 +217,13 @@ def train_stage1(cfg: TrainConfig, *, progress: bool = True) -> TrainResult:
         model.train()
         loss_sum = 0.0
         n_tok = 0
-        bar = tqdm(_batches(train, cfg.batch_size, rng), desc=f"epoch {epoch}",
-                   disable=not progress, leave=False, unit="batch")
+        bar = tqdm(
+            _batches(train, cfg.batch_size, rng),
+            desc=f"epoch {epoch}",
+            disable=not progress,
+            leave=False,
+            unit="batch",
+        )
         for ids in bar:
             batch, tokens, _ = collate([train[i] for i in ids])
             batch, tokens = batch.to(device), tokens.to(device)
@@ -229,24 +240,51 @@ def train_stage1(cfg: TrainConfig, *, progress: bool = True) -> TrainResult:
             n_tok += n
             bar.set_postfix(loss=f"{loss.item():.3f}")
         train_loss = loss_sum / max(1, n_tok)
-        val_loss, val_acc = evaluate_loss(model, val, cfg.batch_size, device) if len(val) \
+        val_loss, val_acc = (
+            evaluate_loss(model, val, cfg.batch_size, device)
+            if len(val)
             else (train_loss, float("nan"))
+        )
         seconds = time.perf_counter() - t0
-        rec = {"epoch": epoch, "step": step, "train_loss": train_loss, "val_loss": val_loss,
-               "val_token_accuracy": val_acc, "lr": opt.param_groups[0]["lr"],
-               "seconds": seconds}
+        rec = {
+            "epoch": epoch,
+            "step": step,
+            "train_loss": train_loss,
+            "val_loss": val_loss,
+            "val_token_accuracy": val_acc,
+            "lr": opt.param_groups[0]["lr"],
+            "seconds": seconds,
+        }
         history.append(rec)
         with open(log_path, "a") as f:
             f.write(json.dumps(rec) + "\n")
-        log.info("epoch %d: train %.4f, validation %.4f (acc %.3f), %.1fs", epoch, train_loss,
-                 val_loss, val_acc, seconds)
+        log.info(
+            "epoch %d: train %.4f, validation %.4f (acc %.3f), %.1fs",
+            epoch,
+            train_loss,
+            val_loss,
+            val_acc,
+            seconds,
+        )
         if val_loss < best:
             best, best_epoch, stale = val_loss, epoch, 0
-            save_checkpoint(model, ckpt, cfg.version, extra={
-                "training": {"stage": 1, "data": str(cfg.data), "data_name": manifest.get("name"),
-                             "epoch": epoch, "val_loss": val_loss,
-                             "config": {k: str(v) if isinstance(v, Path) else v
-                                        for k, v in asdict(cfg).items()}}})
+            save_checkpoint(
+                model,
+                ckpt,
+                cfg.version,
+                extra={
+                    "training": {
+                        "stage": 1,
+                        "data": str(cfg.data),
+                        "data_name": manifest.get("name"),
+                        "epoch": epoch,
+                        "val_loss": val_loss,
+                        "config": {
+                            k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()
+                        },
+                    }
+                },
+            )
         else:
             stale += 1
         plot_losses(history, out / "loss.png")
@@ -257,12 +295,20 @@ def train_stage1(cfg: TrainConfig, *, progress: bool = True) -> TrainResult:
             log.info("time budget of %.1f min reached", cfg.max_minutes)
             break
     per_epoch = (time.perf_counter() - t_start) / max(1, len(history))
-    metrics = {"stage": 1, "best_val_loss": best, "best_epoch": best_epoch,
-               "epochs_run": len(history), "seconds_per_epoch": per_epoch, "device": device,
-               "train_rows": train.rows_kept, "train_examples": len(train),
-               "validation_rows": len(val), "coverage": coverage,
-               "skipped": {"train": dict(train.skipped), "validation": dict(val.skipped)},
-               "parameters": model.num_parameters()}
+    metrics = {
+        "stage": 1,
+        "best_val_loss": best,
+        "best_epoch": best_epoch,
+        "epochs_run": len(history),
+        "seconds_per_epoch": per_epoch,
+        "device": device,
+        "train_rows": train.rows_kept,
+        "train_examples": len(train),
+        "validation_rows": len(val),
+        "coverage": coverage,
+        "skipped": {"train": dict(train.skipped), "validation": dict(val.skipped)},
+        "parameters": model.num_parameters(),
+    }
     (ckpt / "metrics.json").write_text(json.dumps({"training": metrics}, indent=2) + "\n")
     for name in ("metrics.jsonl", "loss.png"):  # the curves travel with the checkpoint
         if (out / name).exists():

@@ -30,8 +30,19 @@ from tasmopt.vm import xfield
 from tasmopt.vm.instructions import PLACEHOLDERS, Shape, shape_lines
 from tasmopt.vm.state import ExternalCall
 
-__all__ = ["Step", "Block", "Decoded", "Fail", "decoded", "pack_rows", "unpack_rows",
-           "MAX_BLOCK", "MIN_STACK", "HOT_THRESHOLD", "ROW_SHIFT"]
+__all__ = [
+    "Step",
+    "Block",
+    "Decoded",
+    "Fail",
+    "decoded",
+    "pack_rows",
+    "unpack_rows",
+    "MAX_BLOCK",
+    "MIN_STACK",
+    "HOT_THRESHOLD",
+    "ROW_SHIFT",
+]
 
 #: The op stack never gets shorter than this (Triton VM spec §3, §4).
 MIN_STACK = 16
@@ -133,10 +144,12 @@ def _factory(variant: str, shape: Shape) -> Callable:
     """``make(NEXT, SKIP, TARGET, A, EID, SYM) -> handler`` for one shape (compiled once)."""
     text = _shape_text(variant, shape).replace("Fail(K,", "Fail(0,").replace("cyc + K", "cyc")
     body = _bindings(text) + text.split("\n")
-    src = (f"def make({', '.join(p for p in PLACEHOLDERS if p != 'K')}):\n"
-           "    def handler(stk, vm, cyc):\n"
-           + "".join(f"        {line}\n" for line in body)
-           + "    return handler\n")
+    src = (
+        f"def make({', '.join(p for p in PLACEHOLDERS if p != 'K')}):\n"
+        "    def handler(stk, vm, cyc):\n"
+        + "".join(f"        {line}\n" for line in body)
+        + "    return handler\n"
+    )
     namespace = dict(_GLOBALS)
     exec(compile(src, f"<tasm handler {shape.name}>", "exec"), namespace)  # noqa: S102
     return namespace["make"]
@@ -161,8 +174,13 @@ def _kind(variant: str, shape: Shape) -> _Kind:
         raise IsaError(f"{shape.name}: argument {shape.arg!r} out of range {allowed}")
     delta = spec.stack_delta(shape.arg)
     rows = spec.table_rows(shape.arg)
-    return _Kind(_factory(variant, shape), delta, MIN_STACK - delta if delta < 0 else 0,
-                 pack_rows(rows["op_stack"], rows["ram"], rows["hash"]), shape.terminates)
+    return _Kind(
+        _factory(variant, shape),
+        delta,
+        MIN_STACK - delta if delta < 0 else 0,
+        pack_rows(rows["op_stack"], rows["ram"], rows["hash"]),
+        shape.terminates,
+    )
 
 
 class Decoded:
@@ -221,7 +239,7 @@ class Decoded:
 
     def prefix_rows(self, start: int, k: int) -> int:
         """Packed table rows of instructions ``start .. start+k-1``."""
-        return sum(step.rows for step in self.steps[start:start + k])
+        return sum(step.rows for step in self.steps[start : start + k])
 
     def compile_block(self, start: int) -> Block:
         """Compile (once) and register the block starting at ``start`` (``< len(self)``)."""
@@ -253,7 +271,8 @@ class Decoded:
         if not terminated:
             body.append(f"return {ip}")
         src = "def block(stk, vm, cyc):\n" + "".join(
-            f"    {line}\n" for line in _bindings("\n".join(body)) + body)
+            f"    {line}\n" for line in _bindings("\n".join(body)) + body
+        )
         namespace = dict(_GLOBALS)
         exec(compile(src, f"<tasm block {start}+{k}>", "exec"), namespace)  # noqa: S102
         fn = namespace["block"]

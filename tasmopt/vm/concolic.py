@@ -58,8 +58,14 @@ class PathResult:
     assignment: Assignment | None = None
 
 
-def run_path(program: Program, w: Witness, ctx: ExprContext, *, step_limit: int = 20_000,
-             deadline: float | None = None) -> PathResult:
+def run_path(
+    program: Program,
+    w: Witness,
+    ctx: ExprContext,
+    *,
+    step_limit: int = 20_000,
+    deadline: float | None = None,
+) -> PathResult:
     """Run ``program`` from instruction 0 on ``w``, concretely and symbolically at once."""
     instrs = program.instructions
     labels = program.labels
@@ -99,8 +105,9 @@ def run_path(program: Program, w: Witness, ctx: ExprContext, *, step_limit: int 
         return None
 
     while True:
-        if steps >= step_limit or (deadline is not None and steps % 256 == 0
-                                   and time.perf_counter() > deadline):
+        if steps >= step_limit or (
+            deadline is not None and steps % 256 == 0 and time.perf_counter() > deadline
+        ):
             return result(False, "step limit")
         if ip >= len(instrs):
             return result(False, "ran off the end")
@@ -156,9 +163,17 @@ def run_path(program: Program, w: Witness, ctx: ExprContext, *, step_limit: int 
         ip += 1
 
 
-def directed_witness(program: Program, base: Witness, ctx: ExprContext, guards: set[tuple],
-                     rng: random.Random, *, attempts: int = 24, step_limit: int = 20_000,
-                     deadline: float | None = None) -> Witness | None:
+def directed_witness(
+    program: Program,
+    base: Witness,
+    ctx: ExprContext,
+    guards: set[tuple],
+    rng: random.Random,
+    *,
+    attempts: int = 24,
+    step_limit: int = 20_000,
+    deadline: float | None = None,
+) -> Witness | None:
     """A witness derived from ``base`` on which ``program`` halts without failing, or None.
 
     Each failing run adds its path's guards to ``guards`` (shared across calls for one
@@ -179,15 +194,15 @@ def directed_witness(program: Program, base: Witness, ctx: ExprContext, guards: 
         res = run_path(program, w, ctx, step_limit=step_limit, deadline=deadline)
         if res.halted:
             return _padded(w, res, rng)
-        if res.reason in ("step limit", "ran off the end", "jump stack empty") or \
-                (res.reason or "").startswith("unsupported"):
+        if res.reason in ("step limit", "ran off the end", "jump stack empty") or (
+            res.reason or ""
+        ).startswith("unsupported"):
             return None  # not a guard: solving cannot help
         taken = {e[1] for e in res.events if e[0] == "branch"}
         solved = None
         # stay on this path (its branch decisions) and pass its guards; then relax
         for extra, keep in ((guards | taken, True), (taken, False), (set(), False)):
-            solved = solve(ctx, extra | res.guards, base.assignment(), rng,
-                           time_budget_s=0.2)
+            solved = solve(ctx, extra | res.guards, base.assignment(), rng, time_budget_s=0.2)
             if solved is not None:
                 if not keep:
                     guards.clear()
@@ -202,8 +217,9 @@ def directed_witness(program: Program, base: Witness, ctx: ExprContext, guards: 
     return None
 
 
-def _flip(ctx: ExprContext, events: list[tuple], base: Witness, rng: random.Random,
-          deadline: float | None):
+def _flip(
+    ctx: ExprContext, events: list[tuple], base: Witness, rng: random.Random, deadline: float | None
+):
     """Solve for the other direction of the newest branch that can take it."""
     tried = 0
     for k in range(len(events) - 1, -1, -1):
@@ -213,8 +229,7 @@ def _flip(ctx: ExprContext, events: list[tuple], base: Witness, rng: random.Rand
             return None
         tried += 1
         prefix = {e[1] for e in events[:k]}
-        solved = solve(ctx, prefix | {events[k][2]}, base.assignment(), rng,
-                       time_budget_s=0.2)
+        solved = solve(ctx, prefix | {events[k][2]}, base.assignment(), rng, time_budget_s=0.2)
         if solved is not None:
             return solved
     return None
@@ -225,15 +240,19 @@ def _padded(w: Witness, res: PathResult, rng: random.Random) -> Witness:
     from dataclasses import replace
 
     from tasmopt.vm.field import P
+
     a = res.assignment or w.assignment()
     pub, sec = list(w.public_input), list(w.secret_input)
     digs = list(w.secret_digests)
     # tokens the path evaluated keep the value it used; the others are free
-    pub += [a.public.get(k, rng.randrange(P))
-            for k in range(len(pub), res.consumed.get("public", 0))]
-    sec += [a.secret.get(k, rng.randrange(P))
-            for k in range(len(sec), res.consumed.get("secret", 0))]
-    digs += [tuple(a.digests.get(k) or [rng.randrange(P) for _ in range(5)])
-             for k in range(len(digs), res.consumed.get("digests", 0))]
-    return replace(w, public_input=tuple(pub), secret_input=tuple(sec),
-                   secret_digests=tuple(digs))  # type: ignore[arg-type]
+    pub += [
+        a.public.get(k, rng.randrange(P)) for k in range(len(pub), res.consumed.get("public", 0))
+    ]
+    sec += [
+        a.secret.get(k, rng.randrange(P)) for k in range(len(sec), res.consumed.get("secret", 0))
+    ]
+    digs += [
+        tuple(a.digests.get(k) or [rng.randrange(P) for _ in range(5)])
+        for k in range(len(digs), res.consumed.get("digests", 0))
+    ]
+    return replace(w, public_input=tuple(pub), secret_input=tuple(sec), secret_digests=tuple(digs))  # type: ignore[arg-type]

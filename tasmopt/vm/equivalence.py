@@ -54,9 +54,28 @@ from tasmopt.vm.witness import CONTROL_FAMILIES, Witness, witness
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REJECTION_CLASSES", "rejection_class", "degree_ok", "BlockCheck", "Verdict", "check_block", "check_blocks", "compare_symbolic",
-           "SymbolicComparison", "FunctionVerdict", "check_function", "harness", "observe",
-           "MIN_WITNESSES", "HARNESS_CYCLES", "AlignedVerdict", "check_aligned", "ACCEPTANCE_TABLES", "no_taller", "padded_height"]
+__all__ = [
+    "REJECTION_CLASSES",
+    "rejection_class",
+    "degree_ok",
+    "BlockCheck",
+    "Verdict",
+    "check_block",
+    "check_blocks",
+    "compare_symbolic",
+    "SymbolicComparison",
+    "FunctionVerdict",
+    "check_function",
+    "harness",
+    "observe",
+    "MIN_WITNESSES",
+    "HARNESS_CYCLES",
+    "AlignedVerdict",
+    "check_aligned",
+    "ACCEPTANCE_TABLES",
+    "no_taller",
+    "padded_height",
+]
 
 #: Design §2: at least this many differential witnesses per check, each of which must run
 #: the baseline to its end (witnesses on which it fails do not count).
@@ -88,13 +107,23 @@ class BlockCheck:
     seed: int = 0
 
     def to_dict(self) -> dict:
-        return {"baseline": list(self.baseline), "candidate": list(self.candidate),
-                "isa": self.isa, "witnesses": self.witnesses, "seed": self.seed}
+        return {
+            "baseline": list(self.baseline),
+            "candidate": list(self.candidate),
+            "isa": self.isa,
+            "witnesses": self.witnesses,
+            "seed": self.seed,
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> BlockCheck:
-        return cls(tuple(d["baseline"]), tuple(d["candidate"]), d.get("isa", "release"),
-                   int(d.get("witnesses", MIN_WITNESSES)), int(d.get("seed", 0)))
+        return cls(
+            tuple(d["baseline"]),
+            tuple(d["candidate"]),
+            d.get("isa", "release"),
+            int(d.get("witnesses", MIN_WITNESSES)),
+            int(d.get("seed", 0)),
+        )
 
 
 @dataclass
@@ -122,8 +151,13 @@ class Verdict:
 
     @classmethod
     def from_dict(cls, d: dict) -> Verdict:
-        return cls(bool(d["equivalent"]), d["method"], d.get("reason"), int(d.get("cycles", 0)),
-                   dict(d.get("heights", {})))
+        return cls(
+            bool(d["equivalent"]),
+            d["method"],
+            d.get("reason"),
+            int(d.get("cycles", 0)),
+            dict(d.get("heights", {})),
+        )
 
 
 def _reject(reason: str) -> Verdict:
@@ -147,13 +181,22 @@ def rejection_class(reason: str | None) -> str:
         return "degree"
     if "random field values" in text:
         return "random"
-    if text.startswith(("witness ", "directed witness ", "net stack effect", "consumes ",
-                        "writes ", "candidate pops")):
+    if text.startswith(
+        (
+            "witness ",
+            "directed witness ",
+            "net stack effect",
+            "consumes ",
+            "writes ",
+            "candidate pops",
+        )
+    ):
         return "different"
     return "unprovable"
 
 
 # -- layer 1 ------------------------------------------------------------------------------
+
 
 @dataclass
 class SymbolicComparison:
@@ -184,8 +227,9 @@ def degree_ok(degree: int | None, witnesses: int) -> bool:
     return degree * max(1, witnesses) <= (P >> -SZ_ERROR_LOG2)
 
 
-def compare_symbolic(ctx: ExprContext, base: SymbolicRun, cand: SymbolicRun,
-                     witnesses: int = 16) -> SymbolicComparison:
+def compare_symbolic(
+    ctx: ExprContext, base: SymbolicRun, cand: SymbolicRun, witnesses: int = 16
+) -> SymbolicComparison:
     """Compare two symbolic runs made in ``ctx`` (see the module docstring).
 
     ``testable`` is returned only when every remaining difference is algebraic (free
@@ -198,19 +242,25 @@ def compare_symbolic(ctx: ExprContext, base: SymbolicRun, cand: SymbolicRun,
         return SymbolicComparison("unprovable", f"{which} contains control flow ({name})")
     if base.delta != cand.delta:
         return SymbolicComparison(
-            "different", f"net stack effect {cand.delta:+d}, baseline {base.delta:+d}")
+            "different", f"net stack effect {cand.delta:+d}, baseline {base.delta:+d}"
+        )
     if cand.low_water < base.low_water:
         return SymbolicComparison(
-            "different", f"candidate pops {-cand.low_water} below entry, baseline only "
-                         f"{-base.low_water}: could underflow where the baseline does not")
+            "different",
+            f"candidate pops {-cand.low_water} below entry, baseline only "
+            f"{-base.low_water}: could underflow where the baseline does not",
+        )
     for kind in ("public", "secret", "digests"):
         if base.consumed[kind] != cand.consumed[kind]:
             return SymbolicComparison(
-                "different", f"consumes {cand.consumed[kind]} {kind} input tokens, baseline "
-                             f"{base.consumed[kind]}")
+                "different",
+                f"consumes {cand.consumed[kind]} {kind} input tokens, baseline "
+                f"{base.consumed[kind]}",
+            )
     if len(base.outputs) != len(cand.outputs):
         return SymbolicComparison(
-            "different", f"writes {len(cand.outputs)} output tokens, baseline {len(base.outputs)}")
+            "different", f"writes {len(cand.outputs)} output tokens, baseline {len(base.outputs)}"
+        )
     pairs = []  # (what, baseline value, candidate value)
     # Below the materialized part both stacks hold the same untouched entry elements
     # (len(stack) = base + delta and the deltas are equal), so this depth covers everything.
@@ -232,8 +282,9 @@ def compare_symbolic(ctx: ExprContext, base: SymbolicRun, cand: SymbolicRun,
     if base.sponge_initialized != cand.sponge_initialized:
         return SymbolicComparison("unprovable", "sponge initialisation differs")
     if base.guards != cand.guards:
-        return SymbolicComparison("unprovable", "failure conditions (asserts, u32 checks, "
-                                                "inverses of zero) differ")
+        return SymbolicComparison(
+            "unprovable", "failure conditions (asserts, u32 checks, inverses of zero) differ"
+        )
     ram_b, ram_c = base.ram_effect(), cand.ram_effect()
     if ram_b != ram_c:
         return SymbolicComparison("unprovable", "RAM writes differ")
@@ -247,16 +298,20 @@ def compare_symbolic(ctx: ExprContext, base: SymbolicRun, cand: SymbolicRun,
     worst = None if None in degrees else max(degrees)  # type: ignore[type-var]
     if not degree_ok(worst, witnesses):
         return SymbolicComparison(
-            "unprovable", f"{reason}: the difference has degree "
-                          f"{'unbounded' if worst is None else worst}, too high for a "
-                          f"polynomial-identity test on {witnesses} witnesses")
+            "unprovable",
+            f"{reason}: the difference has degree "
+            f"{'unbounded' if worst is None else worst}, too high for a "
+            f"polynomial-identity test on {witnesses} witnesses",
+        )
     return SymbolicComparison("testable", reason)
 
 
 # -- layer 2 ------------------------------------------------------------------------------
 
+
 def _vm():
     from tasmopt.vm import simulator  # imported late: the simulator imports Tip5 tables
+
     return simulator
 
 
@@ -278,11 +333,21 @@ def observe(result) -> tuple:
 
 def _explain(a: tuple, b: tuple) -> str:
     if a[0] == "error" or b[0] == "error":
-        return "baseline fails and candidate does not" if a[0] == "error" else \
-            "candidate fails and baseline does not"
-    names = ("op stack", "RAM", "public output", "public input consumed",
-             "secret input consumed", "secret digests consumed", "sponge state",
-             "external calls")
+        return (
+            "baseline fails and candidate does not"
+            if a[0] == "error"
+            else "candidate fails and baseline does not"
+        )
+    names = (
+        "op stack",
+        "RAM",
+        "public output",
+        "public input consumed",
+        "secret input consumed",
+        "secret digests consumed",
+        "sponge state",
+        "external calls",
+    )
     for name, x, y in zip(names, a, b):
         if x != y:
             if name == "op stack" and len(x) != len(y):
@@ -306,8 +371,16 @@ def _block_program(instrs: Sequence[Instr], isa: str) -> Program:
 #: limbs over *all* Tip5 traces, including the attestation of the program's own words
 #: (Triton VM spec §7.8), so any edit of the program moves it pseudo-randomly by a few rows.
 #: It still counts through the padded height, which must not grow (see `no_taller`).
-ACCEPTANCE_TABLES = ("program", "processor", "op_stack", "ram", "jump_stack", "hash", "u32",
-                     "lookup")
+ACCEPTANCE_TABLES = (
+    "program",
+    "processor",
+    "op_stack",
+    "ram",
+    "jump_stack",
+    "hash",
+    "u32",
+    "lookup",
+)
 
 
 def padded_height(heights: dict[str, int]) -> int:
@@ -378,8 +451,13 @@ def check_block(check: BlockCheck) -> Verdict:
         if ob != oc:
             detail = _explain(ob, oc)
             if cmp.status == "proven":  # layer 1 and layer 2 disagree: a verifier bug
-                log.error("symbolic proof contradicted by witness %d (%s): %s | %s",
-                          i, detail, check.baseline, check.candidate)
+                log.error(
+                    "symbolic proof contradicted by witness %d (%s): %s | %s",
+                    i,
+                    detail,
+                    check.baseline,
+                    check.candidate,
+                )
             kind = "directed " if w.directed else ""
             return f"{kind}witness {i} ({w.family}): {detail}"
         if rb.error is None:
@@ -399,8 +477,13 @@ def check_block(check: BlockCheck) -> Verdict:
         for j in range(need, need + DIRECTED_TRIES * need):
             if passed >= need and (cmp.status != "testable" or random_field >= MIN_RANDOM_FIELD):
                 break
-            w = passing_witness(ctx, guards, witness(j, check.seed, depth=depth, inputs=inputs,
-                                                     digests=digests), rng, time_budget_s=0.25)
+            w = passing_witness(
+                ctx,
+                guards,
+                witness(j, check.seed, depth=depth, inputs=inputs, digests=digests),
+                rng,
+                time_budget_s=0.25,
+            )
             if w is None:
                 if j >= need + need // 2 and passed == 0:
                     break  # no attempt gets through the guards: stop early, reject below
@@ -409,12 +492,16 @@ def check_block(check: BlockCheck) -> Verdict:
             if bad:
                 return _reject(bad)
     if passed < need:
-        return _reject(f"only {passed} of {need} required witnesses pass the baseline's guards"
-                       " (asserts, u32 checks, inverses); agreement on failing runs proves "
-                       "nothing")
+        return _reject(
+            f"only {passed} of {need} required witnesses pass the baseline's guards"
+            " (asserts, u32 checks, inverses); agreement on failing runs proves "
+            "nothing"
+        )
     if cmp.status == "testable" and random_field < MIN_RANDOM_FIELD:
-        return _reject(f"only {random_field} passing witnesses with random field values; a "
-                       f"polynomial-identity test needs {MIN_RANDOM_FIELD}")
+        return _reject(
+            f"only {random_field} passing witnesses with random field values; a "
+            f"polynomial-identity test needs {MIN_RANDOM_FIELD}"
+        )
     method = "symbolic" if cmp.status == "proven" else "differential"
     return Verdict(True, method, None, len(cand), heights)
 
@@ -427,6 +514,7 @@ def check_blocks(checks: list[BlockCheck]) -> list[Verdict]:
 
 
 # -- whole functions ----------------------------------------------------------------------
+
 
 @dataclass
 class FunctionVerdict:
@@ -471,10 +559,17 @@ def harness(text: str, entry: str, isa: str = "release") -> Program:
     return parse(f"    call {entry}\n    halt\n{text}", isa)  # type: ignore[arg-type]
 
 
-def check_function(baseline: Program, candidate: Program | None, *, depth: int = 48,
-                   witnesses: int = MIN_WITNESSES, seed: int = 0,
-                   step_limit: int = 50_000, max_tries: int | None = None,
-                   budget_s: float = FUNCTION_BUDGET_S) -> FunctionVerdict:
+def check_function(
+    baseline: Program,
+    candidate: Program | None,
+    *,
+    depth: int = 48,
+    witnesses: int = MIN_WITNESSES,
+    seed: int = 0,
+    step_limit: int = 50_000,
+    max_tries: int | None = None,
+    budget_s: float = FUNCTION_BUDGET_S,
+) -> FunctionVerdict:
     """Differential check of two harness programs (see `harness`) on fresh witnesses.
 
     Fails closed: ``equivalent`` needs no distinguishing witness **and** at least
@@ -506,8 +601,9 @@ def check_function(baseline: Program, candidate: Program | None, *, depth: int =
     any_ok = False
     hb: dict[str, int] = {}
     hc: dict[str, int] = {}
-    for i, w, rb in _baseline_runs(baseline, depth, witnesses, seed, step_limit, tries,
-                                   budget_s).runs():
+    for i, w, rb in _baseline_runs(
+        baseline, depth, witnesses, seed, step_limit, tries, budget_s
+    ).runs():
         verdict.conclusive += 1
         rc = rb if candidate is None else _run(candidate, w, 10 * rb.cycles + 1000)
         ob, oc = observe(rb), observe(rc)
@@ -529,9 +625,11 @@ def check_function(baseline: Program, candidate: Program | None, *, depth: int =
     verdict.cycles = max(0, ok_cycles_c - HARNESS_CYCLES)
     verdict.heights, verdict.baseline_heights = hc, hb
     if verdict.halted < witnesses:
-        verdict.reason = (f"only {verdict.halted} witnesses ran the baseline to its return "
-                          f"({verdict.conclusive} conclusive; {witnesses} required): "
-                          "agreement on failing runs proves nothing")
+        verdict.reason = (
+            f"only {verdict.halted} witnesses ran the baseline to its return "
+            f"({verdict.conclusive} conclusive; {witnesses} required): "
+            "agreement on failing runs proves nothing"
+        )
         return verdict
     verdict.equivalent = True
     return verdict
@@ -545,11 +643,18 @@ class _BaselineRuns:
     difference stops early; one that measures the same reference again (a caller
     re-measured with its callees' improved code, `tasmopt.optimizer`) reuses the runs."""
 
-    def __init__(self, baseline: Program, depth: int, witnesses: int, seed: int,
-                 step_limit: int, tries: int, budget_s: float) -> None:
+    def __init__(
+        self,
+        baseline: Program,
+        depth: int,
+        witnesses: int,
+        seed: int,
+        step_limit: int,
+        tries: int,
+        budget_s: float,
+    ) -> None:
         self._done: list[tuple[int, Witness, object]] = []
-        self._more = self._produce(baseline, depth, witnesses, seed, step_limit, tries,
-                                   budget_s)
+        self._more = self._produce(baseline, depth, witnesses, seed, step_limit, tries, budget_s)
         self._lock = threading.Lock()
 
     def runs(self) -> Iterator[tuple[int, Witness, object]]:
@@ -566,13 +671,19 @@ class _BaselineRuns:
             k += 1
 
     @staticmethod
-    def _produce(baseline: Program, depth: int, witnesses: int, seed: int, step_limit: int,
-                 tries: int, budget_s: float) -> Iterator[tuple[int, Witness, object]]:
+    def _produce(
+        baseline: Program,
+        depth: int,
+        witnesses: int,
+        seed: int,
+        step_limit: int,
+        tries: int,
+        budget_s: float,
+    ) -> Iterator[tuple[int, Witness, object]]:
         halted = 0
 
         def make(i: int) -> Witness:
-            return witness(i, seed, depth=depth, inputs=24, digests=6,
-                           families=CONTROL_FAMILIES)
+            return witness(i, seed, depth=depth, inputs=24, digests=6, families=CONTROL_FAMILIES)
 
         def conclusive(w: Witness):
             rb = _run(baseline, w, step_limit)
@@ -586,6 +697,7 @@ class _BaselineRuns:
                 halted += rb.error is None
                 yield i, w, rb
         from tasmopt.vm.concolic import directed_witness  # the concolic layer imports us
+
         deadline = time.perf_counter() + budget_s
         ctx = ExprContext()
         guards: set[tuple] = set()
@@ -593,8 +705,15 @@ class _BaselineRuns:
         misses = 0
         j = tries
         while halted < witnesses and time.perf_counter() < deadline:
-            w = directed_witness(baseline, make(j), ctx, guards, rng,
-                                 step_limit=min(step_limit, 20_000), deadline=deadline)
+            w = directed_witness(
+                baseline,
+                make(j),
+                ctx,
+                guards,
+                rng,
+                step_limit=min(step_limit, 20_000),
+                deadline=deadline,
+            )
             if w is None:
                 misses += 1
                 if misses >= 3 and halted == 0:
@@ -606,12 +725,20 @@ class _BaselineRuns:
 
 
 @lru_cache(maxsize=128)
-def _baseline_runs(baseline: Program, depth: int, witnesses: int, seed: int, step_limit: int,
-                   tries: int, budget_s: float) -> _BaselineRuns:
+def _baseline_runs(
+    baseline: Program,
+    depth: int,
+    witnesses: int,
+    seed: int,
+    step_limit: int,
+    tries: int,
+    budget_s: float,
+) -> _BaselineRuns:
     return _BaselineRuns(baseline, depth, witnesses, seed, step_limit, tries, budget_s)
 
 
 # -- whole functions by alignment -----------------------------------------------------------
+
 
 @dataclass
 class AlignedVerdict:
@@ -651,8 +778,9 @@ def _segments(program: Program) -> list[tuple[str, object]]:
     return out
 
 
-def check_aligned(baseline: Program, candidate: Program, *, witnesses: int = MIN_WITNESSES,
-                  seed: int = 0) -> AlignedVerdict:
+def check_aligned(
+    baseline: Program, candidate: Program, *, witnesses: int = MIN_WITNESSES, seed: int = 0
+) -> AlignedVerdict:
     """Prove two whole programs equivalent by alignment: identical labels and control-flow
     instructions in the same order, and every pair of straight-line runs between them
     either identical or accepted by `check_block` (which is universal over entry states, so
@@ -662,8 +790,9 @@ def check_aligned(baseline: Program, candidate: Program, *, witnesses: int = MIN
     """
     a, b = _segments(baseline), _segments(candidate)
     if len(a) != len(b):
-        return AlignedVerdict(False, f"control skeletons differ ({len(b)} segments, baseline "
-                                     f"{len(a)})")
+        return AlignedVerdict(
+            False, f"control skeletons differ ({len(b)} segments, baseline {len(a)})"
+        )
     checked = 0
     for k, ((ka, va), (kb, vb)) in enumerate(zip(a, b)):
         if ka != kb:
@@ -674,8 +803,11 @@ def check_aligned(baseline: Program, candidate: Program, *, witnesses: int = MIN
             return AlignedVerdict(False, f"segment {k}: `{vb}` where the baseline has `{va}`")
         v = _check_block_cached(BlockCheck(va, vb, baseline.isa, witnesses, seed))  # type: ignore[arg-type]
         if not v.equivalent:
-            return AlignedVerdict(False, f"segment {k} ({len(va)} vs {len(vb)} instructions): "  # type: ignore[arg-type]
-                                         f"{v.reason}")
+            return AlignedVerdict(
+                False,
+                f"segment {k} ({len(va)} vs {len(vb)} instructions): "  # type: ignore[arg-type]
+                f"{v.reason}",
+            )
         checked += 1
     return AlignedVerdict(True, None, checked)
 

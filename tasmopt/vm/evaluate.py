@@ -46,10 +46,15 @@ class Assignment:
     fill: Callable[[int], int] = lambda addr: 0
 
     def copy(self) -> Assignment:
-        return Assignment(dict(self.stack), dict(self.public), dict(self.secret),
-                          {k: list(v) for k, v in self.digests.items()},
-                          None if self.sponge is None else list(self.sponge), dict(self.ram),
-                          self.fill)
+        return Assignment(
+            dict(self.stack),
+            dict(self.public),
+            dict(self.secret),
+            {k: list(v) for k, v in self.digests.items()},
+            None if self.sponge is None else list(self.sponge),
+            dict(self.ram),
+            self.fill,
+        )
 
     def ram_at(self, addr: int) -> int:
         v = self.ram.get(addr)
@@ -63,8 +68,12 @@ class Evaluator:
     (e.g. a field inverse of zero): the run fails there, so the guards are violated anyway.
     """
 
-    def __init__(self, ctx: ExprContext, assignment: Assignment,
-                 default: Callable[[tuple], int] | None = None) -> None:
+    def __init__(
+        self,
+        ctx: ExprContext,
+        assignment: Assignment,
+        default: Callable[[tuple], int] | None = None,
+    ) -> None:
         self.ctx = ctx
         self.a = assignment
         self._atoms: dict[int, int] = {}
@@ -154,6 +163,7 @@ class Evaluator:
             return args[0] * args[1] % P
         if name == "tip5":
             from tasmopt.vm.tip5 import permutation
+
             return permutation(args[:16])[args[16]]
         if name == "xinv":
             if not any(args[:3]):
@@ -161,6 +171,7 @@ class Evaluator:
             return xfield.inv(tuple(args[:3]))[args[3]]
         if name == "merkle":
             from tasmopt.vm.tip5 import permutation
+
             i, cur, sib, j = args[0], args[1:6], args[6:11], args[11]
             left, right = (cur, sib) if i % 2 == 0 else (sib, cur)
             return permutation(list(left) + list(right) + [1] * 6)[j]

@@ -150,7 +150,7 @@ class ExprContext:
         if a.is_const:
             return self.const(pow(a.const, e, P))
         if len(a.terms) == 1:
-            (m, c), = a.terms.items()
+            ((m, c),) = a.terms.items()
             return self.poly({tuple((aid, x * e) for aid, x in m): pow(c, e, P)})
         if e > 16:
             return self.op("pow", a, e, algebraic=True)

@@ -91,8 +91,15 @@ def guard_polys(ctx: ExprContext, guards: Iterable[tuple]) -> list[Poly]:
     return out
 
 
-def solve(ctx: ExprContext, guards: Iterable[tuple], base: Assignment, rng: random.Random, *,
-          attempts: int = 6, time_budget_s: float = 0.5) -> Assignment | None:
+def solve(
+    ctx: ExprContext,
+    guards: Iterable[tuple],
+    base: Assignment,
+    rng: random.Random,
+    *,
+    attempts: int = 6,
+    time_budget_s: float = 0.5,
+) -> Assignment | None:
     """An assignment under which every guard holds, starting from ``base``; None if none
     was found within ``attempts`` and ``time_budget_s`` (seconds).
 
@@ -118,8 +125,14 @@ def solve(ctx: ExprContext, guards: Iterable[tuple], base: Assignment, rng: rand
     return None
 
 
-def passing_witness(ctx: ExprContext, guards: Iterable[tuple], w: Witness, rng: random.Random,
-                    *, time_budget_s: float) -> Witness | None:
+def passing_witness(
+    ctx: ExprContext,
+    guards: Iterable[tuple],
+    w: Witness,
+    rng: random.Random,
+    *,
+    time_budget_s: float,
+) -> Witness | None:
     """``w`` itself if it passes every guard, else ``w`` with the guards solved (a directed
     witness), else None (``time_budget_s`` seconds for `solve`)."""
     guards = set(guards)
@@ -131,8 +144,10 @@ def passing_witness(ctx: ExprContext, guards: Iterable[tuple], w: Witness, rng: 
 
 # -- propagation --------------------------------------------------------------------------
 
-def _propagate(ctx: ExprContext, guards: list[tuple], a: Assignment, rng: random.Random,
-               deadline: float) -> bool:
+
+def _propagate(
+    ctx: ExprContext, guards: list[tuple], a: Assignment, rng: random.Random, deadline: float
+) -> bool:
     pinned: set[int] = set()
     for _ in range(3 * len(guards) + 3):
         if time.perf_counter() > deadline:
@@ -150,8 +165,9 @@ def _propagate(ctx: ExprContext, guards: list[tuple], a: Assignment, rng: random
     return not violated(ctx, guards, a)
 
 
-def _repair(ctx: ExprContext, g: tuple, a: Assignment, rng: random.Random,
-            pinned: set[int]) -> bool:
+def _repair(
+    ctx: ExprContext, g: tuple, a: Assignment, rng: random.Random, pinned: set[int]
+) -> bool:
     kind = g[0]
     if kind == "sponge_initialized":
         a.sponge = [rng.randrange(P) for _ in range(16)]
@@ -194,9 +210,14 @@ def _linear_vars(ctx: ExprContext, p: Poly, pinned: set[int]) -> list[int]:
                 inside |= ctx.atoms_of([ctx._by_id[v] for t, v in key[1:] if t == "p"])
             elif key[1] == "mem0":
                 inside |= ctx.atoms_of([ctx._by_id[key[2]]])
-    out = [aid for aid, e in direct.items()
-           if e == 1 and aid not in inside and ctx.atom_keys[aid][0] == "var"
-           and ctx.atom_keys[aid][1] in _FREE_KINDS]
+    out = [
+        aid
+        for aid, e in direct.items()
+        if e == 1
+        and aid not in inside
+        and ctx.atom_keys[aid][0] == "var"
+        and ctx.atom_keys[aid][1] in _FREE_KINDS
+    ]
     out.sort(key=lambda aid: (aid in pinned, aid))
     return out
 
@@ -246,8 +267,9 @@ def _assign(ctx: ExprContext, a: Assignment, aid: int, value: int) -> bool:
     return True
 
 
-def _shake(ctx: ExprContext, guards: list[tuple], a: Assignment, rng: random.Random,
-           small: bool) -> None:
+def _shake(
+    ctx: ExprContext, guards: list[tuple], a: Assignment, rng: random.Random, small: bool
+) -> None:
     """Re-draw the variables the guards mention (small values on odd attempts: u32 paths)."""
     for aid in ctx.atoms_of(guard_polys(ctx, guards)):
         key = ctx.atom_keys[aid]
@@ -257,8 +279,10 @@ def _shake(ctx: ExprContext, guards: list[tuple], a: Assignment, rng: random.Ran
 
 # -- SMT ----------------------------------------------------------------------------------
 
-def _smt(ctx: ExprContext, guards: list[tuple], a: Assignment, rng: random.Random,
-         deadline: float) -> Assignment | None:
+
+def _smt(
+    ctx: ExprContext, guards: list[tuple], a: Assignment, rng: random.Random, deadline: float
+) -> Assignment | None:
     remaining = deadline - time.perf_counter()
     if remaining <= 0.01:
         return None

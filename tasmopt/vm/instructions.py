@@ -89,6 +89,7 @@ def _ram_reads(ptr: str, offsets: range | list[int]) -> list[str]:
 
 # --- stack manipulation (spec §5.2) -------------------------------------------------------
 
+
 def _push(s: Shape) -> list[str]:
     return ["stk.append(A)"]
 
@@ -127,6 +128,7 @@ def _place(s: Shape) -> list[str]:
 
 
 # --- control flow (spec §5.3) ---------------------------------------------------------------
+
 
 def _halt(s: Shape) -> list[str]:
     return ["return -1"]
@@ -169,11 +171,11 @@ def _recurse_or_return(s: Shape) -> list[str]:
 
 
 def _assert(s: Shape) -> list[str]:
-    return [f"if stk[-1] != 1: {_fail('AssertionFailed', 'EID')}",
-            "del stk[-1]"]
+    return [f"if stk[-1] != 1: {_fail('AssertionFailed', 'EID')}", "del stk[-1]"]
 
 
 # --- memory (spec §5.4) ----------------------------------------------------------------------
+
 
 def _read_mem(s: Shape) -> list[str]:
     n = s.arg
@@ -194,6 +196,7 @@ def _write_mem(s: Shape) -> list[str]:
 
 # --- hashing (spec §5.5) ---------------------------------------------------------------------
 
+
 def _hash(s: Shape) -> list[str]:
     return [
         "h = vm.permute(stk[:-11:-1] + [1, 1, 1, 1, 1, 1])",
@@ -203,8 +206,10 @@ def _hash(s: Shape) -> list[str]:
 
 
 def _assert_vector(s: Shape) -> list[str]:
-    lines = [f"if stk[-{i + 1}] != stk[-{i + 6}]: {_fail('VectorAssertionFailed', str(i))}"
-             for i in range(5)]
+    lines = [
+        f"if stk[-{i + 1}] != stk[-{i + 6}]: {_fail('VectorAssertionFailed', str(i))}"
+        for i in range(5)
+    ]
     return [*lines, "del stk[-5:]"]
 
 
@@ -267,6 +272,7 @@ def _merkle_step_mem(s: Shape) -> list[str]:
 
 # --- base-field arithmetic (spec §5.6) -----------------------------------------------------
 
+
 def _add(s: Shape) -> list[str]:
     return ["a = stk.pop() + stk[-1]", "stk[-1] = a - P if a >= P else a"]
 
@@ -289,14 +295,25 @@ def _invert(s: Shape) -> list[str]:
 
 # --- u32 instructions (spec §5.7); operand checks are generated from ``u32_inputs`` --------
 
+
 def _split(s: Shape) -> list[str]:
-    return ["a = stk[-1]", "hi = a >> 32", "lo = a & 0xFFFFFFFF", "stk[-1] = hi",
-            "stk.append(lo)", f"u32add(({u32_key(0)}, lo, hi))"]
+    return [
+        "a = stk[-1]",
+        "hi = a >> 32",
+        "lo = a & 0xFFFFFFFF",
+        "stk[-1] = hi",
+        "stk.append(lo)",
+        f"u32add(({u32_key(0)}, lo, hi))",
+    ]
 
 
 def _lt(s: Shape) -> list[str]:
-    return ["a = stk.pop()", "b = stk[-1]", "stk[-1] = 1 if a < b else 0",
-            f"u32add(({u32_key(0)}, a, b))"]
+    return [
+        "a = stk.pop()",
+        "b = stk[-1]",
+        "stk[-1] = 1 if a < b else 0",
+        f"u32add(({u32_key(0)}, a, b))",
+    ]
 
 
 def _and(s: Shape) -> list[str]:
@@ -308,12 +325,21 @@ def _xor(s: Shape) -> list[str]:  # the U32 table records xor as an `and` entry 
 
 
 def _log_2_floor(s: Shape) -> list[str]:
-    return ["a = stk[-1]", f"if a == 0: {_fail('LogarithmOfZero')}",
-            "stk[-1] = a.bit_length() - 1", f"u32add(({u32_key(0)}, a, 0))"]
+    return [
+        "a = stk[-1]",
+        f"if a == 0: {_fail('LogarithmOfZero')}",
+        "stk[-1] = a.bit_length() - 1",
+        f"u32add(({u32_key(0)}, a, 0))",
+    ]
 
 
 def _pow(s: Shape) -> list[str]:
-    return ["a = stk.pop()", "e = stk[-1]", "stk[-1] = pow(a, e, P)", f"u32add(({u32_key(0)}, a, e))"]
+    return [
+        "a = stk.pop()",
+        "e = stk[-1]",
+        "stk[-1] = pow(a, e, P)",
+        f"u32add(({u32_key(0)}, a, e))",
+    ]
 
 
 def _div_mod(s: Shape) -> list[str]:
@@ -335,20 +361,27 @@ def _pop_count(s: Shape) -> list[str]:
 
 # --- extension-field arithmetic (spec §5.8); c0 is the shallowest word --------------------
 
+
 def _xx_add(s: Shape) -> list[str]:
     return [f"stk[-{4 + j}] = (stk[-{1 + j}] + stk[-{4 + j}]) % P" for j in range(3)] + [
-        "del stk[-3:]"]
+        "del stk[-3:]"
+    ]
 
 
 def _xx_mul(s: Shape) -> list[str]:
-    return ["c = xmul((stk[-1], stk[-2], stk[-3]), (stk[-4], stk[-5], stk[-6]))",
-            "del stk[-3:]", "stk[-1], stk[-2], stk[-3] = c"]
+    return [
+        "c = xmul((stk[-1], stk[-2], stk[-3]), (stk[-4], stk[-5], stk[-6]))",
+        "del stk[-3:]",
+        "stk[-1], stk[-2], stk[-3] = c",
+    ]
 
 
 def _x_invert(s: Shape) -> list[str]:
-    return ["a = (stk[-1], stk[-2], stk[-3])",
-            f"if a == (0, 0, 0): {_fail('InverseOfZero')}",
-            "stk[-1], stk[-2], stk[-3] = xinv(a)"]
+    return [
+        "a = (stk[-1], stk[-2], stk[-3])",
+        f"if a == (0, 0, 0): {_fail('InverseOfZero')}",
+        "stk[-1], stk[-2], stk[-3] = xinv(a)",
+    ]
 
 
 def _xb_mul(s: Shape) -> list[str]:
@@ -356,6 +389,7 @@ def _xb_mul(s: Shape) -> list[str]:
 
 
 # --- input/output (spec §5.9) ----------------------------------------------------------------
+
 
 def _read_io(s: Shape) -> list[str]:
     n = s.arg
@@ -373,6 +407,7 @@ def _write_io(s: Shape) -> list[str]:
 
 
 # --- many-in-one (spec §5.10) ----------------------------------------------------------------
+
 
 def _horner(s: Shape, coeff: list[str], step: int) -> list[str]:
     """``acc (st7..9) := acc · x (st0..2) + c``; ``st5 := st5 - step``."""
@@ -421,18 +456,53 @@ def _xb_dot_step(s: Shape) -> list[str]:
 
 #: Mnemonic -> template, for both ISA variants (opcodes 80/88 differ by name).
 TEMPLATES: dict[str, Template] = {
-    "halt": _halt, "push": _push, "skiz": _skiz, "pop": _pop, "split": _split, "lt": _lt,
-    "nop": _nop, "divine": _divine, "assert": _assert, "write_mem": _write_mem,
-    "log_2_floor": _log_2_floor, "and": _and, "return": _return, "pick": _pick, "hash": _hash,
-    "write_io": _write_io, "div_mod": _div_mod, "xor": _xor, "recurse": _recurse,
-    "place": _place, "assert_vector": _assert_vector, "pop_count": _pop_count, "pow": _pow,
-    "recurse_or_return": _recurse_or_return, "dup": _dup, "sponge_absorb": _sponge_absorb,
-    "merkle_step": _merkle_step, "sponge_init": _sponge_init, "swap": _swap, "add": _add,
-    "merkle_step_mem": _merkle_step_mem, "sponge_absorb_mem": _sponge_absorb_mem,
-    "call": _call, "mul": _mul, "sponge_squeeze": _sponge_squeeze, "read_mem": _read_mem,
-    "eq": _eq, "invert": _invert, "addi": _addi, "xx_add": _xx_add, "x_invert": _x_invert,
-    "read_io": _read_io, "xx_mul": _xx_mul, "b_horner_step": _b_horner_step,
-    "xb_mul": _xb_mul, "x_horner_step": _x_horner_step, "xx_dot_step": _xx_dot_step,
+    "halt": _halt,
+    "push": _push,
+    "skiz": _skiz,
+    "pop": _pop,
+    "split": _split,
+    "lt": _lt,
+    "nop": _nop,
+    "divine": _divine,
+    "assert": _assert,
+    "write_mem": _write_mem,
+    "log_2_floor": _log_2_floor,
+    "and": _and,
+    "return": _return,
+    "pick": _pick,
+    "hash": _hash,
+    "write_io": _write_io,
+    "div_mod": _div_mod,
+    "xor": _xor,
+    "recurse": _recurse,
+    "place": _place,
+    "assert_vector": _assert_vector,
+    "pop_count": _pop_count,
+    "pow": _pow,
+    "recurse_or_return": _recurse_or_return,
+    "dup": _dup,
+    "sponge_absorb": _sponge_absorb,
+    "merkle_step": _merkle_step,
+    "sponge_init": _sponge_init,
+    "swap": _swap,
+    "add": _add,
+    "merkle_step_mem": _merkle_step_mem,
+    "sponge_absorb_mem": _sponge_absorb_mem,
+    "call": _call,
+    "mul": _mul,
+    "sponge_squeeze": _sponge_squeeze,
+    "read_mem": _read_mem,
+    "eq": _eq,
+    "invert": _invert,
+    "addi": _addi,
+    "xx_add": _xx_add,
+    "x_invert": _x_invert,
+    "read_io": _read_io,
+    "xx_mul": _xx_mul,
+    "b_horner_step": _b_horner_step,
+    "xb_mul": _xb_mul,
+    "x_horner_step": _x_horner_step,
+    "xx_dot_step": _xx_dot_step,
     "xb_dot_step": _xb_dot_step,
 }
 
@@ -445,5 +515,7 @@ def shape_lines(shape: Shape, spec: Instruction) -> list[str]:
         for pos in spec.u32_inputs
     ]
     keys = spec.u32_entries
-    return lines + [_U32_KEY.sub(lambda m: repr(keys[int(m.group(1))][0]), line)
-                    for line in TEMPLATES[shape.name](shape)]
+    return lines + [
+        _U32_KEY.sub(lambda m: repr(keys[int(m.group(1))][0]), line)
+        for line in TEMPLATES[shape.name](shape)
+    ]

@@ -77,8 +77,14 @@ def _message(kind: str, detail: object, error_id: int | None) -> str:
     return text
 
 
-def run(program: Program, vm_input: VmInput = _NO_INPUT, *, start: int | str = 0,
-        step_limit: int = 1_000_000, measure: bool = True) -> VmResult:
+def run(
+    program: Program,
+    vm_input: VmInput = _NO_INPUT,
+    *,
+    start: int | str = 0,
+    step_limit: int = 1_000_000,
+    measure: bool = True,
+) -> VmResult:
     """Run ``program`` until ``halt``, a failure, or the step limit.
 
     Args:

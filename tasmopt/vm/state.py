@@ -116,8 +116,21 @@ class _FilledDict(dict):
 class RunState:
     """Mutable machine state besides the op stack, as seen by generated block code."""
 
-    __slots__ = ("ram", "js", "pub", "pub_i", "sec", "sec_i", "digs", "dig_i", "out",
-                 "sponge", "u32", "permute", "ext")
+    __slots__ = (
+        "ram",
+        "js",
+        "pub",
+        "pub_i",
+        "sec",
+        "sec_i",
+        "digs",
+        "dig_i",
+        "out",
+        "sponge",
+        "u32",
+        "permute",
+        "ext",
+    )
 
     def __init__(self, vm_input: VmInput, permute: Callable[[list[int]], list[int]]) -> None:
         fill = getattr(vm_input.ram, "fill_value", None)
@@ -140,8 +153,9 @@ class RunState:
         self.out: list[int] = []
         if vm_input.sponge is not None and len(vm_input.sponge) != 16:
             raise ValueError(f"the sponge state has 16 words, got {len(vm_input.sponge)}")
-        self.sponge: list[int] | None = (None if vm_input.sponge is None
-                                         else [x % P for x in vm_input.sponge])
+        self.sponge: list[int] | None = (
+            None if vm_input.sponge is None else [x % P for x in vm_input.sponge]
+        )
         self.u32: set[tuple[str, int, int]] = set()
         self.permute = permute
         self.ext: list[ExternalCall] = []

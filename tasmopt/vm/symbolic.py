@@ -55,8 +55,9 @@ class SymbolicRun:
     delta: int = 0
     low_water: int = 0
     outputs: list[Poly] = field(default_factory=list)
-    consumed: dict[str, int] = field(default_factory=lambda: {"public": 0, "secret": 0,
-                                                              "digests": 0})
+    consumed: dict[str, int] = field(
+        default_factory=lambda: {"public": 0, "secret": 0, "digests": 0}
+    )
     guards: set[tuple] = field(default_factory=set)
     ram: list[tuple[Poly, Poly]] = field(default_factory=list)
     sponge: tuple[Poly, ...] | None = None
@@ -146,16 +147,23 @@ class SymbolicRun:
         for addr, value in self.ram:
             for j in range(len(entries) - 1, -1, -1):
                 if entries[j][0] is addr:
-                    if all(_provably_distinct(ctx, e[0], addr) for e in entries[j + 1:]):
+                    if all(_provably_distinct(ctx, e[0], addr) for e in entries[j + 1 :]):
                         del entries[j]
                     break
             entries.append((addr, value))
-        entries = [(a, v) for a, v in entries
-                   if not (v is ctx.var("mem0", a.id)
-                           and all(e[0] is a or _provably_distinct(ctx, e[0], a)
-                                   for e in entries))]
-        if all(_provably_distinct(ctx, a, b) for i, (a, _) in enumerate(entries)
-               for b, _ in entries[i + 1:]):
+        entries = [
+            (a, v)
+            for a, v in entries
+            if not (
+                v is ctx.var("mem0", a.id)
+                and all(e[0] is a or _provably_distinct(ctx, e[0], a) for e in entries)
+            )
+        ]
+        if all(
+            _provably_distinct(ctx, a, b)
+            for i, (a, _) in enumerate(entries)
+            for b, _ in entries[i + 1 :]
+        ):
             entries.sort(key=lambda e: e[0].key)
         return tuple((a.id, v.id) for a, v in entries)
 
@@ -175,6 +183,7 @@ def _permute(ctx: ExprContext, state: Sequence[Poly]) -> tuple[Poly, ...]:
     """Tip5 on symbolic input: folded when constant, else 16 opaque (algebraic) outputs."""
     if all(v.is_const for v in state):
         from tasmopt.vm.tip5 import permutation
+
         return tuple(ctx.const(x) for x in permutation([v.const for v in state]))
     return tuple(ctx.op("tip5", *state, k, algebraic=True) for k in range(16))
 

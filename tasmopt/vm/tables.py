@@ -141,8 +141,10 @@ def attestation(program: Program) -> Attestation:
     state = [0] * tip5.STATE_SIZE
     for c in range(chunks):
         state, montgomery = tip5.permutation_with_lookups(
-            padded[c * tip5.RATE:(c + 1) * tip5.RATE] + state[tip5.RATE:])
+            padded[c * tip5.RATE : (c + 1) * tip5.RATE] + state[tip5.RATE :]
+        )
         add_cascade_limbs(limbs, montgomery)
-    att = Attestation(tuple(state[:tip5.DIGEST_LENGTH]), tip5.RATE * chunks, 6 * chunks,
-                      frozenset(limbs))
+    att = Attestation(
+        tuple(state[: tip5.DIGEST_LENGTH]), tip5.RATE * chunks, 6 * chunks, frozenset(limbs)
+    )
     return program._cache.setdefault("vm.attestation", att)

@@ -79,13 +79,12 @@ _UNPACK4 = struct.Struct("<4Q").unpack
 
 def _mds_reference(state: Sequence[int]) -> list[int]:
     """Plain circulant matrix-vector product (spec §9); the reference for the fast version."""
-    return [
-        sum(_MDS_COL[(i - j) % 16] * state[j] for j in range(16)) % P for i in range(16)
-    ]
+    return [sum(_MDS_COL[(i - j) % 16] * state[j] for j in range(16)) % P for i in range(16)]
 
 
-def _permute(state: Sequence[int], montgomery: list[int] | None = None,
-             trace: list[list[int]] | None = None) -> list[int]:
+def _permute(
+    state: Sequence[int], montgomery: list[int] | None = None, trace: list[list[int]] | None = None
+) -> list[int]:
     """The permutation. Between rounds words are kept unreduced (< 2^66) and reduced by the
     next S-box. Optionally collects the Montgomery forms of words 0..3 of each state entering
     a round (what the Cascade table looks up) and the canonical trace."""
@@ -190,7 +189,7 @@ class Sponge:
         """Pad ``words`` (spec §8) and absorb them chunk by chunk."""
         padded = pad_varlen(words)
         for i in range(0, len(padded), RATE):
-            self.absorb(padded[i: i + RATE])
+            self.absorb(padded[i : i + RATE])
 
     def squeeze(self) -> list[int]:
         """Return ``state[0..10]``, then permute."""

@@ -22,14 +22,45 @@ _BOUNDARY = (0, 1, 2, P - 1, P - 2, 2**32 - 1, 2**32, 2**31, 2**63, 2**32 + 1, 3
 
 #: Value families, in the order witnesses cycle through them. Random field elements take
 #: half of the witnesses (they carry the Schwartz–Zippel argument).
-FAMILIES = ("zeros", "ones", "tiny", "small_u32", "u32", "boundary", "repeated",
-            "field", "field", "u32", "field", "tiny", "field", "small_u32", "field", "field")
+FAMILIES = (
+    "zeros",
+    "ones",
+    "tiny",
+    "small_u32",
+    "u32",
+    "boundary",
+    "repeated",
+    "field",
+    "field",
+    "u32",
+    "field",
+    "tiny",
+    "field",
+    "small_u32",
+    "field",
+    "field",
+)
 
 #: Families for whole functions with loops and branches: mostly small values, so that loop
 #: counters stay small and u32 paths run to the end (their blocks are proven separately).
-CONTROL_FAMILIES = ("tiny", "small_u32", "zeros", "ones", "u32", "tiny", "small_u32",
-                    "boundary", "field", "tiny", "small_u32", "tiny", "repeated", "tiny",
-                    "small_u32", "tiny")
+CONTROL_FAMILIES = (
+    "tiny",
+    "small_u32",
+    "zeros",
+    "ones",
+    "u32",
+    "tiny",
+    "small_u32",
+    "boundary",
+    "field",
+    "tiny",
+    "small_u32",
+    "tiny",
+    "repeated",
+    "tiny",
+    "small_u32",
+    "tiny",
+)
 
 
 class FilledRam(Mapping[int, int]):
@@ -39,8 +70,7 @@ class FilledRam(Mapping[int, int]):
     the address, so baseline and candidate read the same "unknown" memory.
     """
 
-    def __init__(self, family: str, seed: int,
-                 overrides: Mapping[int, int] | None = None) -> None:
+    def __init__(self, family: str, seed: int, overrides: Mapping[int, int] | None = None) -> None:
         self.family = family
         self.seed = seed
         self._cache: dict[int, int] = dict(overrides or {})
@@ -120,9 +150,14 @@ class Witness:
 
     def vm_input(self) -> VmInput:
         """The simulator input of this witness (stack, streams, RAM, sponge)."""
-        return VmInput(public_input=self.public_input, secret_input=self.secret_input,
-                       secret_digests=self.secret_digests, ram=self.ram(),
-                       initial_stack=self.stack, sponge=self.sponge)
+        return VmInput(
+            public_input=self.public_input,
+            secret_input=self.secret_input,
+            secret_digests=self.secret_digests,
+            ram=self.ram(),
+            initial_stack=self.stack,
+            sponge=self.sponge,
+        )
 
     def assignment(self) -> Assignment:
         """This witness as values of the symbolic executor's free variables."""
@@ -134,32 +169,52 @@ class Witness:
             digests={k: list(d) for k, d in enumerate(self.secret_digests)},
             sponge=None if self.sponge is None else list(self.sponge),
             ram=dict(self.ram_overrides),
-            fill=ram.fill_value)
+            fill=ram.fill_value,
+        )
 
     def with_assignment(self, a: Assignment) -> Witness:
         """A directed witness: this one with the values of ``a`` (streams and the stack are
         extended where ``a`` names deeper positions)."""
         depth = max([len(self.stack)] + [k + 1 for k in a.stack])
-        top_down = [a.stack.get(k, self.stack[-1 - k] if k < len(self.stack) else 0)
-                    for k in range(depth)]
+        top_down = [
+            a.stack.get(k, self.stack[-1 - k] if k < len(self.stack) else 0) for k in range(depth)
+        ]
 
         def stream(old: tuple[int, ...], new: dict[int, int]) -> tuple[int, ...]:
             n = max([len(old)] + [k + 1 for k in new])
             return tuple(new.get(k, old[k] if k < len(old) else 0) % P for k in range(n))
 
         n_dig = max([len(self.secret_digests)] + [k + 1 for k in a.digests])
-        digs = tuple(tuple(a.digests.get(k, self.secret_digests[k] if k < len(self.secret_digests)
-                                         else (0,) * 5)) for k in range(n_dig))
-        return replace(self, stack=tuple(v % P for v in reversed(top_down)),
-                       public_input=stream(self.public_input, a.public),
-                       secret_input=stream(self.secret_input, a.secret),
-                       secret_digests=digs,  # type: ignore[arg-type]
-                       sponge=None if a.sponge is None else tuple(a.sponge),
-                       ram_overrides=tuple(sorted(a.ram.items())), directed=True)
+        digs = tuple(
+            tuple(
+                a.digests.get(
+                    k, self.secret_digests[k] if k < len(self.secret_digests) else (0,) * 5
+                )
+            )
+            for k in range(n_dig)
+        )
+        return replace(
+            self,
+            stack=tuple(v % P for v in reversed(top_down)),
+            public_input=stream(self.public_input, a.public),
+            secret_input=stream(self.secret_input, a.secret),
+            secret_digests=digs,  # type: ignore[arg-type]
+            sponge=None if a.sponge is None else tuple(a.sponge),
+            ram_overrides=tuple(sorted(a.ram.items())),
+            directed=True,
+        )
 
 
-def witness(index: int, seed: int, *, depth: int, inputs: int = 16, digests: int = 4,
-            families: tuple[str, ...] = FAMILIES, sponge: bool = True) -> Witness:
+def witness(
+    index: int,
+    seed: int,
+    *,
+    depth: int,
+    inputs: int = 16,
+    digests: int = 4,
+    families: tuple[str, ...] = FAMILIES,
+    sponge: bool = True,
+) -> Witness:
     """Witness ``index`` of ``seed``: a stack of ``depth`` elements (>= 16) and input streams
     of ``inputs`` tokens each (``digests`` secret digests), values from
     ``families[index % len(families)]``.
@@ -180,8 +235,7 @@ def witness(index: int, seed: int, *, depth: int, inputs: int = 16, digests: int
         secret_input=tuple(draw() for _ in range(inputs)),
         secret_digests=tuple(tuple(draw() for _ in range(5)) for _ in range(digests)),  # type: ignore[misc]
         seed=rng.randrange(2**62),
-        sponge=(tuple(rng.randrange(P) for _ in range(16))
-                if sponge and index % 8 != 7 else None),
+        sponge=(tuple(rng.randrange(P) for _ in range(16)) if sponge and index % 8 != 7 else None),
     )
 
 

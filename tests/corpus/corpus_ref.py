@@ -23,6 +23,7 @@ MASK32 = U32 - 1
 
 # -- base field -------------------------------------------------------------------------------
 
+
 def inv(x: int) -> int:
     """Multiplicative inverse by Fermat (x != 0)."""
     x %= P
@@ -64,6 +65,7 @@ def bit(b: bool) -> int:
 
 
 # -- cubic extension F_p[x] / (x^3 - x + 1) ---------------------------------------------------
+
 
 def x_add(a: Sequence[int], b: Sequence[int]) -> list[int]:
     return [(u + v) % P for u, v in zip(a, b)]
@@ -152,6 +154,7 @@ def p2_hash2(x: int, y: int) -> int:
 
 
 # -- Tip5 digests in VM word order (word 0 = top of stack) --------------------------------------
+
 
 def hash10(words: Sequence[int]) -> list[int]:
     """Tip5 fixed-length hash of the 10-word input ``words`` (x0 first)."""

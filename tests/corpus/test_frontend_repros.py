@@ -27,8 +27,11 @@ REPROS = [
 ]
 
 
-@pytest.mark.parametrize(("name", "public", "secret", "expected"), REPROS,
-                         ids=[r[0].removesuffix(".tri") for r in REPROS])
+@pytest.mark.parametrize(
+    ("name", "public", "secret", "expected"),
+    REPROS,
+    ids=[r[0].removesuffix(".tri") for r in REPROS],
+)
 def test_repro(name, public, secret, expected):
     from tasmopt.frontend import compile_modules, link
     from tasmopt.lower.triton import lower

@@ -37,9 +37,12 @@ def test_hand_version_verifies(hv: hand.HandVersion, recorded: dict) -> None:
     assert r.cycles < r.baseline_cycles
     assert no_taller(r.heights, r.baseline_heights)
     entry = recorded.get(hv.key)
-    assert entry is not None, f"{hv.key} missing from results.json: run python -m tasmopt.train.hand"
-    assert (entry["cycles"], entry["baseline_cycles"]) == (r.cycles, r.baseline_cycles), \
+    assert entry is not None, (
+        f"{hv.key} missing from results.json: run python -m tasmopt.train.hand"
+    )
+    assert (entry["cycles"], entry["baseline_cycles"]) == (r.cycles, r.baseline_cycles), (
         "results.json is stale: run python -m tasmopt.train.hand"
+    )
 
 
 def test_results_json_lists_exactly_the_hand_versions(recorded: dict) -> None:
@@ -65,15 +68,28 @@ def test_coverage() -> None:
 
 def _version(key: str, lines: list[str]) -> hand.HandVersion:
     module, function = key.split(":")
-    return hand.HandVersion(module, function, hand.HAND_DIR / module / f"{function}.tasm",
-                            tuple(lines))
+    return hand.HandVersion(
+        module, function, hand.HAND_DIR / module / f"{function}.tasm", tuple(lines)
+    )
 
 
 def test_a_wrong_version_is_rejected() -> None:
     # a*b - c instead of a*b + c
-    r = hand.verify(_version("field.basic:mul_add",
-                             ["__mul_add:", "    push -1", "    mul", "    swap 2", "    mul",
-                              "    add", "    return"]), seeds=(2,))
+    r = hand.verify(
+        _version(
+            "field.basic:mul_add",
+            [
+                "__mul_add:",
+                "    push -1",
+                "    mul",
+                "    swap 2",
+                "    mul",
+                "    add",
+                "    return",
+            ],
+        ),
+        seeds=(2,),
+    )
     assert not r.ok and "not equivalent" in r.problems[0]
 
 
@@ -93,6 +109,7 @@ def test_a_mistyped_label_is_rejected() -> None:
 
 # -- in context: the corpus test programs with every hand version spliced in ---------------
 
+
 def _cases():
     from test_corpus_programs import CASES  # the table of programs and reference outputs
 
@@ -111,9 +128,12 @@ def test_corpus_program_with_hand_versions(c) -> None:
     text, used = hand.spliced_program(hand.CORPUS / c.program)
     if not used:
         pytest.skip("no hand version in this program")
-    r = run(parse(text), VmInput(public_input=c.public, secret_input=c.secret,
-                                 secret_digests=c.digests, ram=c.ram),
-            step_limit=STEP_LIMIT, measure=False)
+    r = run(
+        parse(text),
+        VmInput(public_input=c.public, secret_input=c.secret, secret_digests=c.digests, ram=c.ram),
+        step_limit=STEP_LIMIT,
+        measure=False,
+    )
     if c.expected is None:
         assert r.error is not None and r.error.kind == c.fails_with, r.error
         return

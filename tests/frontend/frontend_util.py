@@ -87,8 +87,11 @@ def run_ops(ops, public=(), secret=(), ram=None, step_limit=200_000) -> VmResult
     low = lower(ops)
     assert not any(f.unlowerable for f in low.functions), [f.unlowerable for f in low.functions]
     prog = parse(low.text())
-    return run(prog, VmInput(public_input=list(public), secret_input=list(secret),
-                             ram=dict(ram or {})), step_limit=step_limit)
+    return run(
+        prog,
+        VmInput(public_input=list(public), secret_input=list(secret), ram=dict(ram or {})),
+        step_limit=step_limit,
+    )
 
 
 def run_program(src: str, public=(), secret=(), search_path=(LIB,), ram=None) -> list[int]:
@@ -109,8 +112,9 @@ def _modules_of(src: str, search_path):
         return compile_modules(path, search_path)
 
 
-def call_fn(src: str, fn: str, args=(), public=(), secret=(), ram=None,
-            search_path=(LIB,)) -> VmResult:
+def call_fn(
+    src: str, fn: str, args=(), public=(), secret=(), ram=None, search_path=(LIB,)
+) -> VmResult:
     """Run function ``fn`` of a ``module t`` snippet on ``FILLER + args`` (bottom..top)."""
     if not src.lstrip().startswith(("module", "program")):
         src = "module t\n" + src
@@ -118,9 +122,16 @@ def call_fn(src: str, fn: str, args=(), public=(), secret=(), ram=None,
     low = lower(link(mods))
     label = "__" + mods[-1].name.replace(".", "_") + "__" + fn
     prog = parse("\n".join([f"    call {label}", "    halt", *low.lines]))
-    return run(prog, VmInput(public_input=list(public), secret_input=list(secret),
-                             ram=dict(ram or {}), initial_stack=FILLER + [a % P for a in args]),
-               step_limit=200_000)
+    return run(
+        prog,
+        VmInput(
+            public_input=list(public),
+            secret_input=list(secret),
+            ram=dict(ram or {}),
+            initial_stack=FILLER + [a % P for a in args],
+        ),
+        step_limit=200_000,
+    )
 
 
 def returns(res: VmResult) -> list[int]:

@@ -30,8 +30,7 @@ def test_tir_prints_the_project_tir_as_json(runner):
 
 
 def test_tir_linked_has_unique_labels(runner):
-    r = runner.invoke(main, ["tir", str(APP), "--include", str(LIB), "--linked",
-                             "--indent", "1"])
+    r = runner.invoke(main, ["tir", str(APP), "--include", str(LIB), "--linked", "--indent", "1"])
     assert r.exit_code == 0, r.output
     tir = json.loads(r.stdout)
     assert tir[0] == {"Entry": "main_app__main"}
@@ -55,8 +54,10 @@ def test_errors_print_the_diagnostic_and_exit_1(runner, tmp_path, command):
     bad.write_text("program bad\nfn main() {\n    let x = 1 - 2\n}\n")
     r = runner.invoke(main, [command, str(bad)])
     assert r.exit_code == 1
-    assert r.stderr.startswith(f"{bad}:3:15: error: there is no subtraction operator '-'\n"
-                               "      let x = 1 - 2\n                ^")
+    assert r.stderr.startswith(
+        f"{bad}:3:15: error: there is no subtraction operator '-'\n"
+        "      let x = 1 - 2\n                ^"
+    )
     assert "Traceback" not in r.output
 
 

@@ -24,9 +24,11 @@ def prog(body: str, header: str = "", uses: str = "") -> str:
 
 # -- arithmetic, u32, operand order (B19, B20) ----------------------------------------------
 
+
 @pytest.mark.parametrize("a, b", [(3, 17), (17, 3), (0, 5), (U32 - 1, 2), (12345, 12345)])
 def test_u32_operators_b19(a, b):
-    out = run_program(prog("""
+    out = run_program(
+        prog("""
     let a = as_u32(pub_read())
     let b = as_u32(pub_read())
     if a < b { pub_write(1) } else { pub_write(0) }
@@ -36,24 +38,30 @@ def test_u32_operators_b19(a, b):
     pub_write(as_field(a & b))
     pub_write(as_field(a ^ b))
     pub_write(as_field(popcount(a)))
-    """), [a, b + (b == 0)])
+    """),
+        [a, b + (b == 0)],
+    )
     b = b + (b == 0)
     assert out == [int(a < b), a // b, a % b, a & b, a ^ b, bin(a).count("1")]
 
 
 def test_pow_log2_operand_order_b19():
-    out = run_program(prog("""
+    out = run_program(
+        prog("""
     let b = as_u32(pub_read())
     let e = as_u32(pub_read())
     pub_write(as_field(pow(b, e)))
     pub_write(as_field(log2(e)))
-    """), [3, 20])
+    """),
+        [3, 20],
+    )
     assert out == [3**20 % P, 4]
 
 
 def test_field_arithmetic_and_intrinsics():
     a, b = random.Random(1).randrange(P), 987654321
-    out = run_program(prog("""
+    out = run_program(
+        prog("""
     let a = pub_read()
     let b = pub_read()
     pub_write(a * b + a)
@@ -67,9 +75,20 @@ def test_field_arithmetic_and_intrinsics():
     pub_write(as_field(lo))
     if a == b { pub_write(1) } else { pub_write(2) }
     assert_eq(a, a)
-    """), [a, b])
-    assert out == [(a * b + a) % P, (a - b) % P, (-a) % P, 1, (a + b) % P, 3 * a % P,
-                   a >> 32, a & (U32 - 1), 2]
+    """),
+        [a, b],
+    )
+    assert out == [
+        (a * b + a) % P,
+        (a - b) % P,
+        (-a) % P,
+        1,
+        (a + b) % P,
+        3 * a % P,
+        a >> 32,
+        a & (U32 - 1),
+        2,
+    ]
 
 
 def test_as_u32_keeps_low_word_and_checks_b20():
@@ -80,7 +99,8 @@ def test_as_u32_keeps_low_word_and_checks_b20():
 
 
 def test_io_wide_reads_writes_and_divine():
-    out = run_program(prog("""
+    out = run_program(
+        prog("""
     let (a, b) = pub_read2()
     let d = pub_read5()
     let (x, y, z) = divine3()
@@ -88,7 +108,10 @@ def test_io_wide_reads_writes_and_divine():
     pub_write5(x, y, z, a, b)
     let (d0, d1, d2, d3, d4) = d
     pub_write(d0 + d4 * 10)
-    """), [1, 2, 3, 4, 5, 6, 7], secret=[8, 9, 10])
+    """),
+        [1, 2, 3, 4, 5, 6, 7],
+        secret=[8, 9, 10],
+    )
     # write_io n outputs st0 first: the last argument first (B28, kept)
     assert out == [2, 1, 2, 1, 10, 9, 8, 3 + 7 * 10]
 
@@ -110,7 +133,9 @@ fn score(o: Outer) -> Field {
 
 
 def test_struct_params_returns_and_nested_fields_b1_b2():
-    out = run_program(prog("""
+    out = run_program(
+        prog(
+            """
     let o = make(pub_read())
     pub_write(score(o))
     let mut p = o
@@ -118,7 +143,11 @@ def test_struct_params_returns_and_nested_fields_b1_b2():
     p.y = p.y + 1
     pub_write(score(p))
     pub_write(o.i.a)
-    """, STRUCTS), [3])
+    """,
+            STRUCTS,
+        ),
+        [3],
+    )
     k = 3
     s1 = 7 + (k + 1) * 100 + 2 * k * 10000 + k + (k + 5) * 1000000
     s2 = 7 + 5 * 100 + (2 * k + 1) * 10000 + k + (k + 5) * 1000000
@@ -126,7 +155,9 @@ def test_struct_params_returns_and_nested_fields_b1_b2():
 
 
 def test_cross_module_struct_and_return_widths_b5():
-    out = run_program(prog("""
+    out = run_program(
+        prog(
+            """
     let x = pub_read()
     let q = poly.Quad { a: 2, b: 3, c: 5 }
     let d = poly.derive(q)
@@ -136,7 +167,11 @@ def test_cross_module_struct_and_return_widths_b5():
     pub_write(after)
     pub_write(poly.sub(x, 1))
     pub_write(poly.sum_to(x))
-    """, uses="use std.math.poly"), [10])
+    """,
+            uses="use std.math.poly",
+        ),
+        [10],
+    )
     assert out == [2 * 100 + 3 * 10 + 5, 4 * 10 + 3, 11, 9, 55]
 
 
@@ -163,7 +198,9 @@ fn pair(c: Bool, d: Digest) -> Digest {
 
 @pytest.mark.parametrize("c", [0, 1])
 def test_if_with_value_and_branch_locals_b10(c):
-    out = run_program(prog("""
+    out = run_program(
+        prog(
+            """
     let c = pub_read() == 1
     pub_write(pick(c, 5, 7))
     pub_write(classify(0) + classify(1) * 1000 + classify(4) * 1000000)
@@ -174,11 +211,14 @@ def test_if_with_value_and_branch_locals_b10(c):
     if c { let z = 40
     acc = acc + z } else { acc = acc + 2 }
     pub_write(acc)
-    """, IFS), [c, 11, 12, 13, 14, 15])
-    digest = [11, 12, 13, 14, 15]            # read_io 5: first read deepest
+    """,
+            IFS,
+        ),
+        [c, 11, 12, 13, 14, 15],
+    )
+    digest = [11, 12, 13, 14, 15]  # read_io 5: first read deepest
     written = list(reversed(digest)) if c else digest
-    assert out == [12 if c else 81, 100 + 11 * 1000 + 12 * 1000000, *written,
-                   40 if c else 2]
+    assert out == [12 if c else 81, 100 + 11 * 1000 + 12 * 1000000, *written, 40 if c else 2]
 
 
 def test_match_values():
@@ -202,8 +242,10 @@ fn main() {
 
 # -- assignments (B12, B13) -----------------------------------------------------------------
 
+
 def test_wide_and_tuple_assignments_b12_b13():
-    out = run_program(prog("""
+    out = run_program(
+        prog("""
     let k = pub_read()
     let mut h = divine5()
     let mut n = 1
@@ -223,7 +265,10 @@ def test_wide_and_tuple_assignments_b12_b13():
     t = split(k + 1)
     let (hi, lo) = t
     pub_write(as_field(lo))
-    """), [100, 1, 2, 3, 4, 5], secret=[1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    """),
+        [100, 1, 2, 3, 4, 5],
+        secret=[1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+    )
     assert out == [10, 9, 8, 7, 6, 14 * 10 + 2, 300, 9, 8, 7, 6, 101]
 
 
@@ -250,7 +295,9 @@ fn wide(x: Field) -> [Field; 17] {
 
 
 def test_multi_width_returns_b15_b16():
-    out = run_program(prog("""
+    out = run_program(
+        prog(
+            """
     let (a, b) = swp(1, 2)
     pub_write2(a, b)
     let (c, d, e) = rot3(1, 2, 3, 4)
@@ -264,15 +311,35 @@ def test_multi_width_returns_b15_b16():
     pub_write5(g0, g1, g2, u, v)
     let w = wide(100)
     pub_write(w[0] + w[16] * 1000)
-    """, RETURNS))
-    assert out == [1, 2, 341, 5, 3, 3, 2, 1, 4 + 30 + 200 + 1000 + 30000 + 700000,
-                   12, 11, 12, 11, 10, 100 + 116 * 1000]
+    """,
+            RETURNS,
+        )
+    )
+    assert out == [
+        1,
+        2,
+        341,
+        5,
+        3,
+        3,
+        2,
+        1,
+        4 + 30 + 200 + 1000 + 30000 + 700000,
+        12,
+        11,
+        12,
+        11,
+        10,
+        100 + 116 * 1000,
+    ]
 
 
 # -- loops (B23) ----------------------------------------------------------------------------
 
+
 def test_loops_with_variable_outer_variables_and_locals_b23():
-    out = run_program(prog("""
+    out = run_program(
+        prog("""
     let n = pub_read()
     let a = pub_read()
     let mut s = 0
@@ -298,7 +365,9 @@ def test_loops_with_variable_outer_variables_and_locals_b23():
         fb = t
     }
     pub_write(fa)
-    """), [10, 7])
+    """),
+        [10, 7],
+    )
     n, a = 10, 7
     fa, fb = 0, 1
     for _ in range(n):
@@ -308,7 +377,8 @@ def test_loops_with_variable_outer_variables_and_locals_b23():
 
 def test_loop_with_digest_state_and_spills_b18_b23():
     # a Digest accumulator, a Digest input and loop state: > 16 live elements in the body
-    out = run_program(prog("""
+    out = run_program(
+        prog("""
     let key = pub_read5()
     let n = pub_read()
     let mut acc = divine5()
@@ -319,13 +389,16 @@ def test_loop_with_digest_state_and_spills_b18_b23():
     }
     let (r0, r1, r2, r3, r4) = acc
     pub_write5(r0, r1, r2, r3, r4)
-    """), [1, 2, 3, 4, 5, 3], secret=[6, 7, 8, 9, 10])
-    key = [1, 2, 3, 4, 5]                  # component order (deepest first)
+    """),
+        [1, 2, 3, 4, 5, 3],
+        secret=[6, 7, 8, 9, 10],
+    )
+    key = [1, 2, 3, 4, 5]  # component order (deepest first)
     acc = [6, 7, 8, 9, 10]
     for i in range(3):
-        words = acc + key[:4] + [i]        # arguments in order; the last is hash word 0
-        h = tip5.hash_fixed(words[::-1])   # VM order: word 0 = st0 = last argument
-        acc = h[::-1]                      # component 0 is deepest = VM word 4
+        words = acc + key[:4] + [i]  # arguments in order; the last is hash word 0
+        h = tip5.hash_fixed(words[::-1])  # VM order: word 0 = st0 = last argument
+        acc = h[::-1]  # component 0 is deepest = VM word 4
     assert out == acc[::-1]
 
 
@@ -355,8 +428,9 @@ def test_spills_in_branches_are_reconciled_b18():
 def test_many_locals_spill_and_reload_b18():
     lets = "\n".join(f"    let v{i} = pub_read() * {i + 1}" for i in range(24))
     total = " + ".join(f"v{i}" for i in range(24))
-    out = run_program(prog(f"{lets}\n    pub_write({total})\n    pub_write(v0 + v23)"),
-                      list(range(100, 124)))
+    out = run_program(
+        prog(f"{lets}\n    pub_write({total})\n    pub_write(v0 + v23)"), list(range(100, 124))
+    )
     assert out == [sum((100 + i) * (i + 1) for i in range(24)), 100 + 123 * 24]
 
 
@@ -368,20 +442,28 @@ fn f(a: Digest, b: Digest, c: Digest, d: Digest, x: Field) -> Field {
     a0 + d4 + x
 }
 """
-    out = run_program(prog("""
+    out = run_program(
+        prog(
+            """
     let a = pub_read5()
     let b = pub_read5()
     let c = pub_read5()
     let d = pub_read5()
     pub_write(f(a, b, c, d, 1000))
-    """, src), list(range(1, 21)))
+    """,
+            src,
+        ),
+        list(range(1, 21)),
+    )
     assert out == [1 + 20 + 1000]
 
 
 # -- RAM, hashing, sponge, merkle, events (B24, B28) ----------------------------------------
 
+
 def test_ram_intrinsics_round_trip_b24():
-    res = call_fn("""
+    res = call_fn(
+        """
 fn f(p: Field, v: Field, d: Digest) -> Field {
     ram_write(p, v)
     ram_write_block(p + 10, d)
@@ -389,22 +471,32 @@ fn f(p: Field, v: Field, d: Digest) -> Field {
     let (b0, b1, b2, b3, b4) = back
     ram_read(p) + b0 * 1000 + b4 * 1000000
 }
-""", "f", [500, 42, 1, 2, 3, 4, 5])
+""",
+        "f",
+        [500, 42, 1, 2, 3, 4, 5],
+    )
     assert returns(res) == [42 + 1000 + 5000000]
     assert res.ram[500] == 42
-    assert [res.ram[510 + j] for j in range(5)] == [5, 4, 3, 2, 1]   # RAM[a+j] = word 4-j
+    assert [res.ram[510 + j] for j in range(5)] == [5, 4, 3, 2, 1]  # RAM[a+j] = word 4-j
 
 
 def test_ram_wrappers_from_the_library():
-    out = run_program(prog("""
+    out = run_program(
+        prog(
+            """
     mem.write(77, pub_read())
     pub_write(mem.read(77) + 1)
-    """, uses="use vm.io.mem"), [9])
+    """,
+            uses="use vm.io.mem",
+        ),
+        [9],
+    )
     assert out == [10]
 
 
 def test_hash_sponge_and_digest_assert():
-    out = run_program(prog("""
+    out = run_program(
+        prog("""
     let x = pub_read()
     let h = hash(x, 0, 0, 0, 0, 0, 0, 0, 0, 1)
     let (h0, h1, h2, h3, h4) = h
@@ -414,24 +506,29 @@ def test_hash_sponge_and_digest_assert():
     let s = sponge_squeeze()
     pub_write(s[0] + s[9])
     assert_digest(h, hash(x, 0, 0, 0, 0, 0, 0, 0, 0, 1))
-    """), [5])
+    """),
+        [5],
+    )
     h = tip5.hash_fixed([1, 0, 0, 0, 0, 0, 0, 0, 0, 5])
     sponge = tip5.Sponge()
     sponge.absorb([5, 9, 8, 7, 6, 5, 4, 3, 2, 1])
-    sq = sponge.squeeze()                                  # sq[0] = st0 = s[9]
+    sq = sponge.squeeze()  # sq[0] = st0 = s[9]
     assert out == [*h, (sq[9] + sq[0]) % P]
 
 
 def test_library_preimage_check_and_os_module():
-    src = prog("""
+    src = prog(
+        """
     let expected = pub_read5()
     auth.verify_preimage(expected)
     let l = meta.leaf(expected, expected)
     let (l0, l1, l2, l3, l4) = l
     pub_write(l4)
-    """, uses="use std.crypto.auth\nuse os.neptune.kernel.meta")
-    h = tip5.hash_fixed([0] * 9 + [7])                     # VM order, word 0 on top
-    expected = h[::-1]                                     # read_io: first read deepest
+    """,
+        uses="use std.crypto.auth\nuse os.neptune.kernel.meta",
+    )
+    h = tip5.hash_fixed([0] * 9 + [7])  # VM order, word 0 on top
+    expected = h[::-1]  # read_io: first read deepest
     out = run_program(src, expected, secret=[7])
     pair = tip5.hash_fixed(expected[::-1] * 2)
     assert out == [pair[0]]
@@ -455,12 +552,13 @@ def test_merkle_step():
     ops = link([ModuleTir("t", "program", compile_source(src))])
     res = run(parse(lower(ops).text()), VmInput(public_input=[6, *leaf], secret_digests=[sib]))
     assert res.error is None
-    cur = leaf[::-1]                                       # VM word 0 = st0 = last component
+    cur = leaf[::-1]  # VM word 0 = st0 = last component
     assert list(res.public_output) == [3, *tip5.hash_pair(cur, sib)]
 
 
 def test_events_reveal_and_seal_b28():
-    out = run_program("""program t
+    out = run_program(
+        """program t
 event Paid { who: Field, amt: Field }
 event Nul { n: Field }
 fn main() {
@@ -468,12 +566,15 @@ fn main() {
     reveal Paid { amt: 9, who: w }
     seal Nul { n: w }
 }
-""", [4])
+""",
+        [4],
+    )
     assert out == [0, 9, 4, *tip5.hash_fixed([1, 0, 0, 0, 0, 0, 0, 0, 0, 4])]
 
 
 def test_runtime_and_constant_index_b22():
-    out = run_program(prog("""
+    out = run_program(
+        prog("""
     let arr = [pub_read(), pub_read(), pub_read(), pub_read()]
     let ds = [pub_read5(), pub_read5()]
     let mut s = 0
@@ -482,32 +583,41 @@ def test_runtime_and_constant_index_b22():
     pub_write(arr[3])
     let (a, b, c, d, e) = ds[as_u32(1)]
     pub_write(a + e * 100)
-    """), [5, 6, 7, 8, *range(10, 20)])
+    """),
+        [5, 6, 7, 8, *range(10, 20)],
+    )
     assert out == [5 + 12 + 21 + 32, 8, 15 + 19 * 100]
 
 
 def test_runtime_index_out_of_range_fails():
-    ops = compile_source(prog("""
+    ops = compile_source(
+        prog("""
     let arr = [1, 2, 3]
     pub_write(arr[as_u32(pub_read())])
-    """))
+    """)
+    )
     assert run_ops(ops, [2]).public_output == [3]
     assert run_ops(ops, [3]).error.kind == "AssertionFailed"
 
 
 def test_xfield_mul_and_invert():
-    res = call_fn("""
+    res = call_fn(
+        """
 fn f(a: Field, b: Field, c: Field, s: Field) -> XField {
     let x = xfield(a, b, c)
     xinvert(xinvert(x *. s))
 }
-""", "f", [1, 2, 3, 10])
+""",
+        "f",
+        [1, 2, 3, 10],
+    )
     assert returns(res) == [10, 20, 30]
 
 
 def test_asm_block_value():
-    out = run_program(prog("pub_write(seven() + 1)",
-                           "fn seven() -> Field {\n    asm(+1) { push 7 }\n}"))
+    out = run_program(
+        prog("pub_write(seven() + 1)", "fn seven() -> Field {\n    asm(+1) { push 7 }\n}")
+    )
     assert out == [8]
 
 

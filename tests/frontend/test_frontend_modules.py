@@ -29,31 +29,44 @@ def test_project_order_and_shape_spec_10_20():
     assert mods[0].ops == ()
     ops = compile_project(FIXTURES / "app" / "main.tri", [LIB])
     main = functions(ops)["main"]
-    assert show(main) == ("ReadIo(1) Dup(0) Call(@util_mathx__triple) Dup(0) Dup(2) Add "
-                          "WriteIo(1) Pop(2)")
+    assert show(main) == (
+        "ReadIo(1) Dup(0) Call(@util_mathx__triple) Dup(0) Dup(2) Add WriteIo(1) Pop(2)"
+    )
 
 
 def test_entry_comes_after_dependencies_and_before_program_functions():
     ops = compile_project(FIXTURES / "app" / "main.tri", [LIB])
     kinds = [(op.kind, op.value) for op in ops if op.kind in ("FnStart", "Entry")]
-    assert kinds == [("FnStart", "triple"), ("FnStart", "divmod"), ("Entry", "main"),
-                     ("FnStart", "main")]
+    assert kinds == [
+        ("FnStart", "triple"),
+        ("FnStart", "divmod"),
+        ("Entry", "main"),
+        ("FnStart", "main"),
+    ]
 
 
 def test_std_vm_os_prefixes_resolve_under_the_library_root():
     mods = compile_modules(LIB / "os" / "neptune" / "kernel" / "meta.tri")
     # the root is implied by the entry's own module name (os.neptune.kernel.meta)
-    assert [m.name for m in mods] == ["vm.io.io", "vm.crypto.hash", "vm.core.assert",
-                                      "std.crypto.auth", "os.neptune.kernel.meta"]
+    assert [m.name for m in mods] == [
+        "vm.io.io",
+        "vm.crypto.hash",
+        "vm.core.assert",
+        "std.crypto.auth",
+        "os.neptune.kernel.meta",
+    ]
 
 
 def test_dfs_from_sorted_names_postorder(tmp_path):
-    write(tmp_path, {
-        "main.tri": "program main\nuse zeta\nuse alpha\nfn main() { }",
-        "zeta.tri": "module zeta\nuse beta\npub fn z() { }",
-        "alpha.tri": "module alpha\npub fn a() { }",
-        "beta.tri": "module beta\nuse alpha\npub fn b() { }",
-    })
+    write(
+        tmp_path,
+        {
+            "main.tri": "program main\nuse zeta\nuse alpha\nfn main() { }",
+            "zeta.tri": "module zeta\nuse beta\npub fn z() { }",
+            "alpha.tri": "module alpha\npub fn a() { }",
+            "beta.tri": "module beta\nuse alpha\npub fn b() { }",
+        },
+    )
     mods = compile_modules(tmp_path / "main.tri")
     assert [m.name for m in mods] == ["alpha", "beta", "zeta", "main"]
 
@@ -69,11 +82,14 @@ def test_missing_module_names_the_paths_tried(tmp_path):
 
 
 def test_circular_dependency(tmp_path):
-    write(tmp_path, {
-        "main.tri": "program main\nuse a\nfn main() { }",
-        "a.tri": "module a\nuse b\npub fn f() { }",
-        "b.tri": "module b\n\nuse a\npub fn g() { }",
-    })
+    write(
+        tmp_path,
+        {
+            "main.tri": "program main\nuse a\nfn main() { }",
+            "a.tri": "module a\nuse b\npub fn f() { }",
+            "b.tri": "module b\n\nuse a\npub fn g() { }",
+        },
+    )
     with pytest.raises(FrontendError) as info:
         compile_project(tmp_path / "main.tri")
     err = info.value
@@ -82,8 +98,13 @@ def test_circular_dependency(tmp_path):
 
 
 def test_header_must_match_import_path(tmp_path):
-    write(tmp_path, {"main.tri": "program main\nuse lib.x\nfn main() { }",
-                     "lib/x.tri": "module lib.y\npub fn f() { }"})
+    write(
+        tmp_path,
+        {
+            "main.tri": "program main\nuse lib.x\nfn main() { }",
+            "lib/x.tri": "module lib.y\npub fn f() { }",
+        },
+    )
     with pytest.raises(FrontendError) as info:
         compile_project(tmp_path / "main.tri")
     assert (Path(info.value.file).name, info.value.line, info.value.col) == ("x.tri", 1, 8)
@@ -91,8 +112,13 @@ def test_header_must_match_import_path(tmp_path):
 
 
 def test_importing_a_program_is_an_error(tmp_path):
-    write(tmp_path, {"main.tri": "program main\nuse other\nfn main() { }",
-                     "other.tri": "program other\nfn main() { }"})
+    write(
+        tmp_path,
+        {
+            "main.tri": "program main\nuse other\nfn main() { }",
+            "other.tri": "program other\nfn main() { }",
+        },
+    )
     with pytest.raises(FrontendError, match="declares a program"):
         compile_project(tmp_path / "main.tri")
 
@@ -103,24 +129,39 @@ def test_unreadable_entry():
 
 
 def test_stop_at_first_failing_module(tmp_path):
-    write(tmp_path, {"main.tri": "program main\nuse a\nfn main() { let x: U32 = 1 }",
-                     "a.tri": "module a\npub fn f() -> Field { 1 - 1 }"})
+    write(
+        tmp_path,
+        {
+            "main.tri": "program main\nuse a\nfn main() { let x: U32 = 1 }",
+            "a.tri": "module a\npub fn f() -> Field { 1 - 1 }",
+        },
+    )
     with pytest.raises(FrontendError) as info:
         compile_project(tmp_path / "main.tri")
     assert Path(info.value.file).name == "a.tri" and len(info.value.errors) == 1
 
 
 def test_alias_is_the_last_segment_and_collisions_are_errors(tmp_path):
-    write(tmp_path, {"x/m.tri": "module x.m\npub fn f() -> Field { 1 }",
-                     "y/m.tri": "module y.m\npub fn f() -> Field { 2 }"})
+    write(
+        tmp_path,
+        {
+            "x/m.tri": "module x.m\npub fn f() -> Field { 1 }",
+            "y/m.tri": "module y.m\npub fn f() -> Field { 2 }",
+        },
+    )
     src = "program p\nuse x.m\nuse y.m\nfn main() { pub_write(m.f()) }"
     with pytest.raises(FrontendError, match="'m' is imported twice"):
         compile_source(src, "p.tri", [tmp_path])
 
 
 def test_full_module_path_and_constants_across_modules(tmp_path):
-    write(tmp_path, {"lib/k.tri": "module lib.k\npub const K: Field = 42\nconst H: Field = 1\n"
-                                  "pub fn f() -> Field { K }"})
+    write(
+        tmp_path,
+        {
+            "lib/k.tri": "module lib.k\npub const K: Field = 42\nconst H: Field = 1\n"
+            "pub fn f() -> Field { K }"
+        },
+    )
     src = "program p\nuse lib.k\nfn main() { pub_write(k.K)\n pub_write(lib.k.f()) }"
     ops = compile_source(src, "p.tri", [tmp_path])
     assert show(functions(ops)["main"]) == "Push(42) WriteIo(1) Call(@lib_k__f) WriteIo(1)"
@@ -137,10 +178,14 @@ def test_private_function_is_not_exported(tmp_path):
 
 def test_transitive_visibility_warns(tmp_path, caplog):
     # spec §2.3: `c.x` for a loaded module this file does not `use`: a warning, not an error
-    write(tmp_path, {"lib/a.tri": "module lib.a\npub fn one() -> Field { 1 }",
-                     "lib/b.tri": "module lib.b\nuse lib.a\npub fn two() -> Field { a.one() }",
-                     "lib/c.tri": "module lib.c\nuse lib.b\n"
-                                  "pub fn three() -> Field { b.two() + a.one() }"})
+    write(
+        tmp_path,
+        {
+            "lib/a.tri": "module lib.a\npub fn one() -> Field { 1 }",
+            "lib/b.tri": "module lib.b\nuse lib.a\npub fn two() -> Field { a.one() }",
+            "lib/c.tri": "module lib.c\nuse lib.b\npub fn three() -> Field { b.two() + a.one() }",
+        },
+    )
     with caplog.at_level(logging.WARNING, logger="tasmopt.frontend"):
         ops = compile_project(tmp_path / "lib" / "c.tri")
     assert "Call(@lib_a__one)" in show(functions(ops)["three"])
@@ -149,16 +194,22 @@ def test_transitive_visibility_warns(tmp_path, caplog):
 
 def test_struct_across_modules_with_real_width(tmp_path):
     # B1/B5: an imported struct is 3 wide; the call result is modelled 3 wide
-    ops = compile_source("program p\nuse std.math.poly\nfn main() {\n"
-                         "    let q = poly.Quad { a: 1, b: 2, c: 3 }\n"
-                         "    let d = poly.derive(q)\n"
-                         "    pub_write(poly.eval(d, 5))\n}", "p.tri", [LIB])
+    ops = compile_source(
+        "program p\nuse std.math.poly\nfn main() {\n"
+        "    let q = poly.Quad { a: 1, b: 2, c: 3 }\n"
+        "    let d = poly.derive(q)\n"
+        "    pub_write(poly.eval(d, 5))\n}",
+        "p.tri",
+        [LIB],
+    )
     assert show(functions(ops)["main"]) == (
         "Push(1) Push(2) Push(3) Dup(2) Dup(2) Dup(2) Call(@std_math_poly__derive) "
-        "Dup(2) Dup(2) Dup(2) Push(5) Call(@std_math_poly__eval) WriteIo(1) Pop(5) Pop(1)")
+        "Dup(2) Dup(2) Dup(2) Push(5) Call(@std_math_poly__eval) WriteIo(1) Pop(5) Pop(1)"
+    )
 
 
 def test_intrinsic_only_in_library_modules(tmp_path):
-    err = pytest.raises(FrontendError, compile_source,
-                        "module mine\n#[intrinsic(pub_read)]\npub fn r() -> Field").value
+    err = pytest.raises(
+        FrontendError, compile_source, "module mine\n#[intrinsic(pub_read)]\npub fn r() -> Field"
+    ).value
     assert (err.line, err.col) == (2, 1) and "only allowed in std., vm., os." in err.message

@@ -25,17 +25,20 @@ def ops(text: str) -> list[Op]:
     return out
 
 
-@pytest.mark.parametrize("before, after", [
-    ("Hint(1) Hint(1) Hint(1) Hint(1) Hint(1) Hint(1) Hint(1)", "Hint(5) Hint(2)"),  # 1
-    ("Pop(3) Pop(4) Add Pop(1)", "Pop(5) Pop(2) Add Pop(1)"),                           # 2
-    ("Swap(0) Add Pop(0)", "Add"),                                                      # 3
-    ("Dup(0) Swap(1) Pop(1) Add", "Add"),                                               # 5
-    ("Dup(0) Pop(1) Mul", "Mul"),                                                       # 5
-    ("Swap(3) Swap(3) Mul", "Mul"),                                                     # 6
-    ("Dup(1) Dup(1) Swap(2) Pop(2) Add", "Add"),                                        # 7
-    ("Dup(2) Dup(2) Dup(2) Swap(3) Pop(2) Pop(1) Add", "Add"),                          # 7
-    ("Swap(1) Pop(1) Swap(1) Pop(1) Swap(1) Pop(1) Add", "Swap(3) Pop(3) Add"),         # 8
-])
+@pytest.mark.parametrize(
+    "before, after",
+    [
+        ("Hint(1) Hint(1) Hint(1) Hint(1) Hint(1) Hint(1) Hint(1)", "Hint(5) Hint(2)"),  # 1
+        ("Pop(3) Pop(4) Add Pop(1)", "Pop(5) Pop(2) Add Pop(1)"),  # 2
+        ("Swap(0) Add Pop(0)", "Add"),  # 3
+        ("Dup(0) Swap(1) Pop(1) Add", "Add"),  # 5
+        ("Dup(0) Pop(1) Mul", "Mul"),  # 5
+        ("Swap(3) Swap(3) Mul", "Mul"),  # 6
+        ("Dup(1) Dup(1) Swap(2) Pop(2) Add", "Add"),  # 7
+        ("Dup(2) Dup(2) Dup(2) Swap(3) Pop(2) Pop(1) Add", "Add"),  # 7
+        ("Swap(1) Pop(1) Swap(1) Pop(1) Swap(1) Pop(1) Add", "Swap(3) Pop(3) Add"),  # 8
+    ],
+)
 def test_passes(before, after):
     assert show(optimize(ops(before))) == after
 
@@ -46,10 +49,11 @@ def test_epilogue_collapse_chunks_of_15():
 
 
 def test_unsound_rewrites_are_off_by_default():
-    digest_ret = "Swap(5) Pop(1) " * 5           # B16 rotation: 5 dead under a Digest
+    digest_ret = "Swap(5) Pop(1) " * 5  # B16 rotation: 5 dead under a Digest
     assert show(optimize(ops(digest_ret))) == digest_ret.strip()
     assert show(optimize(ops(digest_ret), unsound=True)) == (
-        "Swap(9) Swap(8) Swap(7) Swap(6) Swap(5) Pop(5)")
+        "Swap(9) Swap(8) Swap(7) Swap(6) Swap(5) Pop(5)"
+    )
     spill = "Push(7) Swap(1) WriteMem(1) Pop(1)"
     assert show(optimize(ops(spill))) == spill
     assert show(optimize(ops(spill), unsound=True)) == "Pop(1)"
@@ -65,7 +69,7 @@ def _run(tir: list[Op], args: list[int]) -> list[int]:
 
 def test_the_unsound_epilogue_rewrite_is_wrong_by_execution():
     digest_ret = ops("Swap(5) Pop(1) " * 5)
-    args = [1, 2, 3, 4, 5, 10, 20, 30, 40, 50]   # 5 dead, then the Digest on top
+    args = [1, 2, 3, 4, 5, 10, 20, 30, 40, 50]  # 5 dead, then the Digest on top
     assert _run(list(optimize(digest_ret)), args) == [10, 20, 30, 40, 50]
     assert _run(list(optimize(digest_ret, unsound=True)), args) != [10, 20, 30, 40, 50]
 

@@ -44,8 +44,10 @@ def sexp(e) -> str:
 
 
 def test_program_header_uses_io_and_items():
-    f = parse("program p\nuse std.crypto.merkle\nuse vm.io.io\npub input: Field\n"
-              "sec ram: { 17: Field, 18: Digest }\nfn main() { }")
+    f = parse(
+        "program p\nuse std.crypto.merkle\nuse vm.io.io\npub input: Field\n"
+        "sec ram: { 17: Field, 18: Digest }\nfn main() { }"
+    )
     assert (f.kind, f.name) == ("program", "p")
     assert [u.dotted for u in f.uses] == ["std.crypto.merkle", "vm.io.io"]
     assert [io.kind for io in f.io] == ["pub input", "sec ram"]
@@ -58,10 +60,12 @@ def test_module_header_dotted():
 
 
 def test_items_struct_event_const_fn_attributes():
-    f = parse("module std.t\npub struct P { pub x: Field, y: (U32, Digest), }\n"
-              "struct E {}\nevent Ev { a: Field }\npub const K: U32 = 7\n"
-              "#[intrinsic(pub_read)] pub fn r() -> Field\n"
-              "#[cfg(debug)]\n#[requires(a < 3)]\nfn g<N, M>(a: [Field; N + M * 2],) -> [Field; N] { a }")
+    f = parse(
+        "module std.t\npub struct P { pub x: Field, y: (U32, Digest), }\n"
+        "struct E {}\nevent Ev { a: Field }\npub const K: U32 = 7\n"
+        "#[intrinsic(pub_read)] pub fn r() -> Field\n"
+        "#[cfg(debug)]\n#[requires(a < 3)]\nfn g<N, M>(a: [Field; N + M * 2],) -> [Field; N] { a }"
+    )
     s, e, ev, k, r, g = f.items
     assert [(fd.name, fd.pub) for fd in s.fields] == [("x", True), ("y", False)]
     assert e.fields == [] and isinstance(ev, A.EventItem) and k.pub
@@ -76,25 +80,28 @@ def test_types():
     f = parse("module t\nfn f(a: [[Field; 2]; 3], b: (Field), c: std.x.P, d: XField) { }")
     a, b, c, d = (p.type for p in f.items[0].params)
     assert isinstance(a, A.ArrayT) and isinstance(a.elem, A.ArrayT)
-    assert isinstance(b, A.TupleT) and len(b.elems) == 1      # (T) is a 1-tuple type
+    assert isinstance(b, A.TupleT) and len(b.elems) == 1  # (T) is a 1-tuple type
     assert c.path == ("std", "x", "P") and d.name == "XField"
 
 
-@pytest.mark.parametrize("text, tree", [
-    ("a == b + c * d", "(== a (+ b (* c d)))"),
-    ("a < b + c", "(< a (+ b c))"),                     # CF: Rust misparses as generics
-    ("a < (b)", "(< a b)"),                             # CF (spec §10.24)
-    ("a + b + c", "(+ (+ a b) c)"),                     # left-associative
-    ("a & b ^ c", "(^ (& a b) c)"),
-    ("a * b /% c", "(* a (/% b c))"),                   # /% binds tightest
-    ("a *. b * c", "(* (*. a b) c)"),
-    ("f<3>(x)", "f<1>(x)"),
-    ("m.f<N, 2>(x, y)", "m.f<2>(x y)"),
-    ("(a < b, c)", "(tuple (< a b) c)"),               # CF: Rust: "expected '>'"
-    ("a[i][0]", "a[i][0]"),
-    ("p.x.y", "p.x.y"),
-    ("(a, b, )", "(tuple a b)"),
-])
+@pytest.mark.parametrize(
+    "text, tree",
+    [
+        ("a == b + c * d", "(== a (+ b (* c d)))"),
+        ("a < b + c", "(< a (+ b c))"),  # CF: Rust misparses as generics
+        ("a < (b)", "(< a b)"),  # CF (spec §10.24)
+        ("a + b + c", "(+ (+ a b) c)"),  # left-associative
+        ("a & b ^ c", "(^ (& a b) c)"),
+        ("a * b /% c", "(* a (/% b c))"),  # /% binds tightest
+        ("a *. b * c", "(* (*. a b) c)"),
+        ("f<3>(x)", "f<1>(x)"),
+        ("m.f<N, 2>(x, y)", "m.f<2>(x y)"),
+        ("(a < b, c)", "(tuple (< a b) c)"),  # CF: Rust: "expected '>'"
+        ("a[i][0]", "a[i][0]"),
+        ("p.x.y", "p.x.y"),
+        ("(a, b, )", "(tuple a b)"),
+    ],
+)
 def test_expression_precedence_and_forms(text, tree):
     assert sexp(expr(text)) == tree
 
@@ -108,19 +115,34 @@ def test_bracket_on_next_line_indexes():
 
 
 def test_statements():
-    b = body("let mut x: Field = 1\nlet (a, _, c) = t\nx = x + 1\n(a, _) = g()\np.x = 3\n"
-             "if c { } else if d { } else { }\nfor i in 0..n bounded 8 { }\nfor _ in 0..3 { }\n"
-             "reveal E { a: 1, b }\nseal E { a }\nmatch x { 0 => { } true => { } _ => { } }\n"
-             "asm(+1) { push 1 }\nf(x)\nreturn")
+    b = body(
+        "let mut x: Field = 1\nlet (a, _, c) = t\nx = x + 1\n(a, _) = g()\np.x = 3\n"
+        "if c { } else if d { } else { }\nfor i in 0..n bounded 8 { }\nfor _ in 0..3 { }\n"
+        "reveal E { a: 1, b }\nseal E { a }\nmatch x { 0 => { } true => { } _ => { } }\n"
+        "asm(+1) { push 1 }\nf(x)\nreturn"
+    )
     kinds = [type(s).__name__ for s in b.stmts]
-    assert kinds == ["LetStmt", "LetStmt", "AssignStmt", "AssignStmt", "AssignStmt", "IfStmt",
-                     "ForStmt", "ForStmt", "EventStmt", "EventStmt", "MatchStmt", "AsmStmt",
-                     "ExprStmt", "ReturnStmt"]
+    assert kinds == [
+        "LetStmt",
+        "LetStmt",
+        "AssignStmt",
+        "AssignStmt",
+        "AssignStmt",
+        "IfStmt",
+        "ForStmt",
+        "ForStmt",
+        "EventStmt",
+        "EventStmt",
+        "MatchStmt",
+        "AsmStmt",
+        "ExprStmt",
+        "ReturnStmt",
+    ]
     let2, assign2 = b.stmts[1], b.stmts[3]
     assert [n for n, _ in let2.names] == ["a", "_", "c"] and let2.is_tuple
     assert assign2.is_tuple and isinstance(assign2.targets[1], A.Wildcard)
     elif_ = b.stmts[5].els
-    assert isinstance(elif_.stmts[0], A.IfStmt)                 # else-if = else { if }
+    assert isinstance(elif_.stmts[0], A.IfStmt)  # else-if = else { if }
     assert b.stmts[6].bound == 8 and b.stmts[7].var is None
     reveal = b.stmts[8]
     assert [(n, sexp(v)) for n, v, _ in reveal.fields] == [("a", "1"), ("b", "b")]
@@ -151,27 +173,30 @@ def test_struct_literal_lookahead():
     assert isinstance(expr("m.P {}"), A.StructLit)
 
 
-@pytest.mark.parametrize("src, line, col, message", [
-    ("fn f() { }", 1, 1, "expected 'program' or 'module' declaration, found 'fn'"),
-    ("module t\nfn f() { let x = 1; }", 2, 19, "expected expression, found ';'"),
-    ("module t\nfn f() { }\nuse vm.io.io", 3, 1, "expected item, found 'use'"),
-    ("module t\npub #[pure] fn f() { }", 2, 5, "expected item, found '#'"),
-    ("module t\n#[inline] fn f() { }", 2, 3, "unknown attribute 'inline'"),
-    ("module t\n#[test] struct S { }", 2, 1, "only allowed on functions"),
-    ("module t\nfn f(a: 5) { }", 2, 9, "expected type, found integer '5'"),
-    ("module t\nfn f(a: [Field; ]) { }", 2, 17, "expected array size"),
-    ("module t\nfn f() { let x = { 1 } }", 2, 18, "expected expression, found '{'"),
-    ("module t\nfn f() { let = 1 }", 2, 14, "expected identifier, found '='"),
-    ("module t\nfn f( { }", 2, 7, "expected a parameter name"),
-    ("module t\nfn f() { g(1 }", 2, 14, "expected ')', found '}'"),
-    ("module t\nfn f() { a[0] = 1 }", 2, 10, "unsupported assignment target"),
-    ("module t\nfn f() { (a, b.c) = t }", 2, 10, "unsupported assignment target"),
-    ("module t\nfn f() { f(1) = 1 }", 2, 10, "unsupported assignment target"),
-    ("module t\nfn f() { let t = (a,) }", 2, 21, "at least two elements"),
-    ("module t\nfn f() { match x { S { a: 1 + 2 } => { } } }", 2, 29, "bad field pattern"),
-    ("module t\nfn f() { match x { \"a\" => { } } }", 2, 20, "unexpected character"),
-    ("module t\nfn f() {", 2, 9, "expected '}', found end of file"),
-])
+@pytest.mark.parametrize(
+    "src, line, col, message",
+    [
+        ("fn f() { }", 1, 1, "expected 'program' or 'module' declaration, found 'fn'"),
+        ("module t\nfn f() { let x = 1; }", 2, 19, "expected expression, found ';'"),
+        ("module t\nfn f() { }\nuse vm.io.io", 3, 1, "expected item, found 'use'"),
+        ("module t\npub #[pure] fn f() { }", 2, 5, "expected item, found '#'"),
+        ("module t\n#[inline] fn f() { }", 2, 3, "unknown attribute 'inline'"),
+        ("module t\n#[test] struct S { }", 2, 1, "only allowed on functions"),
+        ("module t\nfn f(a: 5) { }", 2, 9, "expected type, found integer '5'"),
+        ("module t\nfn f(a: [Field; ]) { }", 2, 17, "expected array size"),
+        ("module t\nfn f() { let x = { 1 } }", 2, 18, "expected expression, found '{'"),
+        ("module t\nfn f() { let = 1 }", 2, 14, "expected identifier, found '='"),
+        ("module t\nfn f( { }", 2, 7, "expected a parameter name"),
+        ("module t\nfn f() { g(1 }", 2, 14, "expected ')', found '}'"),
+        ("module t\nfn f() { a[0] = 1 }", 2, 10, "unsupported assignment target"),
+        ("module t\nfn f() { (a, b.c) = t }", 2, 10, "unsupported assignment target"),
+        ("module t\nfn f() { f(1) = 1 }", 2, 10, "unsupported assignment target"),
+        ("module t\nfn f() { let t = (a,) }", 2, 21, "at least two elements"),
+        ("module t\nfn f() { match x { S { a: 1 + 2 } => { } } }", 2, 29, "bad field pattern"),
+        ('module t\nfn f() { match x { "a" => { } } }', 2, 20, "unexpected character"),
+        ("module t\nfn f() {", 2, 9, "expected '}', found end of file"),
+    ],
+)
 def test_parse_errors_with_position(src, line, col, message):
     err = error_of(src)
     assert (err.line, err.col) == (line, col), str(err)
@@ -181,7 +206,9 @@ def test_parse_errors_with_position(src, line, col, message):
 def test_parse_errors_collected_per_item():
     err = error_of("module t\nfn f() { let x = 1; }\nfn g() { ) }\nfn h() { }")
     assert [(e.line, e.message) for e in err.errors] == [
-        (2, "expected expression, found ';'"), (3, "expected expression, found ')'")]
+        (2, "expected expression, found ';'"),
+        (3, "expected expression, found ')'"),
+    ]
 
 
 def test_nesting_depth_limit():

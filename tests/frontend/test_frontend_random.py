@@ -58,15 +58,19 @@ class Gen:
                 v = self.fresh()
                 parts = [self.expr(scope) for _ in range(5)]
                 lines.append(f"{indent}let mut {v}: Digest = ({', '.join(p for p, _ in parts)})")
-                steps.append(lambda env, out, v=v, fs=[f for _, f in parts]:
-                             env.__setitem__(v, [f(env) for f in fs]))
+                steps.append(
+                    lambda env, out, v=v, fs=[f for _, f in parts]: env.__setitem__(
+                        v, [f(env) for f in fs]
+                    )
+                )
                 scope[v] = "D"
             elif kind < 0.5 and digests:
                 d = self.rng.choice(digests)
                 names = [self.fresh() for _ in range(5)]
                 lines.append(f"{indent}let mut ({', '.join(names)}) = {d}")
-                steps.append(lambda env, out, d=d, names=names:
-                             env.update(zip(names, env[d], strict=True)))
+                steps.append(
+                    lambda env, out, d=d, names=names: env.update(zip(names, env[d], strict=True))
+                )
                 scope.update({x: "F" for x in names})
             elif kind < 0.6:
                 v = self.rng.choice(fields)
@@ -77,8 +81,11 @@ class Gen:
                 d = self.rng.choice(digests)
                 parts = [self.expr(scope) for _ in range(5)]
                 lines.append(f"{indent}{d} = ({', '.join(p for p, _ in parts)})")
-                steps.append(lambda env, out, d=d, fs=[f for _, f in parts]:
-                             env.__setitem__(d, [f(env) for f in fs]))
+                steps.append(
+                    lambda env, out, d=d, fs=[f for _, f in parts]: env.__setitem__(
+                        d, [f(env) for f in fs]
+                    )
+                )
             elif kind < 0.8:
                 src, f = self.expr(scope)
                 lines.append(f"{indent}pub_write({src})")
@@ -86,23 +93,32 @@ class Gen:
             elif kind < 0.9 and depth < 2:
                 src, f = self.expr(scope)
                 c = self.rng.randrange(0, 3)
-                t_lines, t_run = self.block(scope, self.rng.randrange(1, 5), depth + 1,
-                                            indent + "    ")
-                e_lines, e_run = self.block(scope, self.rng.randrange(0, 4), depth + 1,
-                                            indent + "    ")
-                lines += [f"{indent}if {src} == {c} {{", *t_lines, f"{indent}}} else {{",
-                          *e_lines, f"{indent}}}"]
+                t_lines, t_run = self.block(
+                    scope, self.rng.randrange(1, 5), depth + 1, indent + "    "
+                )
+                e_lines, e_run = self.block(
+                    scope, self.rng.randrange(0, 4), depth + 1, indent + "    "
+                )
+                lines += [
+                    f"{indent}if {src} == {c} {{",
+                    *t_lines,
+                    f"{indent}}} else {{",
+                    *e_lines,
+                    f"{indent}}}",
+                ]
 
                 def run_if(env, out, f=f, c=c, t=t_run, e=e_run):
                     (t if f(env) == c else e)(env, out)
+
                 steps.append(run_if)
             elif depth < 2:
                 i = f"i{self.fresh()}"
                 k = self.rng.randrange(0, 4)
                 inner = dict(scope)
                 inner[i] = "U"
-                b_lines, b_run = self.block(inner, self.rng.randrange(1, 4), depth + 1,
-                                            indent + "    ")
+                b_lines, b_run = self.block(
+                    inner, self.rng.randrange(1, 4), depth + 1, indent + "    "
+                )
                 use = self.rng.random() < 0.5
                 if use:
                     b_lines.append(f"{indent}    pub_write(as_field({i}))")
@@ -114,6 +130,7 @@ class Gen:
                         b(env, out)
                         if use:
                             out.append(n)
+
                 steps.append(run_for)
 
         def run(env, out):
@@ -124,6 +141,7 @@ class Gen:
             for name in list(env):
                 if name not in saved:
                     del env[name]
+
         return lines, run
 
 

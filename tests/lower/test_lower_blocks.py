@@ -9,14 +9,22 @@ from tasmopt.tir.ops import STRUCTURE_KINDS, Op
 
 EXAMPLE_B = [
     {"FnStart": "demo"},
-    {"Dup": 0}, {"Push": 0}, "Eq",
-    {"IfElse": {
-        "then_body": [{"Push": 10}, {"WriteIo": 1}],
-        "else_body": [{"Dup": 0},
-                      {"IfOnly": {"then_body": [{"Push": 99}, {"WriteIo": 1}]}}]}},
-    {"Dup": 0}, {"Call": "loop__1"}, {"Pop": 1},
+    {"Dup": 0},
+    {"Push": 0},
+    "Eq",
+    {
+        "IfElse": {
+            "then_body": [{"Push": 10}, {"WriteIo": 1}],
+            "else_body": [{"Dup": 0}, {"IfOnly": {"then_body": [{"Push": 99}, {"WriteIo": 1}]}}],
+        }
+    },
+    {"Dup": 0},
+    {"Call": "loop__1"},
+    {"Pop": 1},
     {"Loop": {"label": "loop__1", "body": [{"Hint": 1}, {"WriteIo": 1}]}},
-    {"Pop": 1}, "Return", "FnEnd",
+    {"Pop": 1},
+    "Return",
+    "FnEnd",
 ]
 
 
@@ -31,7 +39,7 @@ def test_split_real_data(trident_std):
         # no nested FnStart in the library: the chunks tile the op list exactly
         assert sum((c.ops for c in chunks), ()) == ops, name
         for c in chunks:
-            assert ops[c.start: c.start + len(c.ops)] == c.ops
+            assert ops[c.start : c.start + len(c.ops)] == c.ops
             if c.name.startswith("__"):
                 assert c.name == "__entry" and all(o.kind in ("Comment", "Entry") for o in c.ops)
             else:
@@ -41,12 +49,22 @@ def test_split_real_data(trident_std):
 
 def names(ops_json) -> list[tuple[str, list, int]]:
     from tasmopt.tir.codec import encode
+
     return [(c.name, encode(c.ops), c.start) for c in split_functions(decode(ops_json))]
 
 
 def test_split_entry_and_trailing():
-    assert names([{"Comment": "c"}, {"Entry": "main"}, {"FnStart": "main"}, "Return", "FnEnd",
-                  {"Push": 1}, "Add"]) == [
+    assert names(
+        [
+            {"Comment": "c"},
+            {"Entry": "main"},
+            {"FnStart": "main"},
+            "Return",
+            "FnEnd",
+            {"Push": 1},
+            "Add",
+        ]
+    ) == [
         ("__entry", [{"Comment": "c"}, {"Entry": "main"}], 0),
         ("main", [{"FnStart": "main"}, "Return", "FnEnd"], 2),
         ("__trailing", [{"Push": 1}, "Add"], 5),
@@ -59,8 +77,20 @@ def test_split_entry_and_trailing():
 def test_split_nested_fnstart_discards_like_upstream():
     # the builder's match pattern: f's head is discarded, its tail comes out under the nested
     # name without a FnStart (upstream behaviour, reproduced)
-    assert names([{"FnStart": "f"}, {"Call": "m"}, {"Pop": 1}, {"FnStart": "m"}, {"Push": 7},
-                  "Return", "FnEnd", {"Pop": 2}, "Return", "FnEnd"]) == [
+    assert names(
+        [
+            {"FnStart": "f"},
+            {"Call": "m"},
+            {"Pop": 1},
+            {"FnStart": "m"},
+            {"Push": 7},
+            "Return",
+            "FnEnd",
+            {"Pop": 2},
+            "Return",
+            "FnEnd",
+        ]
+    ) == [
         ("m", [{"FnStart": "m"}, {"Push": 7}, "Return", "FnEnd"], 3),
         ("m", [{"Pop": 2}, "Return", "FnEnd"], 7),
     ]
@@ -70,8 +100,10 @@ def test_split_nested_fnstart_discards_like_upstream():
 
 def test_blocks_of_example_b():
     ops = decode(EXAMPLE_B)
-    got = [(b.index, b.path, [repr(o) for o in b.ops], b.entry_depth, b.net_effect)
-           for b in blocks(ops)]
+    got = [
+        (b.index, b.path, [repr(o) for o in b.ops], b.entry_depth, b.net_effect)
+        for b in blocks(ops)
+    ]
     assert got == [
         (0, "tir[1]", ["Dup(0)", "Push(0)", "Eq"], 1, 1),
         (1, "tir[4].IfElse.then_body[0]", ["Push(10)", "WriteIo(1)"], 0, 0),
@@ -90,16 +122,38 @@ def test_blocks_of_example_b():
 
 
 def test_comments_are_dropped_without_splitting_a_block():
-    ops = decode([{"FnStart": "f"}, {"Push": 1}, {"Comment": "x"}, {"Push": 2}, "Add",
-                  {"Comment": "y"}, "Return", "FnEnd"])
+    ops = decode(
+        [
+            {"FnStart": "f"},
+            {"Push": 1},
+            {"Comment": "x"},
+            {"Push": 2},
+            "Add",
+            {"Comment": "y"},
+            "Return",
+            "FnEnd",
+        ]
+    )
     (only,) = blocks(ops)
     assert [o.kind for o in only.ops] == ["Push", "Push", "Add"]
     assert only.op_paths == ("tir[1]", "tir[3]", "tir[4]")
 
 
 def test_foreign_functions_are_skipped():
-    ops = decode([{"FnStart": "f"}, {"Push": 1}, {"FnStart": "m"}, {"Push": 7}, "Return",
-                  "FnEnd", {"Pop": 1}, "Return", "FnEnd", {"Push": 3}])
+    ops = decode(
+        [
+            {"FnStart": "f"},
+            {"Push": 1},
+            {"FnStart": "m"},
+            {"Push": 7},
+            "Return",
+            "FnEnd",
+            {"Pop": 1},
+            "Return",
+            "FnEnd",
+            {"Push": 3},
+        ]
+    )
     assert [b.path for b in blocks(ops[:9])] == ["tir[1]", "tir[6]"]
     assert [b.path for b in blocks(ops[2:6], start=2)] == ["tir[3]"]
     assert [b.path for b in blocks(ops, top_level=True)] == ["tir[9]"]
@@ -114,8 +168,9 @@ def test_blocks_real_data(trident_std):
             assert [b.index for b in found] == list(range(len(found)))
             for b in found:
                 count += 1
-                assert b.ops and not any(o.kind in STRUCTURE_KINDS or o.kind == "Comment"
-                                         for o in b.ops)
+                assert b.ops and not any(
+                    o.kind in STRUCTURE_KINDS or o.kind == "Comment" for o in b.ops
+                )
                 eff = sequence_effect(b.ops)
                 assert (b.entry_depth, b.net_effect, b.pops) == (eff.depth, eff.net, eff.pops)
                 assert b.entry_depth >= b.pops >= 0 and b.pops + b.net_effect >= 0

@@ -15,8 +15,19 @@ from tasmopt.tasm.parser import parse
 from tasmopt.tir.codec import decode
 from tasmopt.tir.ops import Op
 
-EXAMPLE_A = [{"FnStart": "add_mul"}, {"Dup": 1}, {"Dup": 1}, "Add", {"Dup": 0}, {"Dup": 3},
-             "Mul", {"Swap": 3}, {"Pop": 3}, "Return", "FnEnd"]
+EXAMPLE_A = [
+    {"FnStart": "add_mul"},
+    {"Dup": 1},
+    {"Dup": 1},
+    "Add",
+    {"Dup": 0},
+    {"Dup": 3},
+    "Mul",
+    {"Swap": 3},
+    {"Pop": 3},
+    "Return",
+    "FnEnd",
+]
 EXAMPLE_A_TASM = """__add_mul:
     dup 1
     dup 1
@@ -31,14 +42,22 @@ EXAMPLE_A_TASM = """__add_mul:
 
 EXAMPLE_B = [
     {"FnStart": "demo"},
-    {"Dup": 0}, {"Push": 0}, "Eq",
-    {"IfElse": {
-        "then_body": [{"Push": 10}, {"WriteIo": 1}],
-        "else_body": [{"Dup": 0},
-                      {"IfOnly": {"then_body": [{"Push": 99}, {"WriteIo": 1}]}}]}},
-    {"Dup": 0}, {"Call": "loop__1"}, {"Pop": 1},
+    {"Dup": 0},
+    {"Push": 0},
+    "Eq",
+    {
+        "IfElse": {
+            "then_body": [{"Push": 10}, {"WriteIo": 1}],
+            "else_body": [{"Dup": 0}, {"IfOnly": {"then_body": [{"Push": 99}, {"WriteIo": 1}]}}],
+        }
+    },
+    {"Dup": 0},
+    {"Call": "loop__1"},
+    {"Pop": 1},
     {"Loop": {"label": "loop__1", "body": [{"Hint": 1}, {"WriteIo": 1}]}},
-    {"Pop": 1}, "Return", "FnEnd",
+    {"Pop": 1},
+    "Return",
+    "FnEnd",
 ]
 _HEAD = """__demo:
     dup 0
@@ -99,8 +118,12 @@ def test_example_a(upstream):
     assert low.text() == EXAMPLE_A_TASM
     assert low.lines[-1] == "    "
     (fn,) = low.functions
-    assert (fn.name, fn.label, fn.sections, fn.unlowerable) == ("add_mul", "__add_mul",
-                                                                 [(0, 11)], [])
+    assert (fn.name, fn.label, fn.sections, fn.unlowerable) == (
+        "add_mul",
+        "__add_mul",
+        [(0, 11)],
+        [],
+    )
     (block,) = fn.blocks
     assert (block.start, block.end, block.entry_depth, block.net_effect) == (1, 9, 2, -1)
 
@@ -116,8 +139,13 @@ def test_example_b_fixed_moves_only_the_loop():
     (fn,) = low.functions
     lines = low.lines
     # main section, then the deferred sections in flush order: then, else, loop, then
-    assert [lines[s] for s, _ in fn.sections] == ["__demo:", "__then__1:", "__else__2:",
-                                                  "__loop__1:", "__then__3:"]
+    assert [lines[s] for s, _ in fn.sections] == [
+        "__demo:",
+        "__then__1:",
+        "__else__2:",
+        "__loop__1:",
+        "__then__3:",
+    ]
     assert fn.sections[0] == (0, 16) and lines[15] == "    "
     parse(low.text())
 
@@ -134,15 +162,12 @@ def test_byte_exact_with_upstream(trident_std, std_module):
 LOOP_FUNCTIONS = {
     "os_neptune_recursive": {"xfe_inner_product", "xb_inner_product"},
     "std_crypto_lut_sponge": {"permute"},
-    "std_fhe_lwe": {"inner_product", "encrypt", "add", "scale", "private_dot",
-                    "private_linear"},
-    "std_fhe_pbs": {"build_test_poly", "monomial_mul", "sample_extract", "key_switch",
-                    "bootstrap"},
+    "std_fhe_lwe": {"inner_product", "encrypt", "add", "scale", "private_dot", "private_linear"},
+    "std_fhe_pbs": {"build_test_poly", "monomial_mul", "sample_extract", "key_switch", "bootstrap"},
     "std_fhe_rlwe": {"encrypt", "decrypt"},
     "std_math_fibonacci": {"fib256", "fib1k", "fib10k", "fib100k"},
     "std_math_lut": {"build_relu", "apply"},
-    "std_private_poly": {"eval", "add", "sub", "pointwise_mul", "scale", "ntt", "intt",
-                         "poly_mul"},
+    "std_private_poly": {"eval", "add", "sub", "pointwise_mul", "scale", "ntt", "intt", "poly_mul"},
     "std_trinity_inference": {"decrypt_outputs", "compute_output_digest"},
     "transaction_validation": {"verify_lock_scripts", "verify_type_scripts"},
     "type_custom_token": {"main"},
@@ -151,8 +176,7 @@ LOOP_FUNCTIONS = {
 
 
 def _has_loop(ops) -> bool:
-    return any(o.kind == "Loop" or _has_loop(b for _, body in o.bodies for b in body)
-               for o in ops)
+    return any(o.kind == "Loop" or _has_loop(b for _, body in o.bodies for b in body) for o in ops)
 
 
 def test_fixed_differs_from_upstream_only_in_loop_functions(trident_std, std_module):
@@ -184,13 +208,20 @@ def test_structure_on_real_data(trident_std, std_module):
             assert low.lines[fn.sections[0][0]] == fn.label + ":"
             chunk = chunks[fn.name]
             expected = blocks(chunk.ops, start=chunk.start)
-            assert [(b.index, b.path, b.ops) for b in fn.blocks] == \
-                [(b.index, b.path, b.ops) for b in expected]
+            assert [(b.index, b.path, b.ops) for b in fn.blocks] == [
+                (b.index, b.path, b.ops) for b in expected
+            ]
             for lb, b in zip(fn.blocks, expected, strict=True):
-                assert (lb.entry_depth, lb.net_effect, lb.function) == \
-                    (b.entry_depth, b.net_effect, fn.name)
-                text = [line.strip() for line in low.lines[lb.start:lb.end]
-                        if not line.strip().startswith("//")]
+                assert (lb.entry_depth, lb.net_effect, lb.function) == (
+                    b.entry_depth,
+                    b.net_effect,
+                    fn.name,
+                )
+                text = [
+                    line.strip()
+                    for line in low.lines[lb.start : lb.end]
+                    if not line.strip().startswith("//")
+                ]
                 assert text == [t for op in lb.ops for t in expand(op, upstream_bugs=upstream)]
                 assert any(s <= lb.start and lb.end <= e for s, e in fn.sections)
 
@@ -199,8 +230,7 @@ def test_real_unlowerable_ops_are_reported_per_function(trident_std):
     low = lower(decode(trident_std["std_crypto_sha256"]["tir"]))
     found = {fn.name: fn.unlowerable for fn in low.functions if fn.unlowerable}
     assert sum(len(v) for v in found.values()) == 3
-    assert all("dup 2" in u and "stack index must be 0..15" in u for v in found.values()
-               for u in v)
+    assert all("dup 2" in u and "stack index must be 0..15" in u for v in found.values() for u in v)
     assert "    dup 24" in low.lines  # emitted as upstream does
     with pytest.raises(TirError) as info:
         lower(decode(trident_std["std_crypto_sha256"]["tir"]), strict=True)
@@ -210,9 +240,19 @@ def test_real_unlowerable_ops_are_reported_per_function(trident_std):
 def test_or_and_shr_expansions():
     f = decode([{"FnStart": "f"}, "Or", "Shr", "Shl", "Sub", "Neg", "Return", "FnEnd"])
     fixed = [line.strip() for line in lower(f).lines[1:-2]]
-    assert fixed == [*OR_FIXED, *SHR_FIXED, "push 2", "pow", "mul", "push -1", "mul", "add",
-                     "push -1", "mul"]
-    upstream = [line.strip() for line in lower(f, upstream_bugs=True).lines[1:3 + 4]]
+    assert fixed == [
+        *OR_FIXED,
+        *SHR_FIXED,
+        "push 2",
+        "pow",
+        "mul",
+        "push -1",
+        "mul",
+        "add",
+        "push -1",
+        "mul",
+    ]
+    upstream = [line.strip() for line in lower(f, upstream_bugs=True).lines[1 : 3 + 4]]
     assert upstream == ["or", *SHR_UPSTREAM]
 
 
@@ -224,51 +264,112 @@ def test_no_fnend_upstream_drops_deferred_blocks_we_flush_them():
     assert top.name == "" and "__then__1: deferred block never emitted" in top.unlowerable[0]
     assert [b.path for b in top.blocks] == ["tir[0]"]  # the body's block has no lines
     fixed = lower(ops)
-    assert fixed.lines == ["    push 1", "    skiz", "    call __then__1", "__then__1:",
-                           "    push 9", "    write_io 1", "    return", ""]
+    assert fixed.lines == [
+        "    push 1",
+        "    skiz",
+        "    call __then__1",
+        "__then__1:",
+        "    push 9",
+        "    write_io 1",
+        "    return",
+        "",
+    ]
     (top,) = fixed.functions
     assert top.sections == [(0, 3), (3, 8)] and top.unlowerable == []
     assert [(b.path, b.start, b.end) for b in top.blocks] == [
-        ("tir[0]", 0, 1), ("tir[1].IfOnly.then_body[0]", 4, 6)]
+        ("tir[0]", 0, 1),
+        ("tir[1].IfOnly.then_body[0]", 4, 6),
+    ]
 
 
 def test_label_counter_is_shared_and_restarts_per_call():
     one = [{"FnStart": "f"}, {"IfOnly": {"then_body": []}}, "Return", "FnEnd"]
-    two = one + [{"FnStart": "g"}, {"IfElse": {"then_body": [], "else_body": []}}, "Return",
-                 "FnEnd"]
+    two = one + [
+        {"FnStart": "g"},
+        {"IfElse": {"then_body": [], "else_body": []}},
+        "Return",
+        "FnEnd",
+    ]
     text = lower(decode(two)).text()
     assert "__then__1:" in text and "__then__2:" in text and "__else__3:" in text
     assert "__then__1:" in lower(decode(two[4:])).text()
 
 
 def test_layout_of_structure_ops():
-    ops = decode([
-        {"Comment": "sec ram"}, {"Entry": "main"},
-        {"FnStart": "main"}, {"Call": "helper"}, {"Call": "@std_io__read"}, {"Call": "__raw"},
-        {"ProofBlock": {"program_hash": "abc", "body": [{"Push": 1}, {"Comment": "in"}]}},
-        {"Asm": {"lines": ["  nop  ", "", "   "], "effect": 0}}, {"Hash": {"width": 3}},
-        {"Reveal": {"name": "E", "tag": 4, "field_count": 2}},
-        {"Seal": {"name": "S", "tag": 5, "field_count": 7}},
-        {"RamRead": {"width": 5}}, {"RamWrite": {"width": 1}}, {"Assert": 5}, "Halt",
-        "Return", "FnEnd"])
+    ops = decode(
+        [
+            {"Comment": "sec ram"},
+            {"Entry": "main"},
+            {"FnStart": "main"},
+            {"Call": "helper"},
+            {"Call": "@std_io__read"},
+            {"Call": "__raw"},
+            {"ProofBlock": {"program_hash": "abc", "body": [{"Push": 1}, {"Comment": "in"}]}},
+            {"Asm": {"lines": ["  nop  ", "", "   "], "effect": 0}},
+            {"Hash": {"width": 3}},
+            {"Reveal": {"name": "E", "tag": 4, "field_count": 2}},
+            {"Seal": {"name": "S", "tag": 5, "field_count": 7}},
+            {"RamRead": {"width": 5}},
+            {"RamWrite": {"width": 1}},
+            {"Assert": 5},
+            "Halt",
+            "Return",
+            "FnEnd",
+        ]
+    )
     assert lower(ops).lines == [
-        "    // sec ram", "    call __main", "    halt", "",
-        "__main:", "    call __helper", "    call @std_io__read", "    call __raw",
-        "    // proof_block abc", "    push 1", "    // in", "    // end proof_block",
-        "    nop", "    hash",
-        "    push 4", "    write_io 1", "    write_io 1", "    write_io 1",
-        "    push 0", "    push 0", "    push 5", "    hash", "    write_io 5",
-        "    read_mem 5", "    pop 1", "    write_mem 1", "    pop 1", "    assert_vector",
-        "    halt", "    return", "    "]
+        "    // sec ram",
+        "    call __main",
+        "    halt",
+        "",
+        "__main:",
+        "    call __helper",
+        "    call @std_io__read",
+        "    call __raw",
+        "    // proof_block abc",
+        "    push 1",
+        "    // in",
+        "    // end proof_block",
+        "    nop",
+        "    hash",
+        "    push 4",
+        "    write_io 1",
+        "    write_io 1",
+        "    write_io 1",
+        "    push 0",
+        "    push 0",
+        "    push 5",
+        "    hash",
+        "    write_io 5",
+        "    read_mem 5",
+        "    pop 1",
+        "    write_mem 1",
+        "    pop 1",
+        "    assert_vector",
+        "    halt",
+        "    return",
+        "    ",
+    ]
     low = lower(ops)
     assert [fn.name for fn in low.functions] == ["", "main"]
     assert low.functions[0].sections == [(0, 4)]
 
 
 def test_nested_function_sections_and_blocks():
-    ops = decode([{"FnStart": "f"}, {"Push": 1}, {"IfOnly": {"then_body": [{"Push": 2}]}},
-                  {"FnStart": "m"}, {"Push": 7}, "Return", "FnEnd",
-                  {"Pop": 1}, "Return", "FnEnd"])
+    ops = decode(
+        [
+            {"FnStart": "f"},
+            {"Push": 1},
+            {"IfOnly": {"then_body": [{"Push": 2}]}},
+            {"FnStart": "m"},
+            {"Push": 7},
+            "Return",
+            "FnEnd",
+            {"Pop": 1},
+            "Return",
+            "FnEnd",
+        ]
+    )
     low = lower(ops)
     f, m = low.function("f"), low.function("m")
     assert [low.lines[s] for s, _ in f.sections] == ["__f:", "__then__1:", "    pop 1"]
@@ -280,10 +381,15 @@ def test_nested_function_sections_and_blocks():
 
 
 def test_unvalidated_odd_input_never_raises():
-    for obj in (["FnEnd", "FnEnd"], [{"IfOnly": {"then_body": [{"FnStart": "x"}, "FnEnd"]}}],
-                [{"FnStart": "a"}, {"FnStart": "b"}], [{"Dup": 99}, {"Pop": 0}, "Or"]):
+    for obj in (
+        ["FnEnd", "FnEnd"],
+        [{"IfOnly": {"then_body": [{"FnStart": "x"}, "FnEnd"]}}],
+        [{"FnStart": "a"}, {"FnStart": "b"}],
+        [{"Dup": 99}, {"Pop": 0}, "Or"],
+    ):
         low = lower(decode(obj))
         assert isinstance(low.text(), str)
     low = lower((Op("Assert", 3),))
     assert low.functions[0].unlowerable == [
-        "tir[0]: Assert(3) lowers to assert_vector, which compares 5 elements"]
+        "tir[0]: Assert(3) lowers to assert_vector, which compares 5 elements"
+    ]

@@ -36,12 +36,21 @@ INVALID = [
     # (wire TIR, path, fragment of the reason)
     (fn("f", {"Push": P}), "tir[1].Push", "not a field element"),
     (fn("f", {"Push": 2**64 - 1}), "tir[1].Push", "0 <= v < p"),
-    ([{"Reveal": {"name": "E", "tag": P, "field_count": 1}}], "tir[0].Reveal.tag",
-     "not a field element"),
-    ([{"Seal": {"name": "E", "tag": 2**64 - 1, "field_count": 1}}], "tir[0].Seal.tag",
-     "not a field element"),
-    (_nest(V.MAX_NESTING + 1, ["Add"]),
-     "tir[0]" + ".IfOnly.then_body[0]" * (V.MAX_NESTING + 1), "nested too deep"),
+    (
+        [{"Reveal": {"name": "E", "tag": P, "field_count": 1}}],
+        "tir[0].Reveal.tag",
+        "not a field element",
+    ),
+    (
+        [{"Seal": {"name": "E", "tag": 2**64 - 1, "field_count": 1}}],
+        "tir[0].Seal.tag",
+        "not a field element",
+    ),
+    (
+        _nest(V.MAX_NESTING + 1, ["Add"]),
+        "tir[0]" + ".IfOnly.then_body[0]" * (V.MAX_NESTING + 1),
+        "nested too deep",
+    ),
     (fn("a b"), "tir[0]", "does not make a TASM label"),
     (fn(""), "tir[0]", "name is empty"),
     (fn("x" * (V.MAX_LABEL_CHARS + 1)), "tir[0]", "characters (max 256)"),
@@ -49,41 +58,62 @@ INVALID = [
     (fn("f", {"Call": "m.f"}), "tir[1]", "does not make a TASM label"),
     (fn("f", {"Call": "@nomodule"}), "tir[1]", "@module__function"),
     (fn("f", {"Call": "@a b__c"}), "tir[1]", "@module__function"),
-    (fn("f", {"Loop": {"label": "l 1", "body": []}}), "tir[1].Loop.label",
-     "does not make a TASM label"),
+    (
+        fn("f", {"Loop": {"label": "l 1", "body": []}}),
+        "tir[1].Loop.label",
+        "does not make a TASM label",
+    ),
     ([{"Entry": "ma/in"}], "tir[0]", "does not make a TASM label"),
     (["FnEnd"], "tir[0]", "FnEnd without a matching FnStart"),
     (fn("f") + ["FnEnd"], "tir[3]", "FnEnd without a matching FnStart"),
     ([{"FnStart": "f"}, "Add", "Return"], "tir[0]", "no matching FnEnd"),
     ([{"FnStart": "f"}, {"FnStart": "g"}, {"FnStart": "h"}], "tir[2]", "at most one level"),
-    (fn("f", {"IfElse": {"then_body": [{"FnStart": "g"}], "else_body": []}}),
-     "tir[1].IfElse.then_body[0]", "FnStart inside a body"),
-    (fn("f", {"IfOnly": {"then_body": ["FnEnd"]}}), "tir[1].IfOnly.then_body[0]",
-     "FnEnd inside a body"),
+    (
+        fn("f", {"IfElse": {"then_body": [{"FnStart": "g"}], "else_body": []}}),
+        "tir[1].IfElse.then_body[0]",
+        "FnStart inside a body",
+    ),
+    (
+        fn("f", {"IfOnly": {"then_body": ["FnEnd"]}}),
+        "tir[1].IfOnly.then_body[0]",
+        "FnEnd inside a body",
+    ),
     (fn("f") + fn("f"), "tir[3]", "duplicate label __f"),
     (fn("f") + fn("__f"), "tir[3]", "duplicate label __f"),
     (fn("f", {"Loop": {"label": "f", "body": []}}), "tir[1].Loop.label", "duplicate label"),
-    (fn("f", {"Loop": {"label": "l", "body": []}}, {"Loop": {"label": "__l", "body": []}}),
-     "tir[2].Loop.label", "duplicate label __l"),
+    (
+        fn("f", {"Loop": {"label": "l", "body": []}}, {"Loop": {"label": "__l", "body": []}}),
+        "tir[2].Loop.label",
+        "duplicate label __l",
+    ),
     (fn("then__3"), "tir[0]", "generated label __then__3"),
-    (fn("f", {"Loop": {"label": "else__1", "body": []}}), "tir[1].Loop.label",
-     "generated label"),
+    (fn("f", {"Loop": {"label": "else__1", "body": []}}), "tir[1].Loop.label", "generated label"),
     (fn("f", {"Comment": "a\n    halt"}), "tir[1]", "line break"),
     (fn("f", {"Comment": "a\u2028b"}), "tir[1]", "line break"),
     (fn("f", {"Comment": "x" * (V.MAX_TEXT_CHARS + 1)}), "tir[1]", "characters"),
-    (fn("f", {"Asm": {"lines": ["nop", "pop 1\npush 2"], "effect": 0}}),
-     "tir[1].Asm.lines[1]", "line break"),
-    ([{"ProofBlock": {"program_hash": "ab\rc", "body": []}}], "tir[0].ProofBlock.program_hash",
-     "line break"),
+    (
+        fn("f", {"Asm": {"lines": ["nop", "pop 1\npush 2"], "effect": 0}}),
+        "tir[1].Asm.lines[1]",
+        "line break",
+    ),
+    (
+        [{"ProofBlock": {"program_hash": "ab\rc", "body": []}}],
+        "tir[0].ProofBlock.program_hash",
+        "line break",
+    ),
     (fn("main", {"Entry": "main"}), "tir[1]", "Entry inside function"),
     ([{"Entry": "main"}, {"Entry": "main"}], "tir[1]", "more than one Entry"),
-    (fn("f", {"IfOnly": {"then_body": [{"Entry": "f"}]}}), "tir[1].IfOnly.then_body[0]",
-     "Entry inside a body"),
+    (
+        fn("f", {"IfOnly": {"then_body": [{"Entry": "f"}]}}),
+        "tir[1].IfOnly.then_body[0]",
+        "Entry inside a body",
+    ),
 ]
 
 
-@pytest.mark.parametrize("obj, path, reason", INVALID,
-                         ids=[f"{i}-{e[2][:24]}" for i, e in enumerate(INVALID)])
+@pytest.mark.parametrize(
+    "obj, path, reason", INVALID, ids=[f"{i}-{e[2][:24]}" for i, e in enumerate(INVALID)]
+)
 def test_validation_errors_name_the_path(obj, path, reason):
     ops = decode(obj)
     with pytest.raises(TirError) as info:
@@ -112,12 +142,20 @@ VALID = [
     fn("f", {"Push": P - 1}, {"Push": 0}),
     fn("f", {"Call": "@std_crypto_merkle__verify"}, {"Call": "dot__N4"}, {"Call": "__g"}),
     fn("f-1", {"Loop": {"label": "loop__1", "body": []}}),
-    fn("add"),                      # a mnemonic as a name is fine: the label is __add
+    fn("add"),  # a mnemonic as a name is fine: the label is __add
     [{"Comment": "sec ram"}, {"Entry": "main"}] + fn("main"),
     fn("f", {"Comment": ""}, {"Asm": {"lines": ["", "  nop  "], "effect": 0}}),
     # the builder's match pattern: one nested function inside the enclosing one
-    [{"FnStart": "f"}, {"Call": "match_wild__1"}, {"Pop": 1}, {"FnStart": "match_wild__1"},
-     "Return", "FnEnd", "Return", "FnEnd"],
+    [
+        {"FnStart": "f"},
+        {"Call": "match_wild__1"},
+        {"Pop": 1},
+        {"FnStart": "match_wild__1"},
+        "Return",
+        "FnEnd",
+        "Return",
+        "FnEnd",
+    ],
     [],
 ]
 
@@ -129,8 +167,11 @@ def test_valid(obj):
 
 def test_single_function():
     validate(decode(fn("f", "Add")), single_function=True)
-    for obj, path in [(["Add"] + fn("f"), "tir[0]"), (fn("f") + ["Add"], "tir[3]"),
-                      (fn("f") + fn("g"), "tir[3]")]:
+    for obj, path in [
+        (["Add"] + fn("f"), "tir[0]"),
+        (fn("f") + ["Add"], "tir[3]"),
+        (fn("f") + fn("g"), "tir[3]"),
+    ]:
         with pytest.raises(TirError) as info:
             validate(decode(obj), single_function=True)
         assert info.value.path == path, obj
@@ -170,8 +211,7 @@ UNLOWERABLE = [
     ("Or", "release", False, None),
     ("Or", "release", True, "or is not a Triton VM instruction"),
     ("Shr", "release", True, None),
-    ({"Asm": {"lines": ["push 1", "frobnicate"], "effect": 0}}, "release", False,
-     "do not parse"),
+    ({"Asm": {"lines": ["push 1", "frobnicate"], "effect": 0}}, "release", False, "do not parse"),
     ({"Asm": {"lines": ["dup 16"], "effect": 1}}, "release", False, "do not parse"),
     ({"Asm": {"lines": ["call @m__g", "call __h"], "effect": 0}}, "release", False, None),
     ({"Asm": {"lines": ["b_horner_step"], "effect": 0}}, "head", False, None),
@@ -179,8 +219,11 @@ UNLOWERABLE = [
 ]
 
 
-@pytest.mark.parametrize("op, isa, upstream, reason", UNLOWERABLE,
-                         ids=[f"{i}-{e[0]}"[:40] for i, e in enumerate(UNLOWERABLE)])
+@pytest.mark.parametrize(
+    "op, isa, upstream, reason",
+    UNLOWERABLE,
+    ids=[f"{i}-{e[0]}"[:40] for i, e in enumerate(UNLOWERABLE)],
+)
 def test_find_unlowerable(op, isa, upstream, reason):
     ops = decode(fn("f", op))
     found = find_unlowerable(ops, isa=isa, upstream_bugs=upstream)
@@ -196,8 +239,11 @@ def test_find_unlowerable(op, isa, upstream, reason):
         assert info.value.path == "tir[1]"
 
 
-@pytest.mark.parametrize("op, isa, upstream, reason", UNLOWERABLE,
-                         ids=[f"{i}-{e[0]}"[:40] for i, e in enumerate(UNLOWERABLE)])
+@pytest.mark.parametrize(
+    "op, isa, upstream, reason",
+    UNLOWERABLE,
+    ids=[f"{i}-{e[0]}"[:40] for i, e in enumerate(UNLOWERABLE)],
+)
 def test_lowerable_iff_the_lowered_text_parses(op, isa, upstream, reason):
     """Cross-check against the TASM parser: what we flag for syntax does not parse, the rest
     does. (Assert(n), Seal > 9 and head-only checks are semantic and parse either way.)"""
@@ -213,12 +259,21 @@ def test_lowerable_iff_the_lowered_text_parses(op, isa, upstream, reason):
 
 
 def test_nested_function_reports_the_enclosing_one():
-    ops = decode([{"FnStart": "f"}, {"Call": "match_wild__1"}, {"Pop": 1},
-                  {"FnStart": "match_wild__1"}, {"Dup": 20}, "Return", "FnEnd", "Return",
-                  "FnEnd"])
+    ops = decode(
+        [
+            {"FnStart": "f"},
+            {"Call": "match_wild__1"},
+            {"Pop": 1},
+            {"FnStart": "match_wild__1"},
+            {"Dup": 20},
+            "Return",
+            "FnEnd",
+            "Return",
+            "FnEnd",
+        ]
+    )
     found = find_unlowerable(ops)
-    assert [(u.function, u.path) for u in found] == [("f", "tir[3]"),
-                                                      ("match_wild__1", "tir[4]")]
+    assert [(u.function, u.path) for u in found] == [("f", "tir[3]"), ("match_wild__1", "tir[4]")]
     assert "falls through" in found[0].reason
 
 
@@ -230,6 +285,8 @@ def test_real_unlowerable_ops(trident_std):
     # std_crypto_sha256 copies variables from depth 24/25 (the builder does not spill them);
     # upstream emits `dup 24`, which no assembler accepts.
     assert set(found) == {"std_crypto_sha256"}
-    assert found["std_crypto_sha256"] == ["tir[499]: dup 24: stack index must be 0..15",
-                                          "tir[518]: dup 25: stack index must be 0..15",
-                                          "tir[537]: dup 25: stack index must be 0..15"]
+    assert found["std_crypto_sha256"] == [
+        "tir[499]: dup 24: stack index must be 0..15",
+        "tir[518]: dup 25: stack index must be 0..15",
+        "tir[537]: dup 25: stack index must be 0..15",
+    ]

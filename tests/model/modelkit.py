@@ -17,8 +17,17 @@ SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "trident-std"
 
 def tiny_config(**kw) -> ModelConfig:
     """A model small enough to train in seconds on CPU."""
-    base = dict(d_model=32, gnn_layers=1, gnn_heads=2, d_edge=8, dec_layers=1, dec_heads=2,
-                d_ff=64, dropout=0.0, max_len=64)
+    base = dict(
+        d_model=32,
+        gnn_layers=1,
+        gnn_heads=2,
+        d_edge=8,
+        dec_layers=1,
+        dec_heads=2,
+        d_ff=64,
+        dropout=0.0,
+        max_len=64,
+    )
     base.update(kw)
     return ModelConfig(**base)
 
@@ -32,8 +41,11 @@ def lowered_blocks(path: Path) -> list[tuple]:
         if f.unlowerable:
             continue
         for b in f.blocks:
-            text = "\n".join(ln for ln in low.lines[b.start:b.end]
-                             if ln.strip() and not ln.strip().startswith("//"))
+            text = "\n".join(
+                ln
+                for ln in low.lines[b.start : b.end]
+                if ln.strip() and not ln.strip().startswith("//")
+            )
             base = parse_instructions(text)
             if base:
                 out.append((b.ops, b.entry_depth, b.net_effect, base))

@@ -56,8 +56,9 @@ def test_model_source_in_compile(tmp_path) -> None:
     src = load_model_source(tmp_path / "m", "cpu", k=4)
     assert src.name == "model"
     req = json.loads((EXAMPLES / "u32_ops.json").read_text())
-    result = compile_tir(req["tir"], options=CompileOptions(sources=("model",)),
-                         sources=SourceSet([src]))
+    result = compile_tir(
+        req["tir"], options=CompileOptions(sources=("model",)), sources=SourceSet([src])
+    )
     assert result.model_version == "m-test"
     blocks = [b for f in result.functions for b in f.blocks]
     assert blocks and all("model" in b.candidates for b in blocks)

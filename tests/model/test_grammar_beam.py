@@ -55,16 +55,17 @@ def test_hypotheses_respect_the_grammar(model, inputs, how) -> None:
     if how == "beam":
         hyps = beam_search(model, batch, imms, k=8)
     else:
-        hyps = sample(model, batch, imms, k=16, temperature=2.0,
-                      generator=torch.Generator().manual_seed(1))
+        hyps = sample(
+            model, batch, imms, k=16, temperature=2.0, generator=torch.Generator().manual_seed(1)
+        )
     assert sum(len(h) for h in hyps) > 0
     for hs, (entry, net, floor, n) in zip(hyps, meta):
         for h in hs:
             final, low, over = _replay(h.instrs, entry)
-            assert final == net            # EOS only at the exit depth
-            assert low >= floor            # never below the baseline's low-water mark
-            assert over <= 0               # never reads outside the block's window
-            assert len(h.instrs) <= n      # never longer than the baseline
+            assert final == net  # EOS only at the exit depth
+            assert low >= floor  # never below the baseline's low-water mark
+            assert over <= 0  # never reads outside the block's window
+            assert len(h.instrs) <= n  # never longer than the baseline
 
 
 def test_no_masked_token_is_ever_emitted(model, inputs) -> None:
@@ -74,9 +75,13 @@ def test_no_masked_token_is_ever_emitted(model, inputs) -> None:
     tables = GrammarTables.build(vocab())
     for g, hs in enumerate(hyps):
         for h in hs:
-            state = GrammarState.start(batch.entry_depth[g:g + 1], batch.net_effect[g:g + 1],
-                                       batch.floor[g:g + 1], batch.ptr_valid[g:g + 1],
-                                       batch.limit[g:g + 1])
+            state = GrammarState.start(
+                batch.entry_depth[g : g + 1],
+                batch.net_effect[g : g + 1],
+                batch.floor[g : g + 1],
+                batch.ptr_valid[g : g + 1],
+                batch.limit[g : g + 1],
+            )
             for tok in h.tokens + [EOS]:
                 assert bool(state.allowed(tables)[0, tok]), vocab().tokens[tok].text
                 state = state.step(tables, torch.tensor([tok]))
@@ -85,12 +90,17 @@ def test_no_masked_token_is_ever_emitted(model, inputs) -> None:
 def test_eos_only_at_exit_depth() -> None:
     tables = GrammarTables.build(vocab())
     one = torch.tensor([1])
-    state = GrammarState.start(torch.tensor([2]), torch.tensor([-1]), torch.tensor([-1]),
-                               torch.zeros(1, 128, dtype=torch.bool), torch.tensor([5]))
+    state = GrammarState.start(
+        torch.tensor([2]),
+        torch.tensor([-1]),
+        torch.tensor([-1]),
+        torch.zeros(1, 128, dtype=torch.bool),
+        torch.tensor([5]),
+    )
     assert not bool(state.allowed(tables)[0, EOS])
     pop2 = next(t.id for t in vocab().tokens if t.text == "pop 2")
     add = next(t.id for t in vocab().tokens if t.text == "add")
-    assert not bool(state.allowed(tables)[0, pop2])      # below the floor
+    assert not bool(state.allowed(tables)[0, pop2])  # below the floor
     assert bool(state.allowed(tables)[0, add])
     state = state.step(tables, torch.tensor([add]))
     assert bool(state.allowed(tables)[0, EOS])
@@ -98,8 +108,9 @@ def test_eos_only_at_exit_depth() -> None:
 
 
 def test_beam_returns_k_distinct_hypotheses(model, example_blocks) -> None:
-    ops, entry, net, base = max((b for b in example_blocks if len(b[3]) <= 16),
-                                key=lambda b: len(b[3]))
+    ops, entry, net, base = max(
+        (b for b in example_blocks if len(b[3]) <= 16), key=lambda b: len(b[3])
+    )
     d, m = block_data(ops, entry, net, base, max_len=64)
     (hyps,) = beam_search(model, batch_graphs([d]), [m], k=16)
     assert len(hyps) == 16

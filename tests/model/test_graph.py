@@ -29,8 +29,9 @@ def _edges(g, kind):
 
 def test_parameters_get_data_edges_from_the_context_node() -> None:
     # example A of spec/tir.md: both Dup 1 read parameters, so does Dup 3
-    g = _graph([{"Dup": 1}, {"Dup": 1}, "Add", {"Dup": 0}, {"Dup": 3}, "Mul",
-                {"Swap": 3}, {"Pop": 3}])
+    g = _graph(
+        [{"Dup": 1}, {"Dup": 1}, "Add", {"Dup": 0}, {"Dup": 3}, "Mul", {"Swap": 3}, {"Pop": 3}]
+    )
     assert g.x.shape == (9, NODE_FEATURES)
     data = _edges(g, DATA_DEP)
     assert {(0, 1), (0, 2), (0, 5)} <= data
@@ -40,14 +41,18 @@ def test_parameters_get_data_edges_from_the_context_node() -> None:
     # every edge appears reversed with type + 3
     assert (g.edge_type >= 3).sum() == (g.edge_type < 3).sum()
     # the context edge of Dup 1 names entry slot 1
-    k = next(i for i in range(g.edge_index.shape[1]) if tuple(g.edge_index[:, i].tolist()) == (0, 1)
-             and g.edge_type[i] == DATA_DEP)
+    k = next(
+        i
+        for i in range(g.edge_index.shape[1])
+        if tuple(g.edge_index[:, i].tolist()) == (0, 1) and g.edge_type[i] == DATA_DEP
+    )
     assert torch.allclose(g.edge_attr[k], torch.tensor([1 / 16, 1.0]))
 
 
 def test_mem_order_chains_side_effects_and_sub_is_one_node() -> None:
-    g = _graph([{"ReadIo": 1}, {"Push": 7}, "Sub", {"RamWrite": {"width": 1}},
-                {"Hint": 1}, {"WriteIo": 1}])
+    g = _graph(
+        [{"ReadIo": 1}, {"Push": 7}, "Sub", {"RamWrite": {"width": 1}}, {"Hint": 1}, {"WriteIo": 1}]
+    )
     assert _edges(g, MEM_ORDER) == {(1, 4), (4, 5), (5, 6)}
     assert (2, 3) in _edges(g, DATA_DEP) and (1, 3) in _edges(g, DATA_DEP)
     assert g.immediates == [7] and g.imm_nodes == [2]

@@ -23,16 +23,16 @@ def test_incremental_equals_teacher_forcing(example_blocks) -> None:
         datas.append(d)
         seqs.append(vocab().encode(base, imms))  # the baseline itself: grammatical
     batch = batch_graphs(datas)
-    tokens = pad_tokens(seqs)                                            # (G, T)
+    tokens = pad_tokens(seqs)  # (G, T)
     k = 3
     with torch.no_grad():
-        logits, _ = model(batch, tokens)                                 # (G, T, V)
+        logits, _ = model(batch, tokens)  # (G, T, V)
         full = torch.log_softmax(logits, dim=-1)
         enc = model.encode(batch)
         rows, state, cache, tok = model.start(batch, enc, k, batch.limit)
         tables = model.grammar(tok.device)
         for t in range(tokens.shape[1]):
-            logp = model.step(rows, state, cache, tok)                   # (G*k, V)
+            logp = model.step(rows, state, cache, tok)  # (G*k, V)
             want = full[:, t].repeat_interleave(k, dim=0)
             live = (tokens[:, t] != 0).repeat_interleave(k)
             ok = torch.isfinite(logp) & live[:, None]

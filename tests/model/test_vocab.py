@@ -22,8 +22,20 @@ def test_every_straight_line_instruction_has_tokens() -> None:
         else:
             assert ins.name in names, ins.name
     texts = {t.text for t in v.tokens}
-    assert {"dup 0", "dup 15", "swap 1", "swap 15", "pick 15", "place 15", "pop 5",
-            "read_mem 5", "push -1", "push 0", "addi -1", "push 1073741824"} <= texts
+    assert {
+        "dup 0",
+        "dup 15",
+        "swap 1",
+        "swap 15",
+        "pick 15",
+        "place 15",
+        "pop 5",
+        "read_mem 5",
+        "push -1",
+        "push 0",
+        "addi -1",
+        "push 1073741824",
+    } <= texts
     assert len(texts) == len(v)  # no two tokens print the same
     assert sum(t.pointer is not None for t in v.tokens) == len(POINTER_KINDS) * MAX_POINTERS
 
@@ -31,8 +43,10 @@ def test_every_straight_line_instruction_has_tokens() -> None:
 def test_round_trip_with_pointers() -> None:
     v = vocab()
     imms = [123456789, P - 7, 5]
-    ins = parse_instructions("push 123456789\npush -123456789\naddi 123456789\n"
-                             "addi -123456789\npush -1\npush 5\ndup 3\nxx_dot_step")
+    ins = parse_instructions(
+        "push 123456789\npush -123456789\naddi 123456789\n"
+        "addi -123456789\npush -1\npush 5\ndup 3\nxx_dot_step"
+    )
     ids = v.encode(ins, imms)
     assert ids[-1] == EOS
     assert v.tokens[ids[0]].pointer == (0, 0)

@@ -17,11 +17,22 @@ def make_stack(tmp_path) -> Iterator:
     def make(database_url: str, redis_url: str | None = None, **env: str) -> Stack:
         logs = tmp_path / f"logs{len(stacks)}"
         logs.mkdir()
-        base = {k: v for k, v in os.environ.items()
-                if not k.startswith(("DATABASE_", "REDIS_", "ADMIN_", "SPOOL_", "MODEL_"))}
-        full = {**base, "DATABASE_URL": database_url, "ADMIN_TOKEN": ADMIN_TOKEN,
-                "SPOOL_DIR": str(tmp_path / "spool"), "MODEL_STORE": str(tmp_path / "store"),
-                "SPOOL_RETRY_S": "0.5", "MODEL_POLL_S": "0.5", "LOG_LEVEL": "WARNING", **env}
+        base = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("DATABASE_", "REDIS_", "ADMIN_", "SPOOL_", "MODEL_"))
+        }
+        full = {
+            **base,
+            "DATABASE_URL": database_url,
+            "ADMIN_TOKEN": ADMIN_TOKEN,
+            "SPOOL_DIR": str(tmp_path / "spool"),
+            "MODEL_STORE": str(tmp_path / "store"),
+            "SPOOL_RETRY_S": "0.5",
+            "MODEL_POLL_S": "0.5",
+            "LOG_LEVEL": "WARNING",
+            **env,
+        }
         if redis_url:
             full["REDIS_URL"] = redis_url
         stack = Stack(env=full, logs=logs)

@@ -50,11 +50,18 @@ class Stack:
     api_url: str | None = None
     worker_ports: dict[str, int] = field(default_factory=dict)
 
-    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None
-               ) -> subprocess.Popen:
+    def _spawn(
+        self, name: str, args: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(args, cwd=REPO, env={**self.env, **(env or {})}, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            args,
+            cwd=REPO,
+            env={**self.env, **(env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.procs[name] = proc
         return proc
 
@@ -64,35 +71,63 @@ class Stack:
 
     def migrate(self) -> None:
         """``alembic upgrade head`` (the compose `migrate` service)."""
-        subprocess.run([sys.executable, "-m", "alembic", "upgrade", "head"], cwd=REPO,
-                       env=self.env, check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [sys.executable, "-m", "alembic", "upgrade", "head"],
+            cwd=REPO,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
 
     def start_api(self, **env: str) -> str:
         """uvicorn with the app factory (the compose `api` command); waits for /healthz."""
         port = free_port()
-        self._spawn("api", [sys.executable, "-m", "uvicorn", "service.main:create_app",
-                            "--factory", "--host", "127.0.0.1", "--port", str(port),
-                            "--log-level", "warning"], env)
+        self._spawn(
+            "api",
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "service.main:create_app",
+                "--factory",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            env,
+        )
         self.api_url = f"http://127.0.0.1:{port}"
-        if not wait_for(lambda: httpx.get(f"{self.api_url}/healthz", timeout=1).status_code
-                        == 200, timeout_s=60):
+        if not wait_for(
+            lambda: httpx.get(f"{self.api_url}/healthz", timeout=1).status_code == 200, timeout_s=60
+        ):
             pytest.fail(f"api did not start:\n{self.log('api')}")
         return self.api_url
 
     def start_worker(self, name: str, *args: str, **env: str) -> int:
         """``tasmopt worker`` with its own metrics port; waits for /metrics."""
         port = free_port()
-        self._spawn(name, [sys.executable, "-m", "tasmopt.cli", "worker", "--metrics-port",
-                           str(port), *args], env)
+        self._spawn(
+            name,
+            [sys.executable, "-m", "tasmopt.cli", "worker", "--metrics-port", str(port), *args],
+            env,
+        )
         self.worker_ports[name] = port
-        if not wait_for(lambda: httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=1)
-                        .status_code == 200, timeout_s=60):
+        if not wait_for(
+            lambda: httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=1).status_code == 200,
+            timeout_s=60,
+        ):
             pytest.fail(f"{name} did not start:\n{self.log(name)}")
         return port
 
     def start_scheduler(self, interval_s: int = 1) -> None:
-        self._spawn("scheduler", [sys.executable, "-m", "tasmopt.cli", "scheduler",
-                                  "--interval", str(interval_s)])
+        self._spawn(
+            "scheduler",
+            [sys.executable, "-m", "tasmopt.cli", "scheduler", "--interval", str(interval_s)],
+        )
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs[name]
@@ -118,11 +153,36 @@ class Stack:
 
 DASHBOARD = REPO / "deploy" / "grafana" / "dashboards" / "tasmopt.json"
 
-_PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and",
-                 "or", "unless", "offset", "inf", "nan",
-                 # aggregation operators (may be followed by `by (...)` before their `(`)
-                 "sum", "min", "max", "avg", "group", "stddev", "stdvar", "count",
-                 "count_values", "bottomk", "topk", "quantile", "limitk", "limit_ratio"}
+_PROMQL_WORDS = {
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "bool",
+    "and",
+    "or",
+    "unless",
+    "offset",
+    "inf",
+    "nan",
+    # aggregation operators (may be followed by `by (...)` before their `(`)
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "group",
+    "stddev",
+    "stdvar",
+    "count",
+    "count_values",
+    "bottomk",
+    "topk",
+    "quantile",
+    "limitk",
+    "limit_ratio",
+}
 
 
 def promql_metric_names(expr: str) -> set[str]:
@@ -134,8 +194,9 @@ def promql_metric_names(expr: str) -> set[str]:
     text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)  # strings
     text = re.sub(r"\{[^}]*\}", "", text)  # label matchers
     text = re.sub(r"\[[^\]]*\]", "", text)  # range selectors
-    text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", r"\1",
-                  text)  # label lists
+    text = re.sub(
+        r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", r"\1", text
+    )  # label lists
     names = set()
     for m in re.finditer(r"(?<![\w.])([a-zA-Z_:][a-zA-Z0-9_:]*)\b(\s*\()?", text):
         word, call = m.group(1), m.group(2)
@@ -161,12 +222,20 @@ def exposition_names(text: str) -> set[str]:
 
 # -- traffic ------------------------------------------------------------------------------------
 
+
 class Traffic:
     """Compiles sent by `threads` threads until `stop` (at most `max_requests`): every answer
     is recorded (status, `stored`, build_result_ids), transport errors too."""
 
-    def __init__(self, url: str, bodies: list[dict], *, threads: int = 3,
-                 max_requests: int = 2000, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        bodies: list[dict],
+        *,
+        threads: int = 3,
+        max_requests: int = 2000,
+        timeout_s: float = 60.0,
+    ) -> None:
         import threading
 
         self.url, self.bodies, self.timeout_s = url, bodies, timeout_s
@@ -240,12 +309,17 @@ def report_fault(name: str, traffic: Traffic, persisted: int, **extra) -> dict:
     """Print the counts of a fault run and add them to var/faults.json."""
     import json
 
-    out = {"fault": name, "requests": traffic.answered(),
-           "status_counts": {str(s): traffic.statuses.count(s) for s in set(traffic.statuses)},
-           "transport_errors": len(traffic.errors),
-           "stored": {s: traffic.stored.count(s) for s in set(traffic.stored)},
-           "rows_served": len(traffic.ids), "rows_persisted": persisted,
-           "rows_lost": len(traffic.ids) - persisted, **extra}
+    out = {
+        "fault": name,
+        "requests": traffic.answered(),
+        "status_counts": {str(s): traffic.statuses.count(s) for s in set(traffic.statuses)},
+        "transport_errors": len(traffic.errors),
+        "stored": {s: traffic.stored.count(s) for s in set(traffic.stored)},
+        "rows_served": len(traffic.ids),
+        "rows_persisted": persisted,
+        "rows_lost": len(traffic.ids) - persisted,
+        **extra,
+    }
     print(f"\n[fault] {json.dumps(out)}")
     path = REPO / "var" / "faults.json"
     path.parent.mkdir(exist_ok=True)

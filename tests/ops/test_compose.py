@@ -38,8 +38,16 @@ def _has_healthcheck(service: dict) -> bool:
 
 
 def test_the_stack_has_every_design_service(services):
-    assert set(services) == {"postgres", "redis", "migrate", "api", "worker", "scheduler",
-                             "prometheus", "grafana"}
+    assert set(services) == {
+        "postgres",
+        "redis",
+        "migrate",
+        "api",
+        "worker",
+        "scheduler",
+        "prometheus",
+        "grafana",
+    }
     for name in APP_SERVICES:
         assert services[name]["build"] == "." and services[name]["image"] == "tasmopt:latest"
 
@@ -87,8 +95,11 @@ def test_ports_match_the_settings_and_the_scrape_config(services):
     assert int(env["WORKER_METRICS_PORT"]) == worker_port
 
     prom = yaml.safe_load((REPO / "deploy" / "prometheus.yml").read_text())
-    targets = {c["job_name"]: c["dns_sd_configs"][0] for c in prom["scrape_configs"]
-               if "dns_sd_configs" in c}
+    targets = {
+        c["job_name"]: c["dns_sd_configs"][0]
+        for c in prom["scrape_configs"]
+        if "dns_sd_configs" in c
+    }
     assert targets["tasmopt-api"]["names"] == ["api"]
     assert targets["tasmopt-api"]["port"] == api_port
     assert targets["tasmopt-worker"]["names"] == ["worker"]

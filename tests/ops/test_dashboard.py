@@ -11,17 +11,27 @@ from opskit import DASHBOARD, dashboard_exprs, exposition_names, promql_metric_n
 
 
 def test_promql_parser():
-    expr = ('histogram_quantile(0.9, sum by (le, stage) (rate(a_seconds_bucket{route="/x",'
-            'method=~"P.*"}[5m]))) / ignoring(source) group_left sum(rate(b_total[1d] '
-            'offset 1h)) > bool 0.5 and max by (version) (c_info) == 1')
+    expr = (
+        'histogram_quantile(0.9, sum by (le, stage) (rate(a_seconds_bucket{route="/x",'
+        'method=~"P.*"}[5m]))) / ignoring(source) group_left sum(rate(b_total[1d] '
+        "offset 1h)) > bool 0.5 and max by (version) (c_info) == 1"
+    )
     assert promql_metric_names(expr) == {"a_seconds_bucket", "b_total", "c_info"}
 
 
 def test_dashboard_panels_and_datasource():
     dash = json.loads(DASHBOARD.read_text())
     titles = " ".join(p["title"].lower() for p in dash["panels"])
-    for needed in ("latency", "throughput", "accepted source", "cycle reduction", "fallback",
-                   "candidate validity", "queue depth", "model version"):
+    for needed in (
+        "latency",
+        "throughput",
+        "accepted source",
+        "cycle reduction",
+        "fallback",
+        "candidate validity",
+        "queue depth",
+        "model version",
+    ):
         assert needed in titles, needed
     for p in dash["panels"]:
         for t in p.get("targets", []):
@@ -30,8 +40,7 @@ def test_dashboard_panels_and_datasource():
 
 
 @pytest.mark.usefixtures("redis_conn")
-def test_every_query_names_an_exported_metric(tmp_path, pg_database_factory, redis_url,
-                                              redis_conn):
+def test_every_query_names_an_exported_metric(tmp_path, pg_database_factory, redis_url, redis_conn):
     from fastapi.testclient import TestClient
     from prometheus_client import REGISTRY, generate_latest
     from rq import SimpleWorker
@@ -44,11 +53,24 @@ def test_every_query_names_an_exported_metric(tmp_path, pg_database_factory, red
     from worker.queue import LEARN_QUEUE, SERIALIZER, VERIFY_QUEUE, named_queue
 
     pg_url = pg_database_factory()
-    settings = Settings(database_url=pg_url, redis_url=redis_url, spool_dir=tmp_path / "spool",
-                        model_store=tmp_path / "store", admin_token="x" * 24,
-                        verify_deadline_s=0.05)  # no workers: check in-process at once
-    tir = [{"FnStart": "f"}, {"Dup": 1}, {"Dup": 1}, "Add", {"Swap": 2}, {"Pop": 2}, "Return",
-           "FnEnd"]
+    settings = Settings(
+        database_url=pg_url,
+        redis_url=redis_url,
+        spool_dir=tmp_path / "spool",
+        model_store=tmp_path / "store",
+        admin_token="x" * 24,
+        verify_deadline_s=0.05,
+    )  # no workers: check in-process at once
+    tir = [
+        {"FnStart": "f"},
+        {"Dup": 1},
+        {"Dup": 1},
+        "Add",
+        {"Swap": 2},
+        {"Pop": 2},
+        "Return",
+        "FnEnd",
+    ]
     with TestClient(create_app(settings)) as client:
         assert client.post("/compile", json={"tir": tir}).status_code == 200
         api_names = exposition_names(client.get("/metrics").text)
@@ -56,9 +78,11 @@ def test_every_query_names_an_exported_metric(tmp_path, pg_database_factory, red
     context.configure(database_url=pg_url)
     named_queue(redis_conn, VERIFY_QUEUE).enqueue("worker.jobs.check_blocks_job", args=([],))
     named_queue(redis_conn, LEARN_QUEUE).enqueue(finetune_job)
-    MeteredSimpleWorker([named_queue(redis_conn, q) for q in (VERIFY_QUEUE, LEARN_QUEUE)],
-                        connection=redis_conn, serializer=SERIALIZER).work(
-        burst=True, logging_level="WARNING")
+    MeteredSimpleWorker(
+        [named_queue(redis_conn, q) for q in (VERIFY_QUEUE, LEARN_QUEUE)],
+        connection=redis_conn,
+        serializer=SERIALIZER,
+    ).work(burst=True, logging_level="WARNING")
     assert SimpleWorker  # the worker's registry is this process's default one
     worker_names = exposition_names(generate_latest(REGISTRY).decode())
 

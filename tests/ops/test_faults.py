@@ -20,8 +20,19 @@ from worker.queue import COMPILE_QUEUE, SERIALIZER, VERIFY_QUEUE, named_queue
 
 pytestmark = pytest.mark.slow
 
-SMALL = [{"FnStart": "add_mul"}, {"Dup": 1}, {"Dup": 1}, "Add", {"Dup": 0}, {"Dup": 3}, "Mul",
-         {"Swap": 3}, {"Pop": 3}, "Return", "FnEnd"]
+SMALL = [
+    {"FnStart": "add_mul"},
+    {"Dup": 1},
+    {"Dup": 1},
+    "Add",
+    {"Dup": 0},
+    {"Dup": 3},
+    "Mul",
+    {"Swap": 3},
+    {"Pop": 3},
+    "Return",
+    "FnEnd",
+]
 
 
 def _bodies(timelock_request: dict) -> list[dict]:
@@ -41,11 +52,18 @@ def _holder(conn, queue_name: str) -> tuple[str, str] | None:
     return None
 
 
-def test_worker_killed_while_holding_a_job(make_stack, pg_database_factory, redis_url,
-                                           redis_conn, timelock_request):
+def test_worker_killed_while_holding_a_job(
+    make_stack, pg_database_factory, redis_url, redis_conn, timelock_request
+):
     db = pg_database_factory()
-    stack = make_stack(db, redis_url, VERIFY_DEADLINE_S="3", VERIFY_HARD_DEADLINE_S="20",
-                       VERIFY_MAX_JOBS="2", COMPILE_JOB_TIMEOUT_S="5")
+    stack = make_stack(
+        db,
+        redis_url,
+        VERIFY_DEADLINE_S="3",
+        VERIFY_HARD_DEADLINE_S="20",
+        VERIFY_MAX_JOBS="2",
+        COMPILE_JOB_TIMEOUT_S="5",
+    )
     for name in ("w1", "w2"):
         stack.start_worker(name, "--name", name)
     api = stack.start_api()
@@ -53,8 +71,11 @@ def test_worker_killed_while_holding_a_job(make_stack, pg_database_factory, redi
 
     # 1. a verify job: SIGKILL the worker that holds it
     killed = []
-    assert wait_for(lambda: (h := _holder(redis_conn, VERIFY_QUEUE)) is not None
-                    and not killed.append(h), timeout_s=60, every_s=0.002), "no job seen"
+    assert wait_for(
+        lambda: (h := _holder(redis_conn, VERIFY_QUEUE)) is not None and not killed.append(h),
+        timeout_s=60,
+        every_s=0.002,
+    ), "no job seen"
     job_id, worker = killed[0]
     stack.kill(worker)
     stack.start_worker(f"{worker}b", "--name", f"{worker}b")
@@ -65,26 +86,40 @@ def test_worker_killed_while_holding_a_job(make_stack, pg_database_factory, redi
     assert accepted.status_code == 202
     jid = accepted.json()["id"]
     holder = []
-    assert wait_for(lambda: (h := _holder(redis_conn, COMPILE_QUEUE)) is not None
-                    and h[0] == jid and not holder.append(h), timeout_s=60, every_s=0.002)
+    assert wait_for(
+        lambda: (
+            (h := _holder(redis_conn, COMPILE_QUEUE)) is not None
+            and h[0] == jid
+            and not holder.append(h)
+        ),
+        timeout_s=60,
+        every_s=0.002,
+    )
     stack.kill(holder[0][1])
     stack.start_worker("w3", "--name", "w3")
 
     traffic.wait_answered(traffic.answered() + 30)
     traffic.stop()
     # the abandoned job is retried once its heartbeat expires (job timeout 5 s + 60 s)
-    assert wait_for(lambda: http.get(f"/compile/jobs/{jid}").json()["status"] == "finished",
-                    timeout_s=120, every_s=1), http.get(f"/compile/jobs/{jid}").text
+    assert wait_for(
+        lambda: http.get(f"/compile/jobs/{jid}").json()["status"] == "finished",
+        timeout_s=120,
+        every_s=1,
+    ), http.get(f"/compile/jobs/{jid}").text
 
     assert traffic.errors == [] and set(traffic.statuses) == {200}
     persisted = count_persisted(db, traffic.ids)
-    out = report_fault("worker_sigkill", traffic, persisted, killed_jobs=[job_id, jid],
-                       async_job="finished after retry")
+    out = report_fault(
+        "worker_sigkill",
+        traffic,
+        persisted,
+        killed_jobs=[job_id, jid],
+        async_job="finished after retry",
+    )
     assert out["rows_lost"] == 0
 
 
-def test_redis_stopped(make_stack, pg_database_factory, private_redis, timelock_request,
-                       tmp_path):
+def test_redis_stopped(make_stack, pg_database_factory, private_redis, timelock_request, tmp_path):
     url, proc = private_redis
     db = pg_database_factory()
     stack = make_stack(db, url, VERIFY_DEADLINE_S="3", VERIFY_HARD_DEADLINE_S="20")
@@ -92,8 +127,7 @@ def test_redis_stopped(make_stack, pg_database_factory, private_redis, timelock_
     api = stack.start_api()
     traffic = Traffic(api, _bodies(timelock_request), threads=3, max_requests=400).start()
     traffic.wait_answered(20)
-    subprocess.run(["redis-cli", "-u", url, "shutdown", "nosave"], capture_output=True,
-                   timeout=10)
+    subprocess.run(["redis-cli", "-u", url, "shutdown", "nosave"], capture_output=True, timeout=10)
     proc.wait(10)
     down_at = traffic.answered()
     http = httpx.Client(base_url=api, timeout=30)
@@ -103,10 +137,23 @@ def test_redis_stopped(make_stack, pg_database_factory, private_redis, timelock_
     assert http.get("/readyz").json()["redis"]["ok"] is False
 
     port = url.rsplit(":", 1)[1].split("/")[0]
-    again = subprocess.Popen([shutil.which("redis-server"), "--port", port, "--bind",
-                              "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
-                              str(tmp_path)], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    again = subprocess.Popen(
+        [
+            shutil.which("redis-server"),
+            "--port",
+            port,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         assert wait_for(lambda: http.get("/readyz").json()["redis"]["ok"], timeout_s=30)
         if stack.procs["w1"].poll() is not None:  # compose restarts it; so do we
@@ -114,12 +161,14 @@ def test_redis_stopped(make_stack, pg_database_factory, private_redis, timelock_
         back_at = traffic.answered()
         traffic.wait_answered(back_at + 20)
         traffic.stop()
-        assert wait_for(lambda: http.get(accepted["status_url"]).json()["status"]
-                        == "finished", timeout_s=60)
+        assert wait_for(
+            lambda: http.get(accepted["status_url"]).json()["status"] == "finished", timeout_s=60
+        )
         assert traffic.errors == [] and set(traffic.statuses) == {200}
         persisted = count_persisted(db, traffic.ids)
-        out = report_fault("redis_stopped", traffic, persisted,
-                           answered_while_down=back_at - down_at)
+        out = report_fault(
+            "redis_stopped", traffic, persisted, answered_while_down=back_at - down_at
+        )
         assert out["rows_lost"] == 0
     finally:
         again.terminate()
@@ -128,8 +177,13 @@ def test_redis_stopped(make_stack, pg_database_factory, private_redis, timelock_
 
 def test_postgres_unreachable(make_stack, pg_proxy, pg_url, redis_url, timelock_request):
     proxy, proxied = pg_proxy
-    stack = make_stack(proxied, redis_url, VERIFY_DEADLINE_S="3", VERIFY_HARD_DEADLINE_S="20",
-                       DB_CONNECT_TIMEOUT_S="1")
+    stack = make_stack(
+        proxied,
+        redis_url,
+        VERIFY_DEADLINE_S="3",
+        VERIFY_HARD_DEADLINE_S="20",
+        DB_CONNECT_TIMEOUT_S="1",
+    )
     stack.start_worker("w1")
     api = stack.start_api()
     http = httpx.Client(base_url=api, timeout=30)
@@ -146,15 +200,24 @@ def test_postgres_unreachable(make_stack, pg_proxy, pg_url, redis_url, timelock_
     back_at = traffic.answered()
     traffic.wait_answered(back_at + 20)
     traffic.stop()
-    assert wait_for(lambda: http.get("/readyz").json()["spooled_rows"] == 0
-                    and http.get("/readyz").json()["ready"], timeout_s=60)
-    assert wait_for(lambda: http.get(accepted["status_url"]).json()["status"] == "finished",
-                    timeout_s=60)
+    assert wait_for(
+        lambda: (
+            http.get("/readyz").json()["spooled_rows"] == 0 and http.get("/readyz").json()["ready"]
+        ),
+        timeout_s=60,
+    )
+    assert wait_for(
+        lambda: http.get(accepted["status_url"]).json()["status"] == "finished", timeout_s=60
+    )
     job = http.get(accepted["status_url"]).json()
     assert traffic.errors == [] and set(traffic.statuses) == {200}
     persisted = count_persisted(pg_url, traffic.ids + job["result"]["build_result_ids"])
-    out = report_fault("postgres_unreachable", traffic, persisted - len(
-        job["result"]["build_result_ids"]), spooled_requests=traffic.stored.count("spool"),
-        async_job_rows=len(job["result"]["build_result_ids"]))
+    out = report_fault(
+        "postgres_unreachable",
+        traffic,
+        persisted - len(job["result"]["build_result_ids"]),
+        spooled_requests=traffic.stored.count("spool"),
+        async_job_rows=len(job["result"]["build_result_ids"]),
+    )
     assert out["rows_lost"] == 0
     assert persisted == len(traffic.ids) + len(job["result"]["build_result_ids"])

@@ -32,10 +32,21 @@ def _value(text: str, name: str, **labels: str) -> float:
 
 
 @pytest.mark.slow
-def test_native_stack(make_stack, pg_database_factory, redis_url, redis_conn, timelock_request,
-                      make_checkpoint, tmp_path):
-    stack = make_stack(pg_database_factory(migrate=False), redis_url,
-                       VERIFY_DEADLINE_S="20", VERIFY_HARD_DEADLINE_S="30")
+def test_native_stack(
+    make_stack,
+    pg_database_factory,
+    redis_url,
+    redis_conn,
+    timelock_request,
+    make_checkpoint,
+    tmp_path,
+):
+    stack = make_stack(
+        pg_database_factory(migrate=False),
+        redis_url,
+        VERIFY_DEADLINE_S="20",
+        VERIFY_HARD_DEADLINE_S="30",
+    )
     stack.migrate()  # compose: the migrate service, before api and workers
     stack.start_worker("worker1")
     stack.start_worker("worker2")
@@ -51,16 +62,31 @@ def test_native_stack(make_stack, pg_database_factory, redis_url, redis_conn, ti
 
     accepted = http.post("/compile/jobs", json=timelock_request).json()
     assert accepted["backend"] == "rq"
-    assert wait_for(lambda: http.get(accepted["status_url"]).json()["status"] == "finished",
-                    timeout_s=60), http.get(accepted["status_url"]).text
+    assert wait_for(
+        lambda: http.get(accepted["status_url"]).json()["status"] == "finished", timeout_s=60
+    ), http.get(accepted["status_url"]).text
     job = http.get(accepted["status_url"]).json()
     assert job["result"]["tasm"] == out["tasm"]
 
     # a checkpoint registered with the CLI, promoted through the admin API
     directory = make_checkpoint("v1", store=tmp_path / "store")
-    cli = subprocess.run([sys.executable, "-m", "tasmopt.cli", "checkpoint", "register",
-                          str(directory), "--reason", "first model"], cwd=REPO,
-                         env=stack.env, capture_output=True, text=True, timeout=120)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tasmopt.cli",
+            "checkpoint",
+            "register",
+            str(directory),
+            "--reason",
+            "first model",
+        ],
+        cwd=REPO,
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert cli.returncode == 0 and cli.stdout.startswith("v1: candidate"), cli.stderr
     r = http.post("/admin/checkpoints/v1/promote", json={"reason": "go live"}, headers=AUTH)
     assert r.status_code == 200 and r.json()["production"]["version"] == "v1"
@@ -68,26 +94,41 @@ def test_native_stack(make_stack, pg_database_factory, redis_url, redis_conn, ti
     assert phase["production"]["version"] == "v1"
     actions = http.get("/admin/actions", headers=AUTH).json()
     assert [(a["action"], a["actor"]) for a in actions[:2]] == [
-        ("promote", "admin"), ("register", f"cli:{__import__('getpass').getuser()}")]
+        ("promote", "admin"),
+        ("register", f"cli:{__import__('getpass').getuser()}"),
+    ]
 
     # the scheduler enqueues the finetune check; a worker runs it
-    assert wait_for(lambda: (http.get("/admin/phase", headers=AUTH).json()["last_finetune"]
-                             or {}).get("trigger") == "cron", timeout_s=30), stack.log("scheduler")
+    assert wait_for(
+        lambda: (
+            (http.get("/admin/phase", headers=AUTH).json()["last_finetune"] or {}).get("trigger")
+            == "cron"
+        ),
+        timeout_s=30,
+    ), stack.log("scheduler")
 
     # metrics: the API, and each worker on its own port
     api_metrics = http.get("/metrics").text
     assert _value(api_metrics, "tasmopt_compiles_total", mode="sync") >= 1
-    assert _value(api_metrics, "tasmopt_compile_stage_duration_seconds_count",
-                  stage="verify") >= 1
-    worker_texts = [httpx.get(f"http://127.0.0.1:{p}/metrics", timeout=5).text
-                    for p in stack.worker_ports.values()]
-    jobs = {q: sum(_value(t, "tasmopt_worker_job_duration_seconds_count", queue=q)
-                   for t in worker_texts) for q in ("verify", "compile", "learn")}
+    assert _value(api_metrics, "tasmopt_compile_stage_duration_seconds_count", stage="verify") >= 1
+    worker_texts = [
+        httpx.get(f"http://127.0.0.1:{p}/metrics", timeout=5).text
+        for p in stack.worker_ports.values()
+    ]
+    jobs = {
+        q: sum(
+            _value(t, "tasmopt_worker_job_duration_seconds_count", queue=q) for t in worker_texts
+        )
+        for q in ("verify", "compile", "learn")
+    }
     assert jobs["verify"] >= 1 and jobs["compile"] >= 1 and jobs["learn"] >= 1, jobs
     assert sum(_value(t, "tasmopt_compiles_total", mode="async") for t in worker_texts) >= 1
     assert sum(_value(t, "tasmopt_finetune_runs_total") for t in worker_texts) >= 1
 
     exported = exposition_names(api_metrics).union(*map(exposition_names, worker_texts))
-    missing = {e: sorted(promql_metric_names(e) - exported) for e in dashboard_exprs()
-               if promql_metric_names(e) - exported}
+    missing = {
+        e: sorted(promql_metric_names(e) - exported)
+        for e in dashboard_exprs()
+        if promql_metric_names(e) - exported
+    }
     assert not missing, missing

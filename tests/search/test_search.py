@@ -61,7 +61,9 @@ def test_search_finds_the_known_optimum(baseline: str, optimum: int) -> None:
         # an empty replacement is found by the exact search, but a block must keep at least
         # one instruction to be spliced; nothing shorter than the baseline must be invalid
         for c in cands:
-            assert check_block(BlockCheck(tuple(baseline.split(";")), tuple(map(str, c)))).equivalent
+            assert check_block(
+                BlockCheck(tuple(baseline.split(";")), tuple(map(str, c)))
+            ).equivalent
         return
     assert cands, "search found nothing"
     assert len(cands[0]) == optimum, text(cands[0])
@@ -86,8 +88,11 @@ def _real_blocks(limit: int = 60) -> list[tuple[str, ...]]:
             if fn.unlowerable:
                 continue
             for b in fn.blocks:
-                lines = tuple(ln.strip() for ln in low.lines[b.start:b.end]
-                              if ln.strip() and not ln.strip().startswith("//"))
+                lines = tuple(
+                    ln.strip()
+                    for ln in low.lines[b.start : b.end]
+                    if ln.strip() and not ln.strip().startswith("//")
+                )
                 if len(lines) >= 3:
                     out.append(lines)
     return out[:limit]
@@ -122,8 +127,10 @@ class CountingBudget(Budget):
 def test_budget_is_respected(states: int) -> None:
     baseline = code("dup 3;dup 3;add;dup 4;dup 4;mul;add;dup 5;dup 5;xor;pop 1;swap 4;pop 4")
     df = extract(baseline)
-    for run in (lambda b: exact(df, max_length=len(baseline) - 1, budget=b),
-                lambda b: schedule.beam(df, width=8, budget=b)):
+    for run in (
+        lambda b: exact(df, max_length=len(baseline) - 1, budget=b),
+        lambda b: schedule.beam(df, width=8, budget=b),
+    ):
         b = CountingBudget(states)
         run(b)
         assert b.taken <= states and b.left >= 0
@@ -131,8 +138,10 @@ def test_budget_is_respected(states: int) -> None:
 
 def test_source_respects_the_request_time_budget() -> None:
     blocks = _real_blocks(40) if DATA.exists() else [("dup 1", "dup 1", "add")] * 40
-    tasks = [BlockTask("f", i, f"tir[{i}]", (), tuple(code(";".join(b))), 0, 0, str(i))
-             for i, b in enumerate(blocks)]
+    tasks = [
+        BlockTask("f", i, f"tir[{i}]", (), tuple(code(";".join(b))), 0, 0, str(i))
+        for i, b in enumerate(blocks)
+    ]
     t = time.monotonic()
     SearchSource().propose(tasks, CompileOptions(search_budget_s=0.5))
     assert time.monotonic() - t < 3 * 0.5 + 1.0 + 1.0  # the guard, plus slack for a slow CI

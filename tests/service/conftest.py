@@ -42,9 +42,15 @@ def make_client(pg_url, tmp_path):
     stack = contextlib.ExitStack()
 
     def make(model_loader=None, **overrides) -> TestClient:
-        values = {"database_url": pg_url, "redis_url": None, "spool_dir": tmp_path / "spool",
-                  "spool_retry_s": 0.2, "model_store": tmp_path / "model_store",
-                  "admin_token": ADMIN_TOKEN, **overrides}
+        values = {
+            "database_url": pg_url,
+            "redis_url": None,
+            "spool_dir": tmp_path / "spool",
+            "spool_retry_s": 0.2,
+            "model_store": tmp_path / "model_store",
+            "admin_token": ADMIN_TOKEN,
+            **overrides,
+        }
         app = create_app(Settings(**values), model_loader=model_loader)
         client = TestClient(app, raise_server_exceptions=False)
         return stack.enter_context(client)
@@ -63,9 +69,11 @@ def rq_worker(redis_url, redis_conn) -> Iterator[subprocess.Popen]:
     """A real ``tasmopt worker`` process on the session's Redis db, up when yielded."""
     from rq import Worker
 
-    proc = subprocess.Popen([sys.executable, "-m", "tasmopt.cli", "worker", "--url", redis_url,
-                             "--metrics-port", "0"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tasmopt.cli", "worker", "--url", redis_url, "--metrics-port", "0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 30
     while not Worker.all(connection=redis_conn):
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -140,13 +148,30 @@ def spawn_worker(redis_url, redis_conn, pg_url, tmp_path):
 
     def spawn(*args: str, **env: str) -> subprocess.Popen:
         before = {w.name for w in Worker.all(connection=redis_conn)}
-        full = {**os.environ, "DATABASE_URL": pg_url, "SPOOL_DIR": str(tmp_path / "spool"),
-                "ADMIN_TOKEN": ADMIN_TOKEN, "MODEL_STORE": str(tmp_path / "model_store"),
-                **env}
+        full = {
+            **os.environ,
+            "DATABASE_URL": pg_url,
+            "SPOOL_DIR": str(tmp_path / "spool"),
+            "ADMIN_TOKEN": ADMIN_TOKEN,
+            "MODEL_STORE": str(tmp_path / "model_store"),
+            **env,
+        }
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tasmopt.cli", "worker", "--url", redis_url,
-             "--metrics-port", env.get("WORKER_METRICS_PORT", "0"), *args],
-            env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            [
+                sys.executable,
+                "-m",
+                "tasmopt.cli",
+                "worker",
+                "--url",
+                redis_url,
+                "--metrics-port",
+                env.get("WORKER_METRICS_PORT", "0"),
+                *args,
+            ],
+            env=full,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         procs.append(proc)
         deadline = time.monotonic() + 30
         while {w.name for w in Worker.all(connection=redis_conn)} <= before:

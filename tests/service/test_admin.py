@@ -24,12 +24,19 @@ def _wait_for(predicate, timeout_s: float = 10.0) -> bool:
     return predicate()
 
 
-@pytest.mark.parametrize("method,path", [
-    ("get", "/admin/checkpoints"), ("post", "/admin/checkpoints/v1/promote"),
-    ("post", "/admin/rollback"), ("get", "/admin/phase"), ("post", "/admin/finetune"),
-    ("get", "/admin/actions"), ("post", "/admin/checkpoints")])
-def test_auth_401_without_or_with_a_malformed_header_403_with_a_wrong_token(client, method,
-                                                                             path):
+@pytest.mark.parametrize(
+    "method,path",
+    [
+        ("get", "/admin/checkpoints"),
+        ("post", "/admin/checkpoints/v1/promote"),
+        ("post", "/admin/rollback"),
+        ("get", "/admin/phase"),
+        ("post", "/admin/finetune"),
+        ("get", "/admin/actions"),
+        ("post", "/admin/checkpoints"),
+    ],
+)
+def test_auth_401_without_or_with_a_malformed_header_403_with_a_wrong_token(client, method, path):
     call = getattr(client, method)
     kw = {"json": REASON} if method == "post" else {}
     r = call(path, **kw)
@@ -58,15 +65,19 @@ def test_deployment_refuses_to_start_without_a_token(pg_url, redis_url, tmp_path
     create_app(Settings(database_url=f"sqlite:///{tmp_path}/x.db"))  # embedded: fine
 
 
-def test_register_promote_rollback_with_audit(make_client, make_checkpoint, tmp_path, auth,
-                                              fake_loader):
+def test_register_promote_rollback_with_audit(
+    make_client, make_checkpoint, tmp_path, auth, fake_loader
+):
     store = tmp_path / "model_store"
     for v, validity in (("v1", 0.7), ("v2", 0.9)):
         make_checkpoint(v, metrics={"holdout_validity": validity})
     c = make_client(model_loader=fake_loader, model_store=store, admin_name="ops-alice")
 
-    r = c.post("/admin/checkpoints", json={"path": "v1", "reason": "first model", "promote": True},
-               headers=auth)
+    r = c.post(
+        "/admin/checkpoints",
+        json={"path": "v1", "reason": "first model", "promote": True},
+        headers=auth,
+    )
     assert r.status_code == 201, r.text
     assert r.json()["version"] == "v1" and r.json()["status"] == "production"
     assert r.json()["path"] == "v1" and len(r.json()["sha256"]) == 64
@@ -82,8 +93,9 @@ def test_register_promote_rollback_with_audit(make_client, make_checkpoint, tmp_
     assert c.app.state.watcher.version == "v2"  # no restart
     listed = c.get("/admin/checkpoints", headers=auth).json()
     assert {x["version"]: x["status"] for x in listed} == {"v1": "archived", "v2": "production"}
-    assert [x["version"] for x in c.get("/admin/checkpoints?status=archived",
-                                        headers=auth).json()] == ["v1"]
+    assert [
+        x["version"] for x in c.get("/admin/checkpoints?status=archived", headers=auth).json()
+    ] == ["v1"]
 
     r = c.post("/admin/rollback", json={"reason": "v2 regressed online"}, headers=auth)
     assert r.status_code == 200
@@ -94,9 +106,12 @@ def test_register_promote_rollback_with_audit(make_client, make_checkpoint, tmp_
 
     actions = c.get("/admin/actions", headers=auth).json()
     assert [(a["action"], a["target"], a["reason"]) for a in actions] == [
-        ("rollback", "v1", "v2 regressed online"), ("promote", "v2", "better holdout"),
-        ("register", "v2", "stage 2"), ("promote", "v1", "first model"),
-        ("register", "v1", "first model")]
+        ("rollback", "v1", "v2 regressed online"),
+        ("promote", "v2", "better holdout"),
+        ("register", "v2", "stage 2"),
+        ("promote", "v1", "first model"),
+        ("register", "v1", "first model"),
+    ]
     assert {a["actor"] for a in actions} == {"ops-alice"}
     assert actions[0]["detail"] == {"rolled_back": "v2"}
     assert actions[1]["detail"] == {"previous": "v1"}
@@ -109,16 +124,17 @@ def test_admin_errors_are_4xx(client, auth, make_checkpoint, tmp_path):
     assert r.status_code == 409 and r.json()["code"] == "conflict"
     r = client.post("/admin/checkpoints/v1/promote", json={}, headers=auth)
     assert r.status_code == 422 and "reason" in r.json()["message"]
-    r = client.post("/admin/checkpoints", json={"path": "../../etc", "reason": "x" * 5},
-                    headers=auth)
+    r = client.post(
+        "/admin/checkpoints", json={"path": "../../etc", "reason": "x" * 5}, headers=auth
+    )
     assert r.status_code == 422 and "outside MODEL_STORE" in r.json()["message"]
-    r = client.post("/admin/checkpoints", json={"path": "missing", "reason": "x" * 5},
-                    headers=auth)
+    r = client.post("/admin/checkpoints", json={"path": "missing", "reason": "x" * 5}, headers=auth)
     assert r.status_code == 422 and r.json()["code"] == "invalid_checkpoint"
 
 
-def test_promotion_by_another_process_is_picked_up_by_polling(make_client, make_checkpoint,
-                                                              tmp_path, pg_engine, fake_loader):
+def test_promotion_by_another_process_is_picked_up_by_polling(
+    make_client, make_checkpoint, tmp_path, pg_engine, fake_loader
+):
     from tasmopt.store import (
         describe_checkpoint,
         make_sessionmaker,
@@ -143,8 +159,11 @@ def test_phase(make_client, auth, make_checkpoint, fake_loader, tmp_path):
     out = c.get("/admin/phase", headers=auth).json()
     assert out["phase"] == "A" and out["production"] is None and out["model_loaded"] is None
     assert set(out["buffer"]) >= {"rows", "blocks", "online", "by_source"}
-    r = c.post("/admin/checkpoints", json={"path": "v1", "reason": "go live", "promote": True},
-               headers=auth)
+    r = c.post(
+        "/admin/checkpoints",
+        json={"path": "v1", "reason": "go live", "promote": True},
+        headers=auth,
+    )
     assert r.status_code == 201, r.text
     out = c.get("/admin/phase", headers=auth).json()
     assert out["production"]["version"] == "v1" and out["model_loaded"] == "v1"
@@ -167,7 +186,10 @@ def test_finetune_trigger_in_process(client, auth):
     assert last["outcome"] in ("learning_unavailable", "candidate", "rejected")
     action = client.get("/admin/actions", headers=auth).json()[0]
     assert (action["action"], action["target"], action["reason"]) == (
-        "finetune", job_id, "new corpus")
+        "finetune",
+        job_id,
+        "new corpus",
+    )
 
 
 def test_finetune_trigger_on_rq(make_client, auth, redis_url, redis_conn, pg_url):
@@ -183,6 +205,7 @@ def test_finetune_trigger_on_rq(make_client, auth, redis_url, redis_conn, pg_url
     assert queue.count == 1
     context.configure(database_url=pg_url)
     SimpleWorker([queue], connection=redis_conn, serializer=SERIALIZER).work(
-        burst=True, logging_level="WARNING")
+        burst=True, logging_level="WARNING"
+    )
     last = c.get("/admin/phase", headers=auth).json()["last_finetune"]
     assert last["job_id"] == r.json()["job_id"] and last["trigger"] == "admin"

@@ -35,7 +35,9 @@ def test_example_is_served_and_stored(client, example_request, pg_session):
     assert str(fn_row.id) == main["build_result_id"]
     assert fn_row.tasm.startswith("__main:") and fn_row.tir_hash == main["tir_hash"]
     assert main["tir_hash"] != out["tir_hash"]  # the function's own TIR, not the request's
-    assert fn_row.clock_cycles == main["cycles"] and fn_row.compiler_cycles == main["baseline_cycles"]
+    assert (
+        fn_row.clock_cycles == main["cycles"] and fn_row.compiler_cycles == main["baseline_cycles"]
+    )
     assert fn_row.table_heights == main["heights"] and fn_row.padded_height == main["padded_height"]
 
 
@@ -56,11 +58,14 @@ def test_options_reach_the_optimizer(client, timelock_request):
 
 
 def test_option_schema_mirrors_compile_options():
-    assert set(CompileOptionsIn.model_fields) <= {f.name for f in dataclasses.fields(CompileOptions)}
+    assert set(CompileOptionsIn.model_fields) <= {
+        f.name for f in dataclasses.fields(CompileOptions)
+    }
 
 
-def test_verification_on_a_real_rq_worker(make_client, client, redis_url, redis_conn, rq_worker,
-                                          timelock_request):
+def test_verification_on_a_real_rq_worker(
+    make_client, client, redis_url, redis_conn, rq_worker, timelock_request
+):
     with_rq = make_client(redis_url=redis_url, verify_deadline_s=20, verify_hard_deadline_s=30)
     out = with_rq.post("/compile", json=timelock_request).json()
     assert out["cycles"] < out["baseline_cycles"]
@@ -69,8 +74,9 @@ def test_verification_on_a_real_rq_worker(make_client, client, redis_url, redis_
     assert out["tasm"] == local["tasm"]  # same seed, same verdicts, wherever they were made
 
 
-def test_hard_deadline_without_workers_serves_the_baseline(make_client, redis_url, redis_conn,
-                                                           timelock_request):
+def test_hard_deadline_without_workers_serves_the_baseline(
+    make_client, redis_url, redis_conn, timelock_request
+):
     # Nobody consumes the queue and the hard deadline is immediate: every check is unverified.
     c = make_client(redis_url=redis_url, verify_deadline_s=0.05, verify_hard_deadline_s=0.05)
     out = c.post("/compile", json=timelock_request).json()
@@ -145,7 +151,9 @@ def test_openapi_documents_the_compile_body(client):
     body = spec["paths"]["/compile"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"]["$ref"] == "#/components/schemas/CompileRequest"
     schemas = spec["components"]["schemas"]
-    assert {"CompileRequest", "CompileOptionsIn", "CompileResponse", "ErrorResponse"} <= set(schemas)
+    assert {"CompileRequest", "CompileOptionsIn", "CompileResponse", "ErrorResponse"} <= set(
+        schemas
+    )
     assert client.get("/docs").status_code == 200
 
 

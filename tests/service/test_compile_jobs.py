@@ -51,8 +51,9 @@ def test_client_errors(client, add_mul_tir):
     assert r.status_code == 422 and r.json()["code"] == "invalid_tir"
     r = client.post("/compile/jobs", data=b"{", headers={"content-type": "application/json"})
     assert r.status_code == 400
-    r = client.post("/compile/jobs", json={"tir": add_mul_tir,
-                                           "baseline_tasm": "__add_mul:\n    push\n"})
+    r = client.post(
+        "/compile/jobs", json={"tir": add_mul_tir, "baseline_tasm": "__add_mul:\n    push\n"}
+    )
     assert r.status_code == 202
     out = _poll(client, r.json()["status_url"])
     assert out["status"] == "failed" and out["error"].startswith("invalid_baseline_tasm:")
@@ -61,8 +62,9 @@ def test_client_errors(client, add_mul_tir):
     assert client.get("/compile/jobs/not-a-uuid").status_code == 422
 
 
-def test_database_down_job_result_is_spooled_then_stored(make_client, pg_proxy, pg_session,
-                                                         add_mul_tir):
+def test_database_down_job_result_is_spooled_then_stored(
+    make_client, pg_proxy, pg_session, add_mul_tir
+):
     proxy, url = pg_proxy
     c = make_client(database_url=url, spool_retry_s=0.3)
     assert c.get("/readyz").json()["ready"]
@@ -83,9 +85,9 @@ def test_database_down_job_result_is_spooled_then_stored(make_client, pg_proxy, 
     assert count_build_results(pg_session, request_id=jid) == len(out["result"]["build_result_ids"])
 
 
-def test_jobs_run_on_rq_workers_and_survive_redis_loss(make_client, redis_url, redis_conn,
-                                                       spawn_worker, timelock_request,
-                                                       pg_session):
+def test_jobs_run_on_rq_workers_and_survive_redis_loss(
+    make_client, redis_url, redis_conn, spawn_worker, timelock_request, pg_session
+):
     from rq.job import Job
 
     from worker.queue import SERIALIZER
@@ -113,8 +115,7 @@ def test_redis_down_at_submit_runs_in_process(make_client, private_redis, add_mu
 
     url, proc = private_redis
     c = make_client(redis_url=url, verify_deadline_s=1, verify_hard_deadline_s=2)
-    subprocess.run(["redis-cli", "-u", url, "shutdown", "nosave"], capture_output=True,
-                   timeout=10)
+    subprocess.run(["redis-cli", "-u", url, "shutdown", "nosave"], capture_output=True, timeout=10)
     proc.wait(10)
     r = c.post("/compile/jobs", json={"tir": add_mul_tir})
     assert r.status_code == 202 and r.json()["backend"] == "thread"

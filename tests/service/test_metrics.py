@@ -34,19 +34,29 @@ def test_compile_metrics(client, timelock_request):
     [fn] = out["functions"]
     assert delta("tasmopt_accepted_total", unit="function", source=fn["source"]) == 1
     blocks = fn["blocks"]
-    assert sum(delta("tasmopt_accepted_total", unit="block", source=s)
-               for s in ("compiler", "rules", "search", "model")) == len(blocks)
+    assert sum(
+        delta("tasmopt_accepted_total", unit="block", source=s)
+        for s in ("compiler", "rules", "search", "model")
+    ) == len(blocks)
     generated = sum(st["generated"] for b in blocks for st in b["candidates"].values())
     valid = sum(st["valid"] for b in blocks for st in b["candidates"].values())
-    assert sum(delta("tasmopt_candidates_generated_total", source=s)
-               for s in ("rules", "search", "model")) == generated > 0
-    assert sum(delta("tasmopt_candidates_valid_total", source=s)
-               for s in ("rules", "search", "model")) == valid > 0
+    assert (
+        sum(
+            delta("tasmopt_candidates_generated_total", source=s)
+            for s in ("rules", "search", "model")
+        )
+        == generated
+        > 0
+    )
+    assert (
+        sum(delta("tasmopt_candidates_valid_total", source=s) for s in ("rules", "search", "model"))
+        == valid
+        > 0
+    )
     assert delta("tasmopt_cycle_reduction_ratio_count") == 1
     assert delta("tasmopt_cycle_reduction_ratio_sum") > 0
     assert delta("tasmopt_build_results_total", stored="database") == len(out["build_result_ids"])
-    assert delta("tasmopt_http_requests_total", method="POST", route="/compile",
-                 status="200") == 1
+    assert delta("tasmopt_http_requests_total", method="POST", route="/compile", status="200") == 1
     assert _get(after, "tasmopt_model_info", version="none") == 1
     assert _get(after, "tasmopt_phase", phase="A") == 1
     assert _get(after, "tasmopt_spool_rows") == 0
@@ -65,10 +75,14 @@ def test_fallback_metrics(make_client, add_mul_tir):
     c.app.dependency_overrides[get_compiler] = lambda: broken
     assert c.post("/compile", json={"tir": add_mul_tir}).json()["fallback"]
     after = _samples(c.get("/metrics").text)
-    assert (_get(after, "tasmopt_fallbacks_total", kind="request")
-            - _get(before, "tasmopt_fallbacks_total", kind="request")) == 1
-    assert (_get(after, "tasmopt_compiles_total", mode="sync", outcome="fallback")
-            - _get(before, "tasmopt_compiles_total", mode="sync", outcome="fallback")) == 1
+    assert (
+        _get(after, "tasmopt_fallbacks_total", kind="request")
+        - _get(before, "tasmopt_fallbacks_total", kind="request")
+    ) == 1
+    assert (
+        _get(after, "tasmopt_compiles_total", mode="sync", outcome="fallback")
+        - _get(before, "tasmopt_compiles_total", mode="sync", outcome="fallback")
+    ) == 1
 
 
 def test_queue_depth_from_redis(make_client, redis_url, redis_conn):

@@ -30,8 +30,9 @@ def _promote(pg_engine, directory, store):
         promote_checkpoint(s, version=info.version)
 
 
-def test_missing_model_package_degrades_to_no_model_source(pg_engine, make_checkpoint,
-                                                           tmp_path, monkeypatch, caplog):
+def test_missing_model_package_degrades_to_no_model_source(
+    pg_engine, make_checkpoint, tmp_path, monkeypatch, caplog
+):
     monkeypatch.setitem(sys.modules, "tasmopt.model.source", None)  # import fails
     store = tmp_path / "model_store"
     _promote(pg_engine, make_checkpoint("v1"), store)
@@ -45,8 +46,9 @@ def test_missing_model_package_degrades_to_no_model_source(pg_engine, make_check
     assert MODEL_LOAD_FAILURES._value.get() == before + 1
 
 
-def test_unloadable_checkpoint_never_crashes(make_client, pg_engine, make_checkpoint, tmp_path,
-                                             add_mul_tir):
+def test_unloadable_checkpoint_never_crashes(
+    make_client, pg_engine, make_checkpoint, tmp_path, add_mul_tir
+):
     store = tmp_path / "model_store"
     _promote(pg_engine, make_checkpoint("broken"), store)  # random bytes: not a model
     c = make_client(model_store=store, model_loader=default_loader)
@@ -61,8 +63,9 @@ def test_checksum_mismatch_is_not_loaded(pg_engine, make_checkpoint, tmp_path, f
     d = make_checkpoint("v1")
     _promote(pg_engine, d, store)
     (d / "model.safetensors").write_bytes(b"tampered")
-    w = ModelWatcher(session_factory=make_sessionmaker(pg_engine), model_store=store,
-                     loader=fake_loader)
+    w = ModelWatcher(
+        session_factory=make_sessionmaker(pg_engine), model_store=store, loader=fake_loader
+    )
     assert w.refresh() is False and w.version is None and fake_loader.loaded == []
 
 
@@ -73,8 +76,12 @@ def test_load_and_unload_follow_the_pointer(pg_engine, make_checkpoint, tmp_path
 
     store = tmp_path / "model_store"
     _promote(pg_engine, make_checkpoint("v1"), store)
-    w = ModelWatcher(session_factory=make_sessionmaker(pg_engine), model_store=store,
-                     loader=fake_loader, device="cpu")
+    w = ModelWatcher(
+        session_factory=make_sessionmaker(pg_engine),
+        model_store=store,
+        loader=fake_loader,
+        device="cpu",
+    )
     assert w.refresh() is True and w.version == "v1"
     src = w.sources.get("model")
     assert src.version == "v1" and src.directory == store / "v1"
@@ -84,9 +91,9 @@ def test_load_and_unload_follow_the_pointer(pg_engine, make_checkpoint, tmp_path
     assert w.refresh() is True and w.version is None and w.sources.get("model") is None
 
 
-def test_embedded_default_registers_and_promotes_the_shipped_checkpoint(make_client, tmp_path,
-                                                                        make_checkpoint,
-                                                                        fake_loader, auth):
+def test_embedded_default_registers_and_promotes_the_shipped_checkpoint(
+    make_client, tmp_path, make_checkpoint, fake_loader, auth
+):
     store = tmp_path / "shipped"
     make_checkpoint("v2", store=store)
     make_checkpoint("v10", store=store)  # natural order: v10 is the newest
@@ -96,26 +103,35 @@ def test_embedded_default_registers_and_promotes_the_shipped_checkpoint(make_cli
     factory = make_sessionmaker(make_engine(url))
     with factory() as s:
         assert [(x.version, x.status, x.path) for x in list_checkpoints(s)] == [
-            ("v10", "production", "v10")]
+            ("v10", "production", "v10")
+        ]
         assert [(a.actor, a.action) for a in list_admin_actions(s)] == [
-            ("system", "promote"), ("system", "register")]
+            ("system", "promote"),
+            ("system", "register"),
+        ]
     assert c.get("/admin/phase", headers=auth).json()["model_loaded"] == "v10"
 
 
 def test_embedded_default_with_an_empty_store(make_client, tmp_path):
-    c = make_client(database_url=f"sqlite:///{tmp_path}/e.db", admin_token=None,
-                    model_store=tmp_path / "nothing")
+    c = make_client(
+        database_url=f"sqlite:///{tmp_path}/e.db",
+        admin_token=None,
+        model_store=tmp_path / "nothing",
+    )
     assert c.app.state.watcher.version is None
     assert c.get("/healthz").status_code == 200
 
 
-@pytest.mark.parametrize("metrics,online,phase,a_done", [
-    (None, 500, "A", False),
-    ({"holdout_validity": 0.85, "holdout_validity_ci_low": 0.72}, 99, "A", True),
-    ({"holdout_validity": 0.85, "holdout_validity_ci_low": 0.72}, 100, "B", True),
-    ({"holdout_validity": 0.85, "holdout_validity_ci_low": 0.65}, 1000, "A", False),
-    ({"holdout_validity": 0.79, "holdout_validity_ci_low": 0.75}, 1000, "A", False),
-])
+@pytest.mark.parametrize(
+    "metrics,online,phase,a_done",
+    [
+        (None, 500, "A", False),
+        ({"holdout_validity": 0.85, "holdout_validity_ci_low": 0.72}, 99, "A", True),
+        ({"holdout_validity": 0.85, "holdout_validity_ci_low": 0.72}, 100, "B", True),
+        ({"holdout_validity": 0.85, "holdout_validity_ci_low": 0.65}, 1000, "A", False),
+        ({"holdout_validity": 0.79, "holdout_validity_ci_low": 0.75}, 1000, "A", False),
+    ],
+)
 def test_phase_rules(metrics, online, phase, a_done):
     got, detail = compute_phase({"online": online}, metrics)
     assert got == phase and detail["phase_a_exit_met"] is a_done

@@ -21,13 +21,15 @@ def _wait_for(predicate, timeout_s: float = 15.0, every_s: float = 0.05) -> bool
     return predicate()
 
 
-def test_redis_stopped_verification_runs_in_process(make_client, client, private_redis,
-                                                    timelock_request):
+def test_redis_stopped_verification_runs_in_process(
+    make_client, client, private_redis, timelock_request
+):
     url, proc = private_redis
     c = make_client(redis_url=url, verify_deadline_s=20, verify_hard_deadline_s=30)
     assert c.get("/readyz").json()["redis"]["ok"]
-    subprocess.run(["redis-cli", "-u", url, "shutdown", "nosave"], check=False,
-                   capture_output=True, timeout=10)
+    subprocess.run(
+        ["redis-cli", "-u", url, "shutdown", "nosave"], check=False, capture_output=True, timeout=10
+    )
     proc.wait(10)
     start = time.monotonic()
     r = c.post("/compile", json=timelock_request)
@@ -42,8 +44,9 @@ def test_redis_stopped_verification_runs_in_process(make_client, client, private
     assert ready.json()["database"]["ok"]
 
 
-def test_database_down_rows_are_spooled_then_drained(make_client, pg_proxy, pg_session,
-                                                     timelock_request, example_request):
+def test_database_down_rows_are_spooled_then_drained(
+    make_client, pg_proxy, pg_session, timelock_request, example_request
+):
     proxy, url = pg_proxy
     c = make_client(database_url=url, spool_retry_s=1.0)
     assert c.get("/readyz").json()["ready"]
@@ -65,8 +68,11 @@ def test_database_down_rows_are_spooled_then_drained(make_client, pg_proxy, pg_s
 
     proxy.start()
     assert _wait_for(lambda: spool.pending_rows() == 0), "spool not drained"
-    stored = set(pg_session.scalars(select(BuildResult.id).where(
-        BuildResult.id.in_([uuid.UUID(i) for i in ids]))))
+    stored = set(
+        pg_session.scalars(
+            select(BuildResult.id).where(BuildResult.id.in_([uuid.UUID(i) for i in ids]))
+        )
+    )
     assert {str(i) for i in stored} == ids
     assert spool.files() == []
     assert spool.drain(c.app.state.session_factory) == 0  # idempotent: nothing left to write

@@ -17,8 +17,11 @@ pytestmark = pytest.mark.skipif(not SHIPPED, reason="no checkpoint in model_stor
 
 
 def test_embedded_service_serves_the_shipped_checkpoint(make_client, tmp_path):
-    client = make_client(database_url=f"sqlite:///{tmp_path / 'embedded.db'}",
-                         model_store=ROOT / "model_store", admin_token=None)
+    client = make_client(
+        database_url=f"sqlite:///{tmp_path / 'embedded.db'}",
+        model_store=ROOT / "model_store",
+        admin_token=None,
+    )
     request = json.loads((ROOT / "examples" / "u32_ops.json").read_text())
     request["options"] = {"sources": ["rules", "search", "model"]}
     deadline = time.monotonic() + 120
@@ -31,8 +34,13 @@ def test_embedded_service_serves_the_shipped_checkpoint(make_client, tmp_path):
         time.sleep(1)
     versions = {p.parent.name for p in SHIPPED}
     assert out["model_version"] in versions
-    generated = {src for f in out["functions"] for b in f["blocks"]
-                 for src, st in b["candidates"].items() if st["generated"]}
+    generated = {
+        src
+        for f in out["functions"]
+        for b in f["blocks"]
+        for src, st in b["candidates"].items()
+        if st["generated"]
+    }
     assert {"rules", "search", "model"} <= generated, generated
     fn = out["functions"][0]
     assert fn["cycles"] <= fn["baseline_cycles"]

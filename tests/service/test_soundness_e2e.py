@@ -30,14 +30,14 @@ from tasmopt.vm.simulator import VmInput, run
 def _mutants(base: list[Instr]) -> list[list[Instr]]:
     out = []
     for i in range(len(base)):
-        out.append(base[:i] + base[i + 1:])
+        out.append(base[:i] + base[i + 1 :])
     for i in range(len(base) - 1):
         a, b = base[i], base[i + 1]
         if a.name == "push" and b.name == "add":
-            out.append(base[:i] + [Instr("addi", (int(a.arg) + 1) % P)] + base[i + 2:])
+            out.append(base[:i] + [Instr("addi", (int(a.arg) + 1) % P)] + base[i + 2 :])
     for i, x in enumerate(base):
         if x.name == "push" and int(x.arg) >= 10:
-            out.append(base[:i] + [Instr("push", int(x.arg) // 10)] + base[i + 1:])
+            out.append(base[:i] + [Instr("push", int(x.arg) // 10)] + base[i + 1 :])
     return out
 
 
@@ -66,35 +66,90 @@ def _fn(*body) -> list:
     return [{"Entry": "main"}, {"FnStart": "main"}, *body, "Return", "FnEnd"]
 
 
-FERMAT_TIR = [{"ReadIo": 1}, {"Push": 7}, "Add", {"Push": 4294967295}, {"Swap": 1}, "Pow",
-              *([{"Dup": 0}, "Mul"] * 32), {"WriteIo": 1}]
+FERMAT_TIR = [
+    {"ReadIo": 1},
+    {"Push": 7},
+    "Add",
+    {"Push": 4294967295},
+    {"Swap": 1},
+    "Pow",
+    *([{"Dup": 0}, "Mul"] * 32),
+    {"WriteIo": 1},
+]
 
 CASES = {
     # class 1: code after `assert x == 12345`; random witnesses all fail the assert
-    "guard": dict(tir=_fn({"ReadIo": 1}, {"Dup": 0}, {"Push": 12345}, "Eq", {"Assert": 1},
-                          {"Push": 1}, "Add", {"WriteIo": 1}),
-                  inputs=[12345], client=None, extra={}),
+    "guard": dict(
+        tir=_fn(
+            {"ReadIo": 1},
+            {"Dup": 0},
+            {"Push": 12345},
+            "Eq",
+            {"Assert": 1},
+            {"Push": 1},
+            "Add",
+            {"WriteIo": 1},
+        ),
+        inputs=[12345],
+        client=None,
+        extra={},
+    ),
     # class 2: the callee absorbs into a sponge its caller initialised
-    "sponge": dict(tir=[{"Entry": "main"}, {"FnStart": "main"}, "SpongeInit", {"Call": "f"},
-                        "Return", "FnEnd", {"FnStart": "f"},
-                        *[{"Push": k} for k in range(1, 10)], {"Push": 12345},
-                        "SpongeAbsorb", "SpongeSqueeze", {"WriteIo": 5}, {"WriteIo": 5},
-                        "Return", "FnEnd"],
-                   inputs=[], client=None, extra={}),
+    "sponge": dict(
+        tir=[
+            {"Entry": "main"},
+            {"FnStart": "main"},
+            "SpongeInit",
+            {"Call": "f"},
+            "Return",
+            "FnEnd",
+            {"FnStart": "f"},
+            *[{"Push": k} for k in range(1, 10)],
+            {"Push": 12345},
+            "SpongeAbsorb",
+            "SpongeSqueeze",
+            {"WriteIo": 5},
+            {"WriteIo": 5},
+            "Return",
+            "FnEnd",
+        ],
+        inputs=[],
+        client=None,
+        extra={},
+    ),
     # class 3: (x + 7)^(p - 1) is 1 except at x = -7
-    "degree": dict(tir=_fn(*FERMAT_TIR), inputs=[P - 7], client=None,
-                   extra="fermat"),
+    "degree": dict(tir=_fn(*FERMAT_TIR), inputs=[P - 7], client=None, extra="fermat"),
     # class 5: an Asm op ending in skiz makes the next instruction conditional
-    "asm_skiz": dict(tir=_fn({"Push": 1000}, {"ReadIo": 1}, {"Asm": {"lines": ["dup 0", "push 5", "eq",
-                                                                "skiz"], "effect": 0}},
-                             {"Push": 100}, "Add", {"WriteIo": 1}),
-                     inputs=[3], client=None, extra={("push 100", "add", "write_io 1"):
-                                                     ["addi 100", "write_io 1"]}),
+    "asm_skiz": dict(
+        tir=_fn(
+            {"Push": 1000},
+            {"ReadIo": 1},
+            {"Asm": {"lines": ["dup 0", "push 5", "eq", "skiz"], "effect": 0}},
+            {"Push": 100},
+            "Add",
+            {"WriteIo": 1},
+        ),
+        inputs=[3],
+        client=None,
+        extra={("push 100", "add", "write_io 1"): ["addi 100", "write_io 1"]},
+    ),
     # class 6: the client's baseline differs from our lowering only when x == 12345
     # (`push 3; pop 1` gives the rules a real saving, so our lowering would be spliced in)
-    "client": dict(tir=_fn({"Push": 3}, {"Pop": 1}, {"ReadIo": 1}, {"Dup": 0}, {"Push": 12345}, "Eq",
-                           {"IfOnly": {"then_body": [{"Push": 5}, "Add"]}}, {"WriteIo": 1}),
-                   inputs=[12345], client=("push 5\n", "push 6\n"), extra={}),
+    "client": dict(
+        tir=_fn(
+            {"Push": 3},
+            {"Pop": 1},
+            {"ReadIo": 1},
+            {"Dup": 0},
+            {"Push": 12345},
+            "Eq",
+            {"IfOnly": {"then_body": [{"Push": 5}, "Add"]}},
+            {"WriteIo": 1},
+        ),
+        inputs=[12345],
+        client=("push 5\n", "push 6\n"),
+        extra={},
+    ),
 }
 
 
@@ -113,7 +168,7 @@ def _case(name: str) -> tuple[list, str | None, list[int], Adversary]:
         low = lower(ops)
         main = next(f for f in low.functions if f.name == "main")
         b = main.blocks[0]
-        key = tuple(ln.strip() for ln in low.lines[b.start:b.end] if ln.strip())
+        key = tuple(ln.strip() for ln in low.lines[b.start : b.end] if ln.strip())
         extra = {key: ["read_io 1", "pop 1", "push 1", "write_io 1"]}
     return tir, client, case["inputs"], Adversary(extra)
 
@@ -141,8 +196,11 @@ def adversary(monkeypatch):
             http.app.state.watcher.sources.add(adv)
         else:
             builtin = optimizer.default_sources
-            monkeypatch.setattr(optimizer, "default_sources",
-                                lambda: SourceSet([*map(builtin().get, builtin().names()), adv]))
+            monkeypatch.setattr(
+                optimizer,
+                "default_sources",
+                lambda: SourceSet([*map(builtin().get, builtin().names()), adv]),
+            )
         return adv
 
     return install

@@ -15,31 +15,85 @@ from tasmopt.store import (
 )
 from tasmopt.store.records import function_tasm, rows_from_json, rows_to_json
 
-MODULE_TASM = "\n".join([
-    "    call __main", "    halt", "",
-    "__main:", "    push 1", "    call __helper", "    return", "    ",
-    "__helper:", "    push 2", "    skiz", "    call __then__1", "    return", "    ",
-    "__then__1:", "    push 3", "    pop 1", "    return", "",
-])
+MODULE_TASM = "\n".join(
+    [
+        "    call __main",
+        "    halt",
+        "",
+        "__main:",
+        "    push 1",
+        "    call __helper",
+        "    return",
+        "    ",
+        "__helper:",
+        "    push 2",
+        "    skiz",
+        "    call __then__1",
+        "    return",
+        "    ",
+        "__then__1:",
+        "    push 3",
+        "    pop 1",
+        "    return",
+        "",
+    ]
+)
 
 
 def make_result() -> CompileResult:
     main = FunctionReport(
-        name="main", source="rules", cycles=5, baseline_cycles=7,
-        heights={"processor": 5, "op_stack": 3}, padded_height=256, fallback=False,
-        tir_hash="a" * 64, latency_s=0.010,
-        blocks=[BlockReport(index=0, path="tir[2]", source="rules", tasm=["push 1"],
-                            baseline_tasm=["push 1", "push 0", "add"], cycles=1,
-                            baseline_cycles=3, tir_hash="b" * 64, verified_by="symbolic",
-                            latency_s=0.002)])
+        name="main",
+        source="rules",
+        cycles=5,
+        baseline_cycles=7,
+        heights={"processor": 5, "op_stack": 3},
+        padded_height=256,
+        fallback=False,
+        tir_hash="a" * 64,
+        latency_s=0.010,
+        blocks=[
+            BlockReport(
+                index=0,
+                path="tir[2]",
+                source="rules",
+                tasm=["push 1"],
+                baseline_tasm=["push 1", "push 0", "add"],
+                cycles=1,
+                baseline_cycles=3,
+                tir_hash="b" * 64,
+                verified_by="symbolic",
+                latency_s=0.002,
+            )
+        ],
+    )
     helper = FunctionReport(
-        name="helper", source="client", cycles=9, baseline_cycles=9, fallback=True,
-        reason="client baseline disagrees", mismatch=BaselineMismatch("stack differs", 3),
-        blocks=[BlockReport(index=0, path="tir[8]", source="compiler", tasm=["push 2"],
-                            baseline_tasm=["push 2"], cycles=1, baseline_cycles=1)])
-    return CompileResult(tasm=MODULE_TASM, functions=[main, helper], tir_hash="c" * 64,
-                         baseline_tasm=MODULE_TASM, timings={"verify": 0.01},
-                         model_version=None)
+        name="helper",
+        source="client",
+        cycles=9,
+        baseline_cycles=9,
+        fallback=True,
+        reason="client baseline disagrees",
+        mismatch=BaselineMismatch("stack differs", 3),
+        blocks=[
+            BlockReport(
+                index=0,
+                path="tir[8]",
+                source="compiler",
+                tasm=["push 2"],
+                baseline_tasm=["push 2"],
+                cycles=1,
+                baseline_cycles=1,
+            )
+        ],
+    )
+    return CompileResult(
+        tasm=MODULE_TASM,
+        functions=[main, helper],
+        tir_hash="c" * 64,
+        baseline_tasm=MODULE_TASM,
+        timings={"verify": 0.01},
+        model_version=None,
+    )
 
 
 def test_one_row_per_function_and_block():
@@ -47,7 +101,11 @@ def test_one_row_per_function_and_block():
     rid = uuid.uuid4()
     rows = build_records(result, rid, total_latency_s=0.5)
     assert [(r["function"], r["block_index"]) for r in rows] == [
-        ("main", None), ("main", 0), ("helper", None), ("helper", 0)]
+        ("main", None),
+        ("main", 0),
+        ("helper", None),
+        ("helper", 0),
+    ]
     assert len({r["id"] for r in rows}) == 4 and all(r["request_id"] == rid for r in rows)
     main, main_b0, helper, helper_b0 = rows
     assert main["tasm"] == "__main:\n    push 1\n    call __helper\n    return\n    "

@@ -57,8 +57,7 @@ def _register(session, make_checkpoint, version, **kw):
 
 
 def test_describe_reads_config_metrics_and_hashes_the_weights(make_checkpoint, tmp_path):
-    d = make_checkpoint("v7", weights=b"weights", metrics={"holdout_validity": 0.9},
-                        parent="v6")
+    d = make_checkpoint("v7", weights=b"weights", metrics={"holdout_validity": 0.9}, parent="v6")
     info = describe_checkpoint(d, store=tmp_path / "model_store")
     assert info.version == "v7" and info.parent == "v6" and info.stage == "supervised"
     assert info.sha256 == hashlib.sha256(b"weights").hexdigest()
@@ -73,8 +72,9 @@ def test_describe_reads_config_metrics_and_hashes_the_weights(make_checkpoint, t
 def test_register_is_idempotent_and_refuses_other_weights(session, make_checkpoint, tmp_path):
     row = _register(session, make_checkpoint, "v1", weights=b"a")
     assert row.status == "candidate"
-    again, created = register_checkpoint(session, info=describe_checkpoint(
-        tmp_path / "model_store" / "v1"))
+    again, created = register_checkpoint(
+        session, info=describe_checkpoint(tmp_path / "model_store" / "v1")
+    )
     assert not created and again.sha256 == row.sha256
     other = make_checkpoint("v1", store=tmp_path / "elsewhere", weights=b"b")
     with pytest.raises(Conflict, match="other weights"):
@@ -132,13 +132,22 @@ def test_reject_only_candidates(session, make_checkpoint):
 
 def test_audit_log_newest_first(session):
     with session.begin():
-        record_admin_action(session, actor="alice", action="promote", target="v1",
-                            reason="better holdout", detail={"previous": None})
-        record_admin_action(session, actor="bob", action="rollback", target="v0",
-                            reason="regression")
+        record_admin_action(
+            session,
+            actor="alice",
+            action="promote",
+            target="v1",
+            reason="better holdout",
+            detail={"previous": None},
+        )
+        record_admin_action(
+            session, actor="bob", action="rollback", target="v0", reason="regression"
+        )
     actions = list_admin_actions(session)
     assert [(a.actor, a.action, a.reason) for a in actions] == [
-        ("bob", "rollback", "regression"), ("alice", "promote", "better holdout")]
+        ("bob", "rollback", "regression"),
+        ("alice", "promote", "better holdout"),
+    ]
     assert actions[0].at is not None and actions[1].detail == {"previous": None}
 
 
@@ -146,8 +155,9 @@ def test_compile_job_never_moves_backwards(session):
     jid = uuid.uuid4()
     with session.begin():
         save_compile_job(session, id=jid, status="queued", backend="rq", request={"tir": []})
-        save_compile_job(session, id=jid, status="finished", backend="rq",
-                         response={"tasm": "halt"})
+        save_compile_job(
+            session, id=jid, status="finished", backend="rq", response={"tasm": "halt"}
+        )
         save_compile_job(session, id=jid, status="started", backend="rq")  # late: ignored
         save_compile_job(session, id=jid, status="failed", backend="rq", error="x")  # ignored
     row = get_compile_job(session, id=jid)
@@ -158,11 +168,27 @@ def test_compile_job_never_moves_backwards(session):
 
 def _rows(n: int, *, valid=True, fallback=False, when=None):
     when = when or datetime.now(UTC)
-    return [{"id": uuid.uuid4(), "request_id": uuid.uuid4(), "tir_hash": "0" * 64,
-             "function": "f", "block_index": i, "tasm": "push 1", "valid": valid,
-             "clock_cycles": 1, "compiler_cycles": 2, "table_heights": {},
-             "padded_height": None, "fallback_used": fallback, "source": "rules",
-             "model_version": None, "created_at": when, "latency_ms": 1.0} for i in range(n)]
+    return [
+        {
+            "id": uuid.uuid4(),
+            "request_id": uuid.uuid4(),
+            "tir_hash": "0" * 64,
+            "function": "f",
+            "block_index": i,
+            "tasm": "push 1",
+            "valid": valid,
+            "clock_cycles": 1,
+            "compiler_cycles": 2,
+            "table_heights": {},
+            "padded_height": None,
+            "fallback_used": fallback,
+            "source": "rules",
+            "model_version": None,
+            "created_at": when,
+            "latency_ms": 1.0,
+        }
+        for i in range(n)
+    ]
 
 
 def test_buffer_counts_and_results_since(session):
@@ -173,8 +199,13 @@ def test_buffer_counts_and_results_since(session):
         fn = _rows(1)[0] | {"block_index": None, "source": "compiler"}
         insert_build_results(session, rows=[fn])
     counts = buffer_counts(session)
-    assert counts == {"rows": 6, "functions": 1, "blocks": 5, "online": 3,
-                      "by_source": {"rules": 5, "compiler": 1}}
+    assert counts == {
+        "rows": 6,
+        "functions": 1,
+        "blocks": 5,
+        "online": 3,
+        "by_source": {"rules": 5, "compiler": 1},
+    }
     n, oldest, newest = results_since(session, after=None)
     assert n == 5 and oldest < newest
     n, _, _ = results_since(session, after=old + timedelta(hours=1))
@@ -184,10 +215,23 @@ def test_buffer_counts_and_results_since(session):
 def test_finetune_runs(session):
     assert last_finetune_run(session) is None
     now = datetime.now(UTC)
-    record_finetune_run(session, trigger="cron", outcome="no_new_results", new_results=0,
-                        watermark=None, started_at=now)
-    record_finetune_run(session, trigger="admin", outcome="learning_unavailable",
-                        new_results=4, watermark=now, started_at=now, job_id="j1")
+    record_finetune_run(
+        session,
+        trigger="cron",
+        outcome="no_new_results",
+        new_results=0,
+        watermark=None,
+        started_at=now,
+    )
+    record_finetune_run(
+        session,
+        trigger="admin",
+        outcome="learning_unavailable",
+        new_results=4,
+        watermark=now,
+        started_at=now,
+        job_id="j1",
+    )
     session.commit()
     last = last_finetune_run(session)
     assert (last.trigger, last.outcome, last.job_id) == ("admin", "learning_unavailable", "j1")

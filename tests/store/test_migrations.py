@@ -10,16 +10,23 @@ from sqlalchemy import inspect
 from service.core.db import downgrade, migrate, schema_status
 from tasmopt.store import Base, make_engine
 
-EXPECTED_INDEXES = {"ix_build_results_tir_hash", "ix_build_results_created_at",
-                    "ix_build_results_source", "ix_build_results_request_id"}
+EXPECTED_INDEXES = {
+    "ix_build_results_tir_hash",
+    "ix_build_results_created_at",
+    "ix_build_results_source",
+    "ix_build_results_request_id",
+}
 
 OPERATIONS_TABLES = {"checkpoints", "admin_actions", "compile_jobs", "finetune_runs"}
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
 def empty_engine(request, pg_database_factory, tmp_path):
-    url = (pg_database_factory(migrate=False) if request.param == "postgresql"
-           else f"sqlite:///{tmp_path}/sub/dir/tasmopt.db")
+    url = (
+        pg_database_factory(migrate=False)
+        if request.param == "postgresql"
+        else f"sqlite:///{tmp_path}/sub/dir/tasmopt.db"
+    )
     engine = make_engine(url)
     yield engine
     engine.dispose()
@@ -48,6 +55,7 @@ def test_upgrade_downgrade_upgrade(empty_engine):
 def test_models_match_migrations(empty_engine):
     migrate(empty_engine)
     with empty_engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}),
-                                Base.metadata)
+        diff = compare_metadata(
+            MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata
+        )
     assert diff == []

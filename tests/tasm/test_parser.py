@@ -30,12 +30,16 @@ def where(text):
 
 # --- tokens and whitespace ----------------------------------------------------------------
 
-@pytest.mark.parametrize(("text", "pos"), [
-    ("push10", (1, 1)),
-    ("poppop", (1, 1)),
-    ("halt\n  dup 0dup 0", (2, 7)),
-    ("nop\nPUSH 1", (2, 1)),
-])
+
+@pytest.mark.parametrize(
+    ("text", "pos"),
+    [
+        ("push10", (1, 1)),
+        ("poppop", (1, 1)),
+        ("halt\n  dup 0dup 0", (2, 7)),
+        ("nop\nPUSH 1", (2, 1)),
+    ],
+)
 def test_mnemonics_and_arguments_need_a_separator(text, pos):
     assert where(text) == pos
 
@@ -72,6 +76,7 @@ def test_argument_needed():
 
 # --- comments -------------------------------------------------------------------------------
 
+
 def test_line_comments():
     assert items("push 1// one\nhalt // end") == ["push 1", "halt"]
     assert items("halt //") == ["halt"]  # bare `//` at the end: accepted (spec §12.5)
@@ -99,6 +104,7 @@ def test_unterminated_block_comment():
 
 # --- labels ---------------------------------------------------------------------------------
 
+
 def test_labels():
     assert items("foo:call foo") == ["foo:", "call foo"]
     assert items("foo :halt") == ["foo:", "halt"]
@@ -115,16 +121,19 @@ def test_labels_name_instruction_indices():
     assert p.words() == [49, 3, 0]  # label at L
 
 
-@pytest.mark.parametrize(("text", "pos"), [
-    ("1abc: halt", (1, 1)),
-    ("halt\n-a: halt", (2, 1)),
-    ("push: halt", (1, 1)),
-    ("nop hint: halt", (1, 5)),
-    ("error_id: halt", (1, 1)),
-    ("error_message: halt", (1, 1)),
-    ("@foo: halt", (1, 1)),
-    ("push 1 :", (1, 8)),
-])
+@pytest.mark.parametrize(
+    ("text", "pos"),
+    [
+        ("1abc: halt", (1, 1)),
+        ("halt\n-a: halt", (2, 1)),
+        ("push: halt", (1, 1)),
+        ("nop hint: halt", (1, 5)),
+        ("error_id: halt", (1, 1)),
+        ("error_message: halt", (1, 1)),
+        ("@foo: halt", (1, 1)),
+        ("push 1 :", (1, 8)),
+    ],
+)
 def test_invalid_labels(text, pos):
     assert where(text) == pos
 
@@ -154,22 +163,27 @@ def test_call_targets():
 
 # --- arguments ------------------------------------------------------------------------------
 
+
 def test_push_literals():
-    p = parse("push -1 push +5 push 00457470286889025784 push 18446744069414584320 "
-              "push -18446744069414584320 addi -4")
-    assert [i.arg for i in p.instructions] == [
-        P - 1, 5, 457470286889025784, P - 1, 1, P - 4]
+    p = parse(
+        "push -1 push +5 push 00457470286889025784 push 18446744069414584320 "
+        "push -18446744069414584320 addi -4"
+    )
+    assert [i.arg for i in p.instructions] == [P - 1, 5, 457470286889025784, P - 1, 1, P - 4]
 
 
-@pytest.mark.parametrize("text", [
-    "push 18446744069414584321",  # p
-    "push -18446744069414584321",  # -p
-    "push 99999999999999999999999",
-    "push 0x10",
-    "push 1.5",
-    "push --1",
-    "addi 18446744069414584321",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "push 18446744069414584321",  # p
+        "push -18446744069414584321",  # -p
+        "push 99999999999999999999999",
+        "push 0x10",
+        "push 1.5",
+        "push --1",
+        "addi 18446744069414584321",
+    ],
+)
 def test_push_literal_errors(text):
     e = error("nop\n" + text)
     assert (e.line, e.column) == (2, len(text.split()[0]) + 2)
@@ -177,22 +191,28 @@ def test_push_literal_errors(text):
 
 @pytest.mark.parametrize("name", ["dup", "swap", "pick", "place"])
 def test_stack_index_arguments(name):
-    assert [i.arg for i in parse(" ".join(f"{name} {k}" for k in range(16))).instructions] \
-        == list(range(16))
+    assert [i.arg for i in parse(" ".join(f"{name} {k}" for k in range(16))).instructions] == list(
+        range(16)
+    )
     for bad in ("16", "01", "-1", "+1", "x"):
         assert where(f"{name} {bad}") == (1, len(name) + 2)
 
 
-@pytest.mark.parametrize("name", ["pop", "divine", "read_mem", "write_mem", "read_io",
-                                  "write_io"])
+@pytest.mark.parametrize("name", ["pop", "divine", "read_mem", "write_mem", "read_io", "write_io"])
 def test_n_arguments(name):
-    assert [i.arg for i in parse(" ".join(f"{name} {k}" for k in range(1, 6))).instructions] \
-        == [1, 2, 3, 4, 5]
+    assert [i.arg for i in parse(" ".join(f"{name} {k}" for k in range(1, 6))).instructions] == [
+        1,
+        2,
+        3,
+        4,
+        5,
+    ]
     for bad in ("0", "6", "05", "-1"):
         assert where(f"{name} {bad}") == (1, len(name) + 2)
 
 
 # --- assertion context ----------------------------------------------------------------------
+
 
 def test_error_id_after_assert():
     p = parse("assert error_id 42 assert_vector error_id -7\nassert\n   error_id 0")
@@ -202,42 +222,52 @@ def test_error_id_after_assert():
     assert parse(f"assert error_id {big}").instructions[0].error_id == big
 
 
-@pytest.mark.parametrize(("text", "pos"), [
-    ("push 1 error_id 4", (1, 8)),
-    ("error_id 4", (1, 1)),
-    ("assert error_id 1 error_id 2", (1, 19)),
-    ("assert\nl: error_id 3", (2, 4)),
-    ("assert error_id x", (1, 8)),
-    ("assert error_id", (1, 8)),
-    (f"assert error_id {2**127}", (1, 17)),
-])
+@pytest.mark.parametrize(
+    ("text", "pos"),
+    [
+        ("push 1 error_id 4", (1, 8)),
+        ("error_id 4", (1, 1)),
+        ("assert error_id 1 error_id 2", (1, 19)),
+        ("assert\nl: error_id 3", (2, 4)),
+        ("assert error_id x", (1, 8)),
+        ("assert error_id", (1, 8)),
+        (f"assert error_id {2**127}", (1, 17)),
+    ],
+)
 def test_error_id_placement_errors(text, pos):
     assert where(text) == pos
 
 
 # --- hints and breakpoints -----------------------------------------------------------------
 
-@pytest.mark.parametrize("text", [
-    "hint x = stack[0]",
-    "hint x: Foo = stack[0]",
-    "hint x_1 = stack[1..3]",
-    "hint v: Vec<A, B<C>> = stack[0..2]",
-    "hint p: **T = stack[0]",
-    "hint _p : Digest = stack [ 0 .. 5 ]",
-])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "hint x = stack[0]",
+        "hint x: Foo = stack[0]",
+        "hint x_1 = stack[1..3]",
+        "hint v: Vec<A, B<C>> = stack[0..2]",
+        "hint p: **T = stack[0]",
+        "hint _p : Digest = stack [ 0 .. 5 ]",
+    ],
+)
 def test_type_hints_are_dropped(text):
     assert items(f"push 1 {text} halt") == ["push 1", "halt"]
     assert items(f"{text}//c\nhalt") == ["halt"]
 
 
-@pytest.mark.parametrize(("text", "pos"), [
-    ("hint x = stack[3..1]", (1, 1)),
-    ("hint x = stack[2..2]", (1, 1)),
-    ("hint X = stack[0]", (1, 1)),
-    ("hint 1x = stack[0]", (1, 1)),
-    ("hint x = stack", (1, 1)),
-    ("hint x = stack[0]halt", (1, 18)),  # a fixed parser bug: `halt` used to be dropped
-])
+@pytest.mark.parametrize(
+    ("text", "pos"),
+    [
+        ("hint x = stack[3..1]", (1, 1)),
+        ("hint x = stack[2..2]", (1, 1)),
+        ("hint X = stack[0]", (1, 1)),
+        ("hint 1x = stack[0]", (1, 1)),
+        ("hint x = stack", (1, 1)),
+        ("hint x = stack[0]halt", (1, 18)),  # a fixed parser bug: `halt` used to be dropped
+    ],
+)
 def test_type_hint_errors(text, pos):
     assert where(text) == pos
 
@@ -247,6 +277,7 @@ def test_break_is_dropped():
 
 
 # --- the program model --------------------------------------------------------------------
+
 
 def test_items_and_isa_variants():
     p = parse("start: push 1 assert error_id 3 halt")
@@ -262,6 +293,7 @@ def test_round_trip_through_text():
 
 
 # --- real compiler output -------------------------------------------------------------------
+
 
 def _modules():
     return sorted(DATA.glob("*.json")) if DATA.exists() else []

@@ -21,8 +21,11 @@ def test_round_trip_all_real_data(trident_std):
 
 
 def test_big_integers_and_negative_effect_survive():
-    obj = [{"Push": 2**64 - 1}, {"Asm": {"lines": ["pop 1"], "effect": -(2**31)}},
-           {"Reveal": {"name": "E", "tag": 2**64 - 1, "field_count": 2**32 - 1}}]
+    obj = [
+        {"Push": 2**64 - 1},
+        {"Asm": {"lines": ["pop 1"], "effect": -(2**31)}},
+        {"Reveal": {"name": "E", "tag": 2**64 - 1, "field_count": 2**32 - 1}},
+    ]
     text = json.dumps(obj)
     assert encode(loads(text)) == obj
     assert loads(text)[0] == Op("Push", 2**64 - 1)
@@ -57,33 +60,57 @@ WIRE_ERRORS = [
     ([{"FnStart": None}], "tir[0].FnStart", "must be a string"),
     ([{"IfElse": [[], []]}], "tir[0].IfElse", "must be an object"),
     ([{"IfElse": {"then_body": []}}], "tir[0].IfElse", "missing field(s) ['else_body']"),
-    ([{"IfElse": {"then_body": [], "else_body": [], "x": 1}}], "tir[0].IfElse",
-     "unknown field(s) ['x']"),
+    (
+        [{"IfElse": {"then_body": [], "else_body": [], "x": 1}}],
+        "tir[0].IfElse",
+        "unknown field(s) ['x']",
+    ),
     ([{"IfOnly": {"then_body": "Add"}}], "tir[0].IfOnly.then_body", "must be a list of ops"),
-    (["Add", {"IfElse": {"then_body": ["Add", {"Push": -5}], "else_body": []}}],
-     "tir[1].IfElse.then_body[1].Push", "does not fit u64"),
-    ([{"IfElse": {"then_body": [], "else_body": ["Add", "Frob"]}}],
-     "tir[0].IfElse.else_body[1]", "unknown op 'Frob'"),
+    (
+        ["Add", {"IfElse": {"then_body": ["Add", {"Push": -5}], "else_body": []}}],
+        "tir[1].IfElse.then_body[1].Push",
+        "does not fit u64",
+    ),
+    (
+        [{"IfElse": {"then_body": [], "else_body": ["Add", "Frob"]}}],
+        "tir[0].IfElse.else_body[1]",
+        "unknown op 'Frob'",
+    ),
     ([{"Loop": {"label": 5, "body": []}}], "tir[0].Loop.label", "must be a string"),
-    ([{"Loop": {"label": "l", "body": [{"ProofBlock": {"program_hash": "h",
-                                                       "body": [{"Swap": False}]}}]}}],
-     "tir[0].Loop.body[0].ProofBlock.body[0].Swap", "must be an integer"),
+    (
+        [
+            {
+                "Loop": {
+                    "label": "l",
+                    "body": [{"ProofBlock": {"program_hash": "h", "body": [{"Swap": False}]}}],
+                }
+            }
+        ],
+        "tir[0].Loop.body[0].ProofBlock.body[0].Swap",
+        "must be an integer",
+    ),
     ([{"Asm": {"lines": ["nop", 3], "effect": 0}}], "tir[0].Asm.lines", "list of strings"),
     ([{"Asm": {"lines": [], "effect": 2**31}}], "tir[0].Asm.effect", "does not fit i32"),
     ([{"Asm": {"lines": [], "effect": True}}], "tir[0].Asm.effect", "must be an integer"),
     ([{"Hash": {"width": True}}], "tir[0].Hash.width", "must be an integer"),
-    ([{"Reveal": {"name": "E", "tag": -1, "field_count": 1}}], "tir[0].Reveal.tag",
-     "does not fit u64"),
-    ([{"Seal": {"name": 3, "tag": 0, "field_count": 1}}], "tir[0].Seal.name",
-     "must be a string"),
+    (
+        [{"Reveal": {"name": "E", "tag": -1, "field_count": 1}}],
+        "tir[0].Reveal.tag",
+        "does not fit u64",
+    ),
+    ([{"Seal": {"name": 3, "tag": 0, "field_count": 1}}], "tir[0].Seal.name", "must be a string"),
     ({"Push": 1}, "tir", "must be a JSON array"),
-    (_nest(MAX_DECODE_DEPTH + 2, ["Add"]),
-     "tir[0]" + ".IfOnly.then_body[0]" * (MAX_DECODE_DEPTH + 1), "nested too deep"),
+    (
+        _nest(MAX_DECODE_DEPTH + 2, ["Add"]),
+        "tir[0]" + ".IfOnly.then_body[0]" * (MAX_DECODE_DEPTH + 1),
+        "nested too deep",
+    ),
 ]
 
 
-@pytest.mark.parametrize("obj, path, reason", WIRE_ERRORS,
-                         ids=[f"{i}-{e[1][:30]}" for i, e in enumerate(WIRE_ERRORS)])
+@pytest.mark.parametrize(
+    "obj, path, reason", WIRE_ERRORS, ids=[f"{i}-{e[1][:30]}" for i, e in enumerate(WIRE_ERRORS)]
+)
 def test_wire_format_errors_name_the_path(obj, path, reason):
     with pytest.raises(TirError) as info:
         decode(obj)
@@ -92,10 +119,13 @@ def test_wire_format_errors_name_the_path(obj, path, reason):
     assert str(info.value) == f"{path}: {info.value.reason}"
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("[\"Add\", ", "malformed JSON"),
-    ("[" * 100_000, "nested too deep"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ('["Add", ', "malformed JSON"),
+        ("[" * 100_000, "nested too deep"),
+    ],
+)
 def test_malformed_json_text(text, reason):
     with pytest.raises(TirError) as info:
         loads(text)

@@ -55,8 +55,15 @@ def test_build_writes_pairs_functions_and_stats(tmp_path: Path) -> None:
     corpus = _corpus(tmp_path)
     out = tmp_path / "ds"
     cfg = BuildConfig(search_budget_s=0.2, min_pairs=12, augment_rounds=2, jobs=1)
-    manifest = build(out, corpus_dir=corpus, real_dir=None, name="tiny", cfg=cfg,
-                     cache_dir=tmp_path / "cache", progress=False)
+    manifest = build(
+        out,
+        corpus_dir=corpus,
+        real_dir=None,
+        name="tiny",
+        cfg=cfg,
+        cache_dir=tmp_path / "cache",
+        progress=False,
+    )
     _, rows = read_pairs(out)
     functions = list(iter_function_rows(out))
     assert {f.function for f in functions} == {"mul_add", "square_sum", "poly", "mix", "low"}
@@ -74,14 +81,22 @@ def test_build_writes_pairs_functions_and_stats(tmp_path: Path) -> None:
     assert (out / "stats.txt").read_text().startswith("tasmopt corpus build:")
     assert (out / "stats.png").stat().st_size > 1000
     # a rebuild from the cache gives the same rows
-    again = build(tmp_path / "ds2", corpus_dir=corpus, real_dir=None, name="tiny", cfg=cfg,
-                  cache_dir=tmp_path / "cache", progress=False)
+    again = build(
+        tmp_path / "ds2",
+        corpus_dir=corpus,
+        real_dir=None,
+        name="tiny",
+        cfg=cfg,
+        cache_dir=tmp_path / "cache",
+        progress=False,
+    )
     assert again["rows"] == manifest["rows"]
 
 
 def test_reorder_variants_are_equivalent_tir() -> None:
-    ops = decode([{"Dup": 2}, {"Dup": 2}, "Mul", {"Dup": 3}, {"Dup": 3}, "Add", "Mul",
-                  {"ReadIo": 1}, "Add"])
+    ops = decode(
+        [{"Dup": 2}, {"Dup": 2}, "Mul", {"Dup": 3}, {"Dup": 3}, "Add", "Mul", {"ReadIo": 1}, "Add"]
+    )
     base = lower_block(ops)
     variants = reorder_variants(ops, count=3, seed=5)
     assert variants, "no variant found"
@@ -92,8 +107,7 @@ def test_reorder_variants_are_equivalent_tir() -> None:
 
 
 def test_target_variants_are_verified_and_no_longer() -> None:
-    base = ["dup 1", "dup 1", "add", "dup 2", "dup 2", "mul", "swap 2", "pop 1", "swap 2",
-            "pop 1"]
+    base = ["dup 1", "dup 1", "add", "dup 2", "dup 2", "mul", "swap 2", "pop 1", "swap 2", "pop 1"]
     target = ["dup 1", "dup 1", "add", "pick 2", "pick 2", "mul"]
     assert check_block(BlockCheck(tuple(base), tuple(target))).equivalent
     for alt in target_variants(base, target, count=3, seed=1):

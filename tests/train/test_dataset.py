@@ -22,9 +22,25 @@ from tasmopt.train.dataset import (
 def test_rows_have_every_field_and_targets_never_lose(example_rows) -> None:
     assert example_rows
     fields = set(PairRow.__dataclass_fields__)
-    assert {"id", "tir_hash", "origin", "module", "function", "block_index", "path", "split",
-            "tir", "entry_depth", "net_effect", "baseline", "target", "target_source",
-            "baseline_cycles", "target_cycles", "heights"} == fields
+    assert {
+        "id",
+        "tir_hash",
+        "origin",
+        "module",
+        "function",
+        "block_index",
+        "path",
+        "split",
+        "tir",
+        "entry_depth",
+        "net_effect",
+        "baseline",
+        "target",
+        "target_source",
+        "baseline_cycles",
+        "target_cycles",
+        "heights",
+    } == fields
     for r in example_rows:
         assert r.origin == "real" and r.target_cycles <= r.baseline_cycles
         assert r.target_source in ("compiler", "rules")
@@ -48,8 +64,12 @@ def test_bad_rows_and_directories_are_refused(tmp_path, example_rows) -> None:
     bad = PairRow.from_dict({**json.loads(example_rows[0].to_json()), "split": "test"})
     with pytest.raises(PairsError):
         write_pairs(tmp_path / "x", [bad], name="x")
-    worse = PairRow.from_dict({**json.loads(example_rows[0].to_json()),
-                               "target_cycles": example_rows[0].baseline_cycles + 1})
+    worse = PairRow.from_dict(
+        {
+            **json.loads(example_rows[0].to_json()),
+            "target_cycles": example_rows[0].baseline_cycles + 1,
+        }
+    )
     with pytest.raises(PairsError):
         write_pairs(tmp_path / "y", [worse], name="y")
     with pytest.raises(PairsError):

@@ -8,11 +8,25 @@ from tasmopt.train.evaluate import BlockResult, bootstrap_ci, summarize
 
 
 def _r(i: int, valid: bool, base: int = 10, best: int = 10, fn: str = "f") -> BlockResult:
-    return BlockResult(id=str(i), origin="real", module="m", function=fn, lines=base,
-                       hypotheses=4, valid_hypotheses=int(valid), valid=valid, top1_valid=valid, novel_valid=valid,
-                       accepted=valid, beats_compiler=valid and best < base,
-                       baseline_cycles=base, target_cycles=best, best_cycles=best if valid else base,
-                       reduction=(base - best) / base if valid else 0.0, latency_s=0.01)
+    return BlockResult(
+        id=str(i),
+        origin="real",
+        module="m",
+        function=fn,
+        lines=base,
+        hypotheses=4,
+        valid_hypotheses=int(valid),
+        valid=valid,
+        top1_valid=valid,
+        novel_valid=valid,
+        accepted=valid,
+        beats_compiler=valid and best < base,
+        baseline_cycles=base,
+        target_cycles=best,
+        best_cycles=best if valid else base,
+        reduction=(base - best) / base if valid else 0.0,
+        latency_s=0.01,
+    )
 
 
 def test_bootstrap_ci_brackets_the_mean() -> None:
@@ -23,8 +37,9 @@ def test_bootstrap_ci_brackets_the_mean() -> None:
 
 
 def test_summary_and_gate() -> None:
-    good = [_r(i, True, best=8, fn=f"f{i % 5}") for i in range(90)] + \
-           [_r(100 + i, False, fn=f"f{i % 5}") for i in range(10)]
+    good = [_r(i, True, best=8, fn=f"f{i % 5}") for i in range(90)] + [
+        _r(100 + i, False, fn=f"f{i % 5}") for i in range(10)
+    ]
     s = summarize(good)
     assert s["validity"]["value"] == 0.9 and s["phase_a"]["passed"]
     assert abs(s["median_reduction_valid"] - 0.2) < 1e-9

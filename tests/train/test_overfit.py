@@ -13,8 +13,17 @@ from tasmopt.model.checkpoint import load_model
 from tasmopt.train.dataset import read_pairs, write_pairs
 from tasmopt.train.evaluate import evaluate_rows, summarize
 
-TINY = ["d_model=64", "gnn_layers=1", "gnn_heads=2", "d_edge=8", "dec_layers=2",
-        "dec_heads=2", "d_ff=128", "dropout=0.0", "max_len=64"]
+TINY = [
+    "d_model=64",
+    "gnn_layers=1",
+    "gnn_heads=2",
+    "d_edge=8",
+    "dec_layers=2",
+    "dec_heads=2",
+    "d_ff=128",
+    "dropout=0.0",
+    "max_len=64",
+]
 
 
 def test_tiny_model_overfits_a_handful_of_pairs(tmp_path, example_rows) -> None:
@@ -23,9 +32,27 @@ def test_tiny_model_overfits_a_handful_of_pairs(tmp_path, example_rows) -> None:
         r.split = "train"
     data = tmp_path / "pairs"
     write_pairs(data, rows, name="overfit")
-    args = ["train", "stage1", "--data", str(data), "--version", "tiny", "--out",
-            str(tmp_path / "ms"), "--epochs", "150", "--batch-size", "8", "--lr", "3e-3",
-            "--patience", "150", "--threads", "1", "--no-copies"]
+    args = [
+        "train",
+        "stage1",
+        "--data",
+        str(data),
+        "--version",
+        "tiny",
+        "--out",
+        str(tmp_path / "ms"),
+        "--epochs",
+        "150",
+        "--batch-size",
+        "8",
+        "--lr",
+        "3e-3",
+        "--patience",
+        "150",
+        "--threads",
+        "1",
+        "--no-copies",
+    ]
     for kv in TINY:
         args += ["--set", kv]
     res = CliRunner().invoke(main, args, catch_exceptions=False)
@@ -39,9 +66,22 @@ def test_tiny_model_overfits_a_handful_of_pairs(tmp_path, example_rows) -> None:
     # the cheapest verified candidate is at least as good as the known target
     assert all(r.best_cycles <= r.target_cycles for r in results)
     # and the CLI reports it
-    res = CliRunner().invoke(main, ["eval", "--data", str(data), "--checkpoint",
-                                    str(tmp_path / "ms" / "tiny"), "--split", "train",
-                                    "--k", "4", "--out", str(tmp_path / "rep")])
+    res = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "--data",
+            str(data),
+            "--checkpoint",
+            str(tmp_path / "ms" / "tiny"),
+            "--split",
+            "train",
+            "--k",
+            "4",
+            "--out",
+            str(tmp_path / "rep"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "| all |" in res.output
     report = json.loads((tmp_path / "rep" / "report.json").read_text())

@@ -11,13 +11,25 @@ from tasmopt.vm.compiler import decoded
 
 def _fingerprint(r: VmResult) -> tuple:
     err = None if r.error is None else (r.error.kind, r.error.ip, r.error.detail, str(r.error))
-    return (err, r.stack, r.ram, r.public_output, r.public_input_consumed,
-            r.secret_input_consumed, r.secret_digests_consumed, r.sponge, r.cycles, r.heights,
-            r.jump_stack, r.external_calls)
+    return (
+        err,
+        r.stack,
+        r.ram,
+        r.public_output,
+        r.public_input_consumed,
+        r.secret_input_consumed,
+        r.secret_digests_consumed,
+        r.sponge,
+        r.cycles,
+        r.heights,
+        r.jump_stack,
+        r.external_calls,
+    )
 
 
-def execute_both(text: str, vm_input: VmInput | None = None, *, isa: str = "release",
-                 **kwargs) -> VmResult:
+def execute_both(
+    text: str, vm_input: VmInput | None = None, *, isa: str = "release", **kwargs
+) -> VmResult:
     """Run ``text`` with per-instruction handlers and again with every block precompiled;
     assert that both tiers agree on everything, and return the result."""
     vm_input = vm_input or VmInput()

@@ -20,27 +20,31 @@ def check(baseline: str, candidate: str, **kw) -> Verdict:
 
 # -- blocks: proven ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("baseline,candidate", [
-    # spec/tir.md §2.1 example A and its hand version
-    ("dup 1;dup 1;add;dup 0;dup 3;mul;swap 3;pop 3", "dup 1;add;mul"),
-    ("swap 1;add", "add"),                              # commutativity
-    ("push 3;add", "addi 3"),
-    ("push 5;split;pop 1", "push 0"),                   # constant folding of u32 split
-    ("push 2;push 3;mul", "push 6"),
-    ("dup 0;pop 1", "nop"),
-    ("swap 2;swap 2;dup 0", "dup 0"),
-    ("pop 1;pop 2", "pop 3"),
-    ("dup 2;dup 2;mul;dup 1;mul", "dup 2;dup 2;mul;dup 1;mul"),
-    ("dup 1;dup 1;add;dup 2;dup 2;add;mul", "dup 1;dup 1;add;dup 0;mul"),  # (a+b)^2
-    ("push 2;mul", "dup 0;add"),
-    ("dup 0;push -1;mul;add", "push 0;swap 1;pop 1"),   # x - x = 0
-    ("read_io 2;add", "read_io 2;swap 1;add"),
-    ("divine 1;dup 0;mul", "divine 1;dup 0;mul"),
-    ("push 5;push 7;write_mem 1;pop 1", "push 5;push 7;write_mem 1;pop 1"),
-    ("xx_add", "pick 5;pick 5;pick 5;xx_add"),
-    ("hash", "hash"),
-    ("sponge_init;sponge_absorb", "sponge_init;sponge_absorb"),
-])
+
+@pytest.mark.parametrize(
+    "baseline,candidate",
+    [
+        # spec/tir.md §2.1 example A and its hand version
+        ("dup 1;dup 1;add;dup 0;dup 3;mul;swap 3;pop 3", "dup 1;add;mul"),
+        ("swap 1;add", "add"),  # commutativity
+        ("push 3;add", "addi 3"),
+        ("push 5;split;pop 1", "push 0"),  # constant folding of u32 split
+        ("push 2;push 3;mul", "push 6"),
+        ("dup 0;pop 1", "nop"),
+        ("swap 2;swap 2;dup 0", "dup 0"),
+        ("pop 1;pop 2", "pop 3"),
+        ("dup 2;dup 2;mul;dup 1;mul", "dup 2;dup 2;mul;dup 1;mul"),
+        ("dup 1;dup 1;add;dup 2;dup 2;add;mul", "dup 1;dup 1;add;dup 0;mul"),  # (a+b)^2
+        ("push 2;mul", "dup 0;add"),
+        ("dup 0;push -1;mul;add", "push 0;swap 1;pop 1"),  # x - x = 0
+        ("read_io 2;add", "read_io 2;swap 1;add"),
+        ("divine 1;dup 0;mul", "divine 1;dup 0;mul"),
+        ("push 5;push 7;write_mem 1;pop 1", "push 5;push 7;write_mem 1;pop 1"),
+        ("xx_add", "pick 5;pick 5;pick 5;xx_add"),
+        ("hash", "hash"),
+        ("sponge_init;sponge_absorb", "sponge_init;sponge_absorb"),
+    ],
+)
 def test_block_positives_are_proven(baseline: str, candidate: str) -> None:
     v = check(baseline, candidate)
     assert v.equivalent, v.reason
@@ -64,31 +68,35 @@ def test_identity_of_inverses_is_accepted_by_testing_not_proof() -> None:
 
 # -- blocks: rejected --------------------------------------------------------------------
 
-@pytest.mark.parametrize("baseline,candidate,why", [
-    ("dup 1;dup 1", "dup 1", "net stack"),                          # drops a value
-    ("dup 1;dup 1;add", "dup 1", "st0"),                            # drops an operand
-    ("push 1;push 2", "push 2;push 1", "st0"),                      # reorders
-    ("dup 0;dup 2", "dup 2;dup 0", "st"),                           # reorders entry values
-    ("push 3;add", "addi 4", "st0"),                                # corrupts
-    ("dup 0;mul", "dup 0;add", "st0"),                              # wrong op, same shape
-    ("assert", "pop 1", "failure conditions"),                      # skips an assert
-    ("dup 0;assert", "dup 0;pop 1", "failure conditions"),
-    ("assert_vector;pop 5", "pop 5;pop 5", "failure conditions"),   # skips a vector assert
-    ("lt", "pop 1", "failure conditions"),                          # drops a u32 check
-    ("invert", "nop", "failure conditions"),
-    ("push 5;push 7;write_mem 1;pop 1", "push 5;push 8;write_mem 1;pop 1", "RAM"),
-    ("push 5;push 7;write_mem 1;pop 1", "nop", "RAM"),              # drops a RAM write
-    ("read_io 1", "divine 1", "input"),                              # reads the wrong stream
-    ("read_io 2;pop 1", "read_io 1", "input"),                       # reads less input
-    ("write_io 1", "pop 1", "output"),
-    ("dup 0;write_io 1;write_io 1", "dup 0;pop 1;write_io 1;push 0;write_io 1", "output"),
-    ("sponge_init", "nop", "sponge"),
-    ("swap 1;pop 1", "pop 1", "st0"),
-    ("pop 1", "pop 2;push 0", "pops"),                              # digs deeper than the baseline
-    ("eq", "push 0;swap 2;pop 2", "st0"),                           # eq is not "usually 0"
-    ("lt", "push 1;swap 2;pop 2", "failure"),                       # nor lt "usually 1"
-    ("dup 0;dup 0;recurse", "dup 0;dup 0", "control flow"),
-])
+
+@pytest.mark.parametrize(
+    "baseline,candidate,why",
+    [
+        ("dup 1;dup 1", "dup 1", "net stack"),  # drops a value
+        ("dup 1;dup 1;add", "dup 1", "st0"),  # drops an operand
+        ("push 1;push 2", "push 2;push 1", "st0"),  # reorders
+        ("dup 0;dup 2", "dup 2;dup 0", "st"),  # reorders entry values
+        ("push 3;add", "addi 4", "st0"),  # corrupts
+        ("dup 0;mul", "dup 0;add", "st0"),  # wrong op, same shape
+        ("assert", "pop 1", "failure conditions"),  # skips an assert
+        ("dup 0;assert", "dup 0;pop 1", "failure conditions"),
+        ("assert_vector;pop 5", "pop 5;pop 5", "failure conditions"),  # skips a vector assert
+        ("lt", "pop 1", "failure conditions"),  # drops a u32 check
+        ("invert", "nop", "failure conditions"),
+        ("push 5;push 7;write_mem 1;pop 1", "push 5;push 8;write_mem 1;pop 1", "RAM"),
+        ("push 5;push 7;write_mem 1;pop 1", "nop", "RAM"),  # drops a RAM write
+        ("read_io 1", "divine 1", "input"),  # reads the wrong stream
+        ("read_io 2;pop 1", "read_io 1", "input"),  # reads less input
+        ("write_io 1", "pop 1", "output"),
+        ("dup 0;write_io 1;write_io 1", "dup 0;pop 1;write_io 1;push 0;write_io 1", "output"),
+        ("sponge_init", "nop", "sponge"),
+        ("swap 1;pop 1", "pop 1", "st0"),
+        ("pop 1", "pop 2;push 0", "pops"),  # digs deeper than the baseline
+        ("eq", "push 0;swap 2;pop 2", "st0"),  # eq is not "usually 0"
+        ("lt", "push 1;swap 2;pop 2", "failure"),  # nor lt "usually 1"
+        ("dup 0;dup 0;recurse", "dup 0;dup 0", "control flow"),
+    ],
+)
 def test_block_negatives_are_rejected(baseline: str, candidate: str, why: str) -> None:
     v = check(baseline, candidate)
     assert not v.equivalent

@@ -82,7 +82,8 @@ def test_xfield_scalar_and_lift():
 
 def test_xfield_inverse():
     for a in [(1, 0, 0), (0, 1, 0), (0, 0, 1), (P - 1, P - 1, P - 1)] + [
-            tuple(rng.randrange(P) for _ in range(3)) for _ in range(20)]:
+        tuple(rng.randrange(P) for _ in range(3)) for _ in range(20)
+    ]:
         assert X.mul(a, X.inv(a)) == X.ONE
     assert X.inv((5, 0, 0)) == (F.inv(5), 0, 0)
     # agrees with a^(p^3 - 2)

@@ -46,9 +46,12 @@ def test_function_entry_return_without_caller_fails(execute):
 def test_initial_stack_validation_and_canonical_inputs():
     with pytest.raises(ValueError):
         run(parse("halt"), VmInput(initial_stack=[0] * 15))
-    r = run(parse("read_io 1 divine 1 push -1 read_mem 1 pop 1 halt"),
-            VmInput(public_input=[-1], secret_input=[P + 5], ram={-1: -2},
-                    initial_stack=[-3] + [0] * 15))
+    r = run(
+        parse("read_io 1 divine 1 push -1 read_mem 1 pop 1 halt"),
+        VmInput(
+            public_input=[-1], secret_input=[P + 5], ram={-1: -2}, initial_stack=[-3] + [0] * 15
+        ),
+    )
     assert r.stack[0] == P - 3
     assert r.stack[16:18] == [P - 1, 5]
     assert r.stack[-1] == P - 2  # RAM[-1] = -2
@@ -89,6 +92,7 @@ def test_invalid_hand_built_program():
 
 # ---- external calls ------------------------------------------------------------------------------
 
+
 def test_external_call_is_recorded_and_skipped(execute):
     text = "push 1 call @std_crypto_bigint__is_zero push 2 call @m__f halt"
     r = execute(text, ZEROS)
@@ -103,8 +107,10 @@ def test_external_call_is_recorded_and_skipped(execute):
 
 
 def test_external_call_inside_a_hot_loop(execute):
-    text = ("push 50 call loop halt "
-            "loop: dup 0 push 0 eq skiz return call @ext__tick push -1 add recurse")
+    text = (
+        "push 50 call loop halt "
+        "loop: dup 0 push 0 eq skiz return call @ext__tick push -1 add recurse"
+    )
     r = execute(text, ZEROS)
     assert r.ok and len(r.external_calls) == 50
     assert [c.stack[-1] for c in r.external_calls] == list(range(50, 0, -1))
@@ -121,6 +127,7 @@ def test_external_symbols_need_the_at_prefix():
 
 
 # ---- execution tiers ---------------------------------------------------------------------------
+
 
 def test_hot_blocks_get_compiled_and_agree():
     text = "push 200 call loop halt loop: dup 0 push 0 eq skiz return push -1 add recurse"
@@ -140,14 +147,61 @@ def test_block_source_is_inspectable():
     assert blk.n == 4 and "def block" in blk.fn.source
 
 
-_SAFE = ["push 3", "push -1", "push 4294967296", "dup 0", "dup 5", "dup 15", "swap 1", "swap 9",
-         "pick 4", "place 3", "add", "mul", "eq", "addi 7", "pop 1", "pop 3", "split", "lt",
-         "and", "xor", "pow", "div_mod", "log_2_floor", "pop_count", "invert", "nop",
-         "xx_add", "xx_mul", "xb_mul", "x_invert", "read_io 1", "read_io 2", "divine 1",
-         "write_io 1", "write_io 2", "read_mem 2", "write_mem 3", "push 0 assert", "push 1",
-         "assert", "hash", "sponge_init", "sponge_absorb", "sponge_squeeze",
-         "sponge_absorb_mem", "assert_vector", "merkle_step", "merkle_step_mem",
-         "xx_dot_step", "xb_dot_step", "skiz", "push 0 skiz nop", "call @x__y"]
+_SAFE = [
+    "push 3",
+    "push -1",
+    "push 4294967296",
+    "dup 0",
+    "dup 5",
+    "dup 15",
+    "swap 1",
+    "swap 9",
+    "pick 4",
+    "place 3",
+    "add",
+    "mul",
+    "eq",
+    "addi 7",
+    "pop 1",
+    "pop 3",
+    "split",
+    "lt",
+    "and",
+    "xor",
+    "pow",
+    "div_mod",
+    "log_2_floor",
+    "pop_count",
+    "invert",
+    "nop",
+    "xx_add",
+    "xx_mul",
+    "xb_mul",
+    "x_invert",
+    "read_io 1",
+    "read_io 2",
+    "divine 1",
+    "write_io 1",
+    "write_io 2",
+    "read_mem 2",
+    "write_mem 3",
+    "push 0 assert",
+    "push 1",
+    "assert",
+    "hash",
+    "sponge_init",
+    "sponge_absorb",
+    "sponge_squeeze",
+    "sponge_absorb_mem",
+    "assert_vector",
+    "merkle_step",
+    "merkle_step_mem",
+    "xx_dot_step",
+    "xb_dot_step",
+    "skiz",
+    "push 0 skiz nop",
+    "call @x__y",
+]
 
 
 def test_random_programs_agree_across_tiers(execute):
@@ -163,8 +217,10 @@ def test_random_programs_agree_across_tiers(execute):
             secret_input=[rng.randrange(2**33) for _ in range(rng.randrange(4))],
             secret_digests=[tuple(rng.randrange(P) for _ in range(5))],
             ram={rng.randrange(8): rng.randrange(P) for _ in range(4)},
-            initial_stack=[rng.choice([0, 1, 2, 2**32 - 1, P - 1, rng.randrange(P)])
-                           for _ in range(depth)])
+            initial_stack=[
+                rng.choice([0, 1, 2, 2**32 - 1, P - 1, rng.randrange(P)]) for _ in range(depth)
+            ],
+        )
         r = execute(body + " halt", vm_input, step_limit=rng.choice([5, 1000]))
         kinds.add(r.error.kind if r.error else "ok")
     assert {"ok", "TooShallow", "FailedU32Conversion", "StepLimitExceeded"} <= kinds
@@ -172,11 +228,22 @@ def test_random_programs_agree_across_tiers(execute):
 
 # ---- smoke test on real compiler output ------------------------------------------------------
 
-KNOWN_KINDS = {"InstructionPointerOverflow", "JumpStackIsEmpty", "AssertionFailed",
-               "VectorAssertionFailed", "InverseOfZero", "DivisionByZero", "LogarithmOfZero",
-               "SpongeNotInitialized", "EmptyPublicInput", "EmptySecretInput",
-               "EmptySecretDigestInput", "TooShallow", "FailedU32Conversion",
-               "StepLimitExceeded"}
+KNOWN_KINDS = {
+    "InstructionPointerOverflow",
+    "JumpStackIsEmpty",
+    "AssertionFailed",
+    "VectorAssertionFailed",
+    "InverseOfZero",
+    "DivisionByZero",
+    "LogarithmOfZero",
+    "SpongeNotInitialized",
+    "EmptyPublicInput",
+    "EmptySecretInput",
+    "EmptySecretDigestInput",
+    "TooShallow",
+    "FailedU32Conversion",
+    "StepLimitExceeded",
+}
 
 
 def _module(name):
@@ -210,22 +277,31 @@ def test_fibonacci_function_runs():
     assert r.cycles > 10 and r.heights.processor == r.cycles
 
 
-@pytest.mark.parametrize("name", ["coin", "std_math_lut", "std_crypto_poseidon",
-                                  "std_fhe_lwe", "std_private_poly", "std_crypto_keccak256"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "coin",
+        "std_math_lut",
+        "std_crypto_poseidon",
+        "std_fhe_lwe",
+        "std_private_poly",
+        "std_crypto_keccak256",
+    ],
+)
 def test_every_function_of_a_module_runs(execute, name):
     module = _module(name)
     program = _with_entries(module)
     for i, fn in enumerate(module["functions"]):
-        r = run(program, _call_input(i), start=f"__entry_{fn}", step_limit=20_000,
-                measure=(i == 0))
+        r = run(program, _call_input(i), start=f"__entry_{fn}", step_limit=20_000, measure=(i == 0))
         assert r.error is None or r.error.kind in KNOWN_KINDS
         assert r.cycles >= 1
     # the same function twice: deterministic, and both tiers agree
     fn = module["functions"][0]
     a = run(program, _call_input(0), start=f"__entry_{fn}", step_limit=20_000)
     stubs = "".join(f"__entry_{f}: call __{f} halt\n" for f in module["functions"])
-    b = execute(stubs + module["compiler_tasm"], _call_input(0), start=f"__entry_{fn}",
-                     step_limit=20_000)
+    b = execute(
+        stubs + module["compiler_tasm"], _call_input(0), start=f"__entry_{fn}", step_limit=20_000
+    )
     assert (a.stack, a.cycles, a.heights) == (b.stack, b.cycles, b.heights)
 
 

@@ -37,39 +37,63 @@ def block(text: str) -> tuple[str, ...]:
     return tuple(s.strip() for s in text.split(";") if s.strip())
 
 
-def run_block(lines: tuple[str, ...], stack_top: list[int], *, public=(), secret=(),
-              ram=None, sponge=None):
+def run_block(
+    lines: tuple[str, ...], stack_top: list[int], *, public=(), secret=(), ram=None, sponge=None
+):
     """Run a block on an entry stack whose top is ``stack_top[0]``."""
     prog = Program.from_items(list(parse_instructions("\n".join(lines))) + [Instr("halt")])
     stack = [0] * 16 + list(reversed(stack_top))
-    return run(prog, VmInput(public_input=public, secret_input=secret, ram=ram or {},
-                             initial_stack=stack, sponge=sponge))
+    return run(
+        prog,
+        VmInput(
+            public_input=public,
+            secret_input=secret,
+            ram=ram or {},
+            initial_stack=stack,
+            sponge=sponge,
+        ),
+    )
 
 
 def outcome(r) -> tuple:
-    return ("error",) if r.error else (tuple(r.stack), tuple(r.public_output),
-                                       tuple(sorted(r.ram.items())), r.sponge)
+    return (
+        ("error",)
+        if r.error
+        else (tuple(r.stack), tuple(r.public_output), tuple(sorted(r.ram.items())), r.sponge)
+    )
 
 
 # -- class 1: every random witness fails a guard ------------------------------------------
 
 GUARDED = [
     # assert against a constant, then code after it
-    (block("dup 0; push 12345; eq; assert; push 1; add"),
-     block("dup 0; push 12345; eq; assert; addi 2"),
-     block("dup 0; push 12345; eq; assert; addi 1"), [12345]),
+    (
+        block("dup 0; push 12345; eq; assert; push 1; add"),
+        block("dup 0; push 12345; eq; assert; addi 2"),
+        block("dup 0; push 12345; eq; assert; addi 1"),
+        [12345],
+    ),
     # a preimage-style guard: st0 must equal st1 squared plus 7
-    (block("dup 1; dup 0; mul; addi 7; dup 1; eq; assert; push 3; add"),
-     block("dup 1; dup 0; mul; addi 7; dup 1; eq; assert; addi 4"),
-     block("dup 1; dup 0; mul; addi 7; dup 1; eq; assert; addi 3"), [56, 7]),
+    (
+        block("dup 1; dup 0; mul; addi 7; dup 1; eq; assert; push 3; add"),
+        block("dup 1; dup 0; mul; addi 7; dup 1; eq; assert; addi 4"),
+        block("dup 1; dup 0; mul; addi 7; dup 1; eq; assert; addi 3"),
+        [56, 7],
+    ),
     # u32 guard on a field element (random field elements fail it), then code after it
-    (block("dup 0; dup 1; lt; pop 1; push 10; add"),
-     block("dup 0; dup 1; lt; pop 1; addi 11"),
-     block("dup 0; dup 1; lt; pop 1; addi 10"), [5]),
+    (
+        block("dup 0; dup 1; lt; pop 1; push 10; add"),
+        block("dup 0; dup 1; lt; pop 1; addi 11"),
+        block("dup 0; dup 1; lt; pop 1; addi 10"),
+        [5],
+    ),
     # split-based range check used as an assert: hi must be zero
-    (block("dup 0; split; pop 1; push 0; eq; assert; push 2; mul"),
-     block("dup 0; split; pop 1; push 0; eq; assert; dup 0; add; addi 1"),
-     block("dup 0; split; pop 1; push 0; eq; assert; push 2; mul"), [9]),
+    (
+        block("dup 0; split; pop 1; push 0; eq; assert; push 2; mul"),
+        block("dup 0; split; pop 1; push 0; eq; assert; dup 0; add; addi 1"),
+        block("dup 0; split; pop 1; push 0; eq; assert; push 2; mul"),
+        [9],
+    ),
 ]
 
 
@@ -94,11 +118,17 @@ def test_unsatisfiable_guards_reject_instead_of_accepting_vacuously():
 
 def test_guard_solver_finds_inputs_random_values_miss():
     ctx = ExprContext()
-    r = run_symbolic(parse_instructions("read_io 1\ndup 0\npush 12345\neq\nassert\n"
-                                        "divine 1\ndup 0\nmul\npush -49\nadd\npush 0\neq\n"
-                                        "assert\nsplit\npop 1\npush 0\neq\nassert"), ctx)
-    base = Assignment(stack={k: random.Random(k).randrange(P) for k in range(20)},
-                      public={0: 5}, secret={0: 6})
+    r = run_symbolic(
+        parse_instructions(
+            "read_io 1\ndup 0\npush 12345\neq\nassert\n"
+            "divine 1\ndup 0\nmul\npush -49\nadd\npush 0\neq\n"
+            "assert\nsplit\npop 1\npush 0\neq\nassert"
+        ),
+        ctx,
+    )
+    base = Assignment(
+        stack={k: random.Random(k).randrange(P) for k in range(20)}, public={0: 5}, secret={0: 6}
+    )
     assert violated(ctx, r.guards, base)
     a = solve(ctx, r.guards, base, random.Random(1))
     assert a is not None and not violated(ctx, r.guards, a)
@@ -107,8 +137,19 @@ def test_guard_solver_finds_inputs_random_values_miss():
 
 def test_stoke_never_keeps_a_program_that_only_matches_crashing_inputs():
     from tasmopt.search.stoke import stoke
-    base = [Instr("dup", 0), Instr("dup", 0), Instr("add"), Instr("dup", 0), Instr("dup", 2),
-            Instr("eq"), Instr("assert"), Instr("pop", 1), Instr("push", 3), Instr("add")]
+
+    base = [
+        Instr("dup", 0),
+        Instr("dup", 0),
+        Instr("add"),
+        Instr("dup", 0),
+        Instr("dup", 2),
+        Instr("eq"),
+        Instr("assert"),
+        Instr("pop", 1),
+        Instr("push", 3),
+        Instr("add"),
+    ]
     found = stoke(base, base, iterations=3000, seed=3)
     if found is not None:
         check = BlockCheck(tuple(map(str, base)), tuple(map(str, found)))
@@ -117,13 +158,20 @@ def test_stoke_never_keeps_a_program_that_only_matches_crashing_inputs():
 
 # -- class 2: the sponge --------------------------------------------------------------------
 
+
 def test_absorbed_values_are_compared_with_a_live_sponge():
-    base = block("push 1; push 2; push 3; push 4; push 5; push 6; push 7; push 8; push 9; "
-                 "push 12345; sponge_absorb; sponge_squeeze")
-    wrong = block("push 1; push 2; push 3; push 4; push 5; push 6; push 7; push 8; push 9; "
-                  "push 1234; sponge_absorb; sponge_squeeze")
+    base = block(
+        "push 1; push 2; push 3; push 4; push 5; push 6; push 7; push 8; push 9; "
+        "push 12345; sponge_absorb; sponge_squeeze"
+    )
+    wrong = block(
+        "push 1; push 2; push 3; push 4; push 5; push 6; push 7; push 8; push 9; "
+        "push 1234; sponge_absorb; sponge_squeeze"
+    )
     sponge = tuple(range(100, 116))
-    assert outcome(run_block(base, [], sponge=sponge)) != outcome(run_block(wrong, [], sponge=sponge))
+    assert outcome(run_block(base, [], sponge=sponge)) != outcome(
+        run_block(wrong, [], sponge=sponge)
+    )
     assert not check_block(BlockCheck(base, wrong)).equivalent
     assert check_block(BlockCheck(base, base)).equivalent  # witnesses do run it
 
@@ -154,15 +202,17 @@ def test_degree_bound():
     ctx = ExprContext()
     x = ctx.var("s", 0)
     assert ctx.degree(ctx.mul(x, x)) == 2
-    assert ctx.degree(ctx.pow_const(ctx.add(x, ctx.const(7)), P - 1)) is None or \
-        not degree_ok(ctx.degree(ctx.pow_const(ctx.add(x, ctx.const(7)), P - 1)), 16)
+    assert ctx.degree(ctx.pow_const(ctx.add(x, ctx.const(7)), P - 1)) is None or not degree_ok(
+        ctx.degree(ctx.pow_const(ctx.add(x, ctx.const(7)), P - 1)), 16
+    )
     assert ctx.degree(ctx.op("tip5", x, 0, algebraic=True)) is None
 
 
 # -- class 4: RAM at non-algebraic addresses ------------------------------------------------
 
+
 def test_read_at_a_comparison_address_is_not_a_free_variable():
-    base = block("eq; read_mem 1; pop 1")       # reads RAM[st0 == st1]
+    base = block("eq; read_mem 1; pop 1")  # reads RAM[st0 == st1]
     wrong = block("pop 2; push 0; read_mem 1; pop 1")  # reads RAM[0]
     ram = {0: 11, 1: 22}
     assert outcome(run_block(base, [4, 4], ram=ram)) != outcome(run_block(wrong, [4, 4], ram=ram))
@@ -183,9 +233,9 @@ def test_reordering_possibly_aliasing_accesses_is_rejected():
 
 # -- class 5: blocks entered mid-way -----------------------------------------------------------
 
+
 def test_block_after_a_skiz_is_not_rewritten_as_one_unit():
-    lines = ["__f:", "    push 0", "    skiz", "    push 7", "    push 1", "    add",
-             "    return"]
+    lines = ["__f:", "    push 0", "    skiz", "    push 7", "    push 1", "    add", "    return"]
     assert entry_hazard(lines, 3, 6, "release") is not None
     assert "skip" in entry_hazard(lines, 3, 6, "release")
     assert entry_hazard(lines, 1, 2, "release") is None
@@ -204,13 +254,20 @@ def test_alignment_treats_the_instruction_after_skiz_as_control():
 
 # -- class 6: the client's baseline is the reference ---------------------------------------
 
+
 def test_function_differential_agreement_is_not_a_proof():
-    client = harness("f:\n    read_io 1\n    dup 0\n    push 12345\n    eq\n    skiz\n"
-                     "    call g\n    write_io 1\n    return\ng:\n    push 12350\n    pop 1\n"
-                     "    addi 5\n    return", "f")
-    ours = harness("f:\n    read_io 1\n    dup 0\n    push 12345\n    eq\n    skiz\n"
-                   "    call g\n    write_io 1\n    return\ng:\n    push 12350\n    pop 1\n"
-                   "    addi 6\n    return", "f")
+    client = harness(
+        "f:\n    read_io 1\n    dup 0\n    push 12345\n    eq\n    skiz\n"
+        "    call g\n    write_io 1\n    return\ng:\n    push 12350\n    pop 1\n"
+        "    addi 5\n    return",
+        "f",
+    )
+    ours = harness(
+        "f:\n    read_io 1\n    dup 0\n    push 12345\n    eq\n    skiz\n"
+        "    call g\n    write_io 1\n    return\ng:\n    push 12350\n    pop 1\n"
+        "    addi 6\n    return",
+        "f",
+    )
     # 12345 -> 12350 by the client, 12351 by ours
     outs = [run(p, VmInput(public_input=(12345,))).public_output for p in (client, ours)]
     assert outs == [[12350], [12351]]
@@ -218,10 +275,16 @@ def test_function_differential_agreement_is_not_a_proof():
 
 
 def test_function_check_requires_witnesses_that_reach_the_return():
-    base = harness("f:\n    read_io 1\n    push 12345\n    eq\n    assert\n    push 1\n"
-                   "    write_io 1\n    return", "f")
-    wrong = harness("f:\n    read_io 1\n    push 12345\n    eq\n    assert\n    push 2\n"
-                    "    write_io 1\n    return", "f")
+    base = harness(
+        "f:\n    read_io 1\n    push 12345\n    eq\n    assert\n    push 1\n"
+        "    write_io 1\n    return",
+        "f",
+    )
+    wrong = harness(
+        "f:\n    read_io 1\n    push 12345\n    eq\n    assert\n    push 2\n"
+        "    write_io 1\n    return",
+        "f",
+    )
     v = check_function(base, wrong)
     assert not v.equivalent and v.witness >= 0  # a directed witness shows the difference
     same = check_function(base, base)
@@ -233,13 +296,17 @@ def test_function_check_requires_witnesses_that_reach_the_return():
 
 def test_function_check_flips_branches_to_avoid_a_panicking_path():
     # only x == 77 takes `addi 1`; every other path asserts on the constant 0
-    prog = harness("f:\n    read_io 1\n    push 77\n    eq\n    push 0\n    swap 1\n"
-                   "    skiz\n    addi 1\n    assert\n    return", "f")
+    prog = harness(
+        "f:\n    read_io 1\n    push 77\n    eq\n    push 0\n    swap 1\n"
+        "    skiz\n    addi 1\n    assert\n    return",
+        "f",
+    )
     v = check_function(prog, prog)
     assert v.equivalent and v.halted >= 16
 
 
 # -- one semantics: the symbolic rules agree with the simulator -----------------------------
+
 
 def _random_instr(name: str, arg_kind: str | None, rng: random.Random) -> Instr:
     if arg_kind == "field_element":
@@ -257,6 +324,7 @@ def test_symbolic_rules_match_the_simulator_on_every_instruction(isa):
     failure cases are hit too): the symbolic result evaluated at the state equals the
     simulator's, and the symbolic guards fail exactly when the simulator fails."""
     from tasmopt.isa import instruction_set
+
     table = instruction_set(isa)
     rng = random.Random(7)
     checked = failures = 0
@@ -273,16 +341,24 @@ def test_symbolic_rules_match_the_simulator_on_every_instruction(isa):
             continue
         for trial in range(12):
             instr = _random_instr(ins.name, ins.arg_kind, rng)
-            draw = [lambda: rng.randrange(4), lambda: rng.randrange(2**32),
-                    lambda: rng.randrange(P)][trial % 3]
+            draw = [
+                lambda: rng.randrange(4),
+                lambda: rng.randrange(2**32),
+                lambda: rng.randrange(P),
+            ][trial % 3]
             top = [draw() for _ in range(22)]
             stack = {k: v for k, v in enumerate(top)}
             ram: dict[int, int] = {}
             sponge = [rng.randrange(P) for _ in range(16)]
-            a = Assignment(stack=stack, public={k: draw() for k in range(6)},
-                           secret={k: draw() for k in range(6)},
-                           digests={0: [draw() for _ in range(5)]}, sponge=sponge, ram=ram,
-                           fill=fill)
+            a = Assignment(
+                stack=stack,
+                public={k: draw() for k in range(6)},
+                secret={k: draw() for k in range(6)},
+                digests={0: [draw() for _ in range(5)]},
+                sponge=sponge,
+                ram=ram,
+                fill=fill,
+            )
             ctx = ExprContext()
             sym = run_symbolic([instr], ctx, isa)
             assert not sym.unsupported, instr
@@ -290,11 +366,18 @@ def test_symbolic_rules_match_the_simulator_on_every_instruction(isa):
             sym_fails = bool(violated(ctx, sym.guards, a))
 
             prog = Program.from_items([instr, Instr("halt")], isa)
-            r = run(prog, VmInput(public_input=[a.public[k] for k in range(6)],
-                                  secret_input=[a.secret[k] for k in range(6)],
-                                  secret_digests=[tuple(a.digests[0])], ram=Fill(),
-                                  initial_stack=[0] * 16 + list(reversed(top)),
-                                  sponge=sponge), step_limit=5)
+            r = run(
+                prog,
+                VmInput(
+                    public_input=[a.public[k] for k in range(6)],
+                    secret_input=[a.secret[k] for k in range(6)],
+                    secret_digests=[tuple(a.digests[0])],
+                    ram=Fill(),
+                    initial_stack=[0] * 16 + list(reversed(top)),
+                    sponge=sponge,
+                ),
+                step_limit=5,
+            )
             assert sym_fails == (r.error is not None), (str(instr), r.error, sym.guards)
             if r.error is not None:
                 failures += 1

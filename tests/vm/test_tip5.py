@@ -51,7 +51,8 @@ def reference_permutation(state):
 def test_fast_permutation_equals_plain_spec_permutation():
     rng = random.Random(3)
     states = [[P - 1] * 16, [0] * 16, [2**64 - 2**32] * 16] + [
-        [rng.randrange(P) for _ in range(16)] for _ in range(20)]
+        [rng.randrange(P) for _ in range(16)] for _ in range(20)
+    ]
     for s in states:
         assert tip5.permutation(s) == reference_permutation(s)
 
@@ -78,14 +79,19 @@ def test_hash10_all_zero():
 def test_hash_varlen_program_halt():
     v = VECTORS["hash_varlen_program_halt"]
     assert tip5.hash_varlen(v["input"]) == v["digest"]
-    assert v["digest"] == [0x4338DE79520B3949, 0xE6A2129B28850DC9, 0xFD3CD0986A860450,
-                           0x69FDBA910CEBA7BC, 0x7E5B118C9594C062]
+    assert v["digest"] == [
+        0x4338DE79520B3949,
+        0xE6A2129B28850DC9,
+        0xFD3CD0986A860450,
+        0x69FDBA910CEBA7BC,
+        0x7E5B118C9594C062,
+    ]
 
 
 def test_hash10_chain_snapshot():
     pre = [0] * 10
     for i in range(6):
-        pre[i:i + 5] = tip5.hash_10(pre)
+        pre[i : i + 5] = tip5.hash_10(pre)
     assert hexdigest(tip5.hash_10(pre)) == VECTORS["hash10_chain_snapshot"]["expected_hex"]
 
 
@@ -98,8 +104,10 @@ def test_hash_varlen_sum_snapshot():
 
 def test_hasher_hello_world():
     data = b"hello world"
-    words = [int.from_bytes(data[i:i + 8].ljust(8, b"\0"), "little") % P
-             for i in range(0, len(data), 8)]
+    words = [
+        int.from_bytes(data[i : i + 8].ljust(8, b"\0"), "little") % P
+        for i in range(0, len(data), 8)
+    ]
     sponge = tip5.Sponge()
     sponge.absorb(words + [0] * (10 - len(words)))
     assert sponge.state[0] == VECTORS["hasher_hello_world"]["expected_state0"]

@@ -15,8 +15,8 @@ ZEROS = VmInput(initial_stack=[0] * 16)
 BIG = 2**32  # smallest non-u32
 _ANY = object()
 
-def check_failure(execute, prefix, instr, kind, vm_input=ZEROS, *, detail=_ANY,
-                  isa="release"):
+
+def check_failure(execute, prefix, instr, kind, vm_input=ZEROS, *, detail=_ANY, isa="release"):
     """Run ``prefix instr halt``; assert that ``instr`` fails with ``kind`` after the
     straight-line ``prefix`` and that the state equals that of ``prefix halt``."""
     r = execute(f"{prefix} {instr} halt", vm_input, isa=isa)
@@ -31,8 +31,10 @@ def check_failure(execute, prefix, instr, kind, vm_input=ZEROS, *, detail=_ANY,
     assert r.ram == before.ram
     assert r.public_output == before.public_output
     assert (r.public_input_consumed, r.secret_input_consumed, r.secret_digests_consumed) == (
-        before.public_input_consumed, before.secret_input_consumed,
-        before.secret_digests_consumed)
+        before.public_input_consumed,
+        before.secret_input_consumed,
+        before.secret_digests_consumed,
+    )
     assert r.sponge == before.sponge
     assert r.jump_stack == before.jump_stack
     return r
@@ -40,22 +42,41 @@ def check_failure(execute, prefix, instr, kind, vm_input=ZEROS, *, detail=_ANY,
 
 # --- TooShallow: every shrinking instruction, from the instruction table --------------------
 
+
 def _shrinking():
     cases = []
     for variant in ("release", "head"):
         for ins in instruction_set(variant):
-            for arg in ([1, 2, 3, 4, 5] if ins.arg_kind == "n_1_5" else [None]):
+            for arg in [1, 2, 3, 4, 5] if ins.arg_kind == "n_1_5" else [None]:
                 delta = ins.stack_delta(arg)
                 if delta < 0 and (variant == "release" or ins.opcode in (80, 88)):
-                    cases.append(pytest.param(variant, ins.name, arg, delta,
-                                              id=f"{ins.name}-{arg}"))
+                    cases.append(
+                        pytest.param(variant, ins.name, arg, delta, id=f"{ins.name}-{arg}")
+                    )
     return cases
 
 
 # spec §6: the shrinking instructions, written out independently
-SPEC_SHRINKING = {"skiz", "pop", "lt", "assert", "write_mem", "and", "hash", "write_io", "xor",
-                  "assert_vector", "pow", "sponge_absorb", "add", "mul", "eq", "xx_add",
-                  "xx_mul", "xb_mul"}
+SPEC_SHRINKING = {
+    "skiz",
+    "pop",
+    "lt",
+    "assert",
+    "write_mem",
+    "and",
+    "hash",
+    "write_io",
+    "xor",
+    "assert_vector",
+    "pow",
+    "sponge_absorb",
+    "add",
+    "mul",
+    "eq",
+    "xx_add",
+    "xx_mul",
+    "xb_mul",
+}
 
 
 def test_shrinking_instructions_match_spec():
@@ -75,8 +96,13 @@ def test_too_shallow(execute, variant, name, arg, delta):
 
 def test_too_shallow_is_checked_before_instruction_checks(execute):
     check_failure(execute, "", "assert", "TooShallow")  # st0 = 0 would fail the assertion
-    check_failure(execute, "", "lt", "TooShallow",  # st0 non-u32
-                  VmInput(initial_stack=[0] * 15 + [BIG]))
+    check_failure(
+        execute,
+        "",
+        "lt",
+        "TooShallow",  # st0 non-u32
+        VmInput(initial_stack=[0] * 15 + [BIG]),
+    )
     check_failure(execute, "", "sponge_absorb", "TooShallow")  # no sponge either
     check_failure(execute, "push 1 push 2 push 3 push 4", "assert_vector", "TooShallow")
     check_failure(execute, "", "skiz", "TooShallow")
@@ -92,6 +118,7 @@ def test_too_shallow_uses_net_delta_not_pops(execute):
 
 
 # --- InstructionPointerOverflow ------------------------------------------------------------
+
 
 def test_empty_program(execute):
     r = execute("", ZEROS)
@@ -129,6 +156,7 @@ def test_skiz_end_of_program_quirk(execute):
 
 # --- jump stack --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["return", "recurse", "recurse_or_return"])
 def test_jump_stack_is_empty(execute, name):
     check_failure(execute, "push 1", name, "JumpStackIsEmpty", detail=None)
@@ -137,11 +165,16 @@ def test_jump_stack_is_empty(execute, name):
 def test_recurse_or_return_checks_jump_stack_first(execute):
     # st5 == st6 (both 0) and st5 != st6: both fail on the empty jump stack
     check_failure(execute, "", "recurse_or_return", "JumpStackIsEmpty")
-    check_failure(execute, "push 1 push 0 push 0 push 0 push 0 push 0", "recurse_or_return",
-                  "JumpStackIsEmpty")
+    check_failure(
+        execute,
+        "push 1 push 0 push 0 push 0 push 0 push 0",
+        "recurse_or_return",
+        "JumpStackIsEmpty",
+    )
 
 
 # --- assertions ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("value", [0, 2, P - 1])
 def test_assertion_failed(execute, value):
@@ -161,19 +194,24 @@ def test_vector_assertion_failed_reports_first_mismatch(execute, i):
     other[i] += 100
     if i < 4:
         other[4] += 100  # a later mismatch too: the first one is reported
-    prefix = " ".join(f"push {w}" for w in reversed(words)) + " " + " ".join(
-        f"push {w}" for w in reversed(other))
+    prefix = (
+        " ".join(f"push {w}" for w in reversed(words))
+        + " "
+        + " ".join(f"push {w}" for w in reversed(other))
+    )
     check_failure(execute, prefix, "assert_vector", "VectorAssertionFailed", detail=i)
 
 
 def test_vector_assertion_error_id(execute):
     prefix = "push 1 push 1 push 1 push 1 push 1 push 1 push 1 push 1 push 1 push 2"
-    r = check_failure(execute, prefix, "assert_vector error_id -3", "VectorAssertionFailed",
-                      detail=0)
+    r = check_failure(
+        execute, prefix, "assert_vector error_id -3", "VectorAssertionFailed", detail=0
+    )
     assert "error_id -3" in str(r.error)
 
 
 # --- arithmetic ----------------------------------------------------------------------------
+
 
 def test_invert_of_zero(execute):
     check_failure(execute, "push 0", "invert", "InverseOfZero", detail=None)
@@ -195,6 +233,7 @@ def test_logarithm_of_zero(execute):
 
 # --- FailedU32Conversion (spec §5.7: st0 before st1) ---------------------------------------
 
+
 @pytest.mark.parametrize("name", ["lt", "and", "xor", "div_mod"])
 def test_u32_two_operands(execute, name):
     # st0 bad
@@ -202,8 +241,9 @@ def test_u32_two_operands(execute, name):
     # st1 bad
     check_failure(execute, f"push {P - 1} push 3", name, "FailedU32Conversion", detail=P - 1)
     # both bad: the error carries st0
-    check_failure(execute, f"push {BIG + 1} push {P - 1}", name, "FailedU32Conversion",
-                  detail=P - 1)
+    check_failure(
+        execute, f"push {BIG + 1} push {P - 1}", name, "FailedU32Conversion", detail=P - 1
+    )
 
 
 @pytest.mark.parametrize("name", ["log_2_floor", "pop_count"])
@@ -234,27 +274,32 @@ def _merkle_prefix(index, extra=""):
 
 def test_merkle_step_index_must_be_u32(execute):
     digests = VmInput(secret_digests=[(1, 2, 3, 4, 5)], initial_stack=[0] * 16)
-    check_failure(execute, _merkle_prefix(BIG), "merkle_step", "FailedU32Conversion", digests,
-                  detail=BIG)
+    check_failure(
+        execute, _merkle_prefix(BIG), "merkle_step", "FailedU32Conversion", digests, detail=BIG
+    )
     # checked before the digest queue: no digest left and st5 non-u32
-    check_failure(execute, _merkle_prefix(BIG), "merkle_step", "FailedU32Conversion",
-                  detail=BIG)
+    check_failure(execute, _merkle_prefix(BIG), "merkle_step", "FailedU32Conversion", detail=BIG)
 
 
 def test_merkle_step_empty_secret_digest_input(execute):
-    check_failure(execute, _merkle_prefix(4), "merkle_step", "EmptySecretDigestInput",
-                  detail=None)
+    check_failure(execute, _merkle_prefix(4), "merkle_step", "EmptySecretDigestInput", detail=None)
     digests = VmInput(secret_digests=[(1, 2, 3, 4, 5)], initial_stack=[0] * 16)
     r = execute(_merkle_prefix(4) + " merkle_step merkle_step halt", digests)
     assert r.error.kind == "EmptySecretDigestInput" and r.secret_digests_consumed == 1
 
 
 def test_merkle_step_mem_index_must_be_u32(execute):
-    check_failure(execute, _merkle_prefix(P - 1, "push 7 push 0"), "merkle_step_mem",
-                  "FailedU32Conversion", detail=P - 1)
+    check_failure(
+        execute,
+        _merkle_prefix(P - 1, "push 7 push 0"),
+        "merkle_step_mem",
+        "FailedU32Conversion",
+        detail=P - 1,
+    )
 
 
 # --- sponge --------------------------------------------------------------------------------
+
 
 def test_sponge_not_initialized(execute):
     check_failure(execute, "push 0 " * 10, "sponge_absorb", "SpongeNotInitialized", detail=None)
@@ -263,6 +308,7 @@ def test_sponge_not_initialized(execute):
 
 
 # --- input -----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
 def test_empty_public_input(execute, n):
@@ -285,6 +331,7 @@ def test_input_exhausted_after_partial_use(execute):
 
 
 # --- step limit (ours) -------------------------------------------------------------------------
+
 
 def test_step_limit_exceeded(execute):
     r = execute("push 0 call l halt l: recurse", ZEROS, step_limit=100)

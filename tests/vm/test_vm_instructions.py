@@ -26,6 +26,7 @@ def xfe_push(a):
 
 # --- control flow ---------------------------------------------------------------------------
 
+
 def test_halt(execute):
     r = execute("halt")
     assert r.ok and r.cycles == 1
@@ -95,8 +96,9 @@ def test_recurse_or_return_loop(execute):
 
 
 def test_recurse_or_return_returns_when_st5_equals_st6(execute):
-    r = execute("push 4 push 4 push 0 push 0 push 0 push 0 push 0 call f halt "
-                "f: recurse_or_return", ZEROS)
+    r = execute(
+        "push 4 push 4 push 0 push 0 push 0 push 0 push 0 call f halt f: recurse_or_return", ZEROS
+    )
     assert r.ok and r.cycles == 10 and r.jump_stack == []
 
 
@@ -108,6 +110,7 @@ def test_assert(execute):
 
 
 # --- stack manipulation --------------------------------------------------------------------
+
 
 def test_push_literals(execute):
     r = execute("push -1 push 00457 push 18446744069414584320 push +3 halt", ZEROS)
@@ -122,8 +125,9 @@ def test_pop(execute, n):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
 def test_divine(execute, n):
-    r = execute(f"divine {n} halt", VmInput(secret_input=[10, 11, 12, 13, 14, 15],
-                                             initial_stack=[0] * 16))
+    r = execute(
+        f"divine {n} halt", VmInput(secret_input=[10, 11, 12, 13, 14, 15], initial_stack=[0] * 16)
+    )
     assert r.ok and r.secret_input_consumed == n
     assert r.stack[16:] == [10, 11, 12, 13, 14][:n]  # the last token taken is st0
 
@@ -171,6 +175,7 @@ def test_pick_place_are_inverse(execute, i):
 
 # --- memory (spec §5.4, §12.6) ---------------------------------------------------------------
 
+
 def test_write_mem_spec_example(execute):
     r = execute("push 5 push 6 push 7 push 8 push 9 push 42 write_mem 5 halt", ZEROS)
     assert r.ram == {42: 9, 43: 8, 44: 7, 45: 6, 46: 5}
@@ -186,8 +191,10 @@ def test_write_mem_n(execute, n):
 
 def test_read_mem_spec_example(execute):
     # spec §12.6: RAM 0=5, 1=6, 2=7 and input 8, 9 leave `_ 8 9 7 6 5 -1`
-    r = execute("read_io 2 push 3 write_mem 2 pop 1 push 4 read_mem 5 halt",
-                VmInput(public_input=[8, 9], ram={0: 5, 1: 6, 2: 7}, initial_stack=[0] * 16))
+    r = execute(
+        "read_io 2 push 3 write_mem 2 pop 1 push 4 read_mem 5 halt",
+        VmInput(public_input=[8, 9], ram={0: 5, 1: 6, 2: 7}, initial_stack=[0] * 16),
+    )
     assert r.stack[-6:] == [8, 9, 7, 6, 5, P - 1]
     assert r.ram == {0: 5, 1: 6, 2: 7, 3: 9, 4: 8}
 
@@ -208,6 +215,7 @@ def test_read_mem_uninitialised_is_zero_and_pointer_wraps(execute):
 
 
 # --- hashing (spec §5.5) ---------------------------------------------------------------------
+
 
 def test_hash_of_ten_zeros(execute):
     # hash needs 21 words (delta -5); st5..st9 are initial-stack zeros
@@ -230,8 +238,9 @@ def test_hash_word_order(execute):
 
 
 def test_assert_vector(execute):
-    r = execute("push 5 push 4 push 3 push 2 push 1 dup 4 dup 4 dup 4 dup 4 dup 4 "
-                "assert_vector halt", ZEROS)
+    r = execute(
+        "push 5 push 4 push 3 push 2 push 1 dup 4 dup 4 dup 4 dup 4 dup 4 assert_vector halt", ZEROS
+    )
     assert r.ok and r.stack == [0] * 16 + [5, 4, 3, 2, 1]
 
 
@@ -250,8 +259,11 @@ def test_sponge_absorb(execute):
 
 def test_sponge_absorb_overwrites_rate(execute):
     stack = [0] * 16 + list(range(10, 0, -1))
-    r = execute("sponge_init sponge_absorb dup 0 dup 0 dup 0 dup 0 dup 0 dup 0 dup 0 dup 0 "
-                "dup 0 dup 0 sponge_absorb halt", VmInput(initial_stack=stack))
+    r = execute(
+        "sponge_init sponge_absorb dup 0 dup 0 dup 0 dup 0 dup 0 dup 0 dup 0 dup 0 "
+        "dup 0 dup 0 sponge_absorb halt",
+        VmInput(initial_stack=stack),
+    )
     sp = tip5.Sponge()
     sp.absorb(list(range(1, 11)))
     sp.absorb([0] * 10)  # overwrite, not add
@@ -291,8 +303,9 @@ def _merkle_stack(index, digest, extra=()):
 def test_merkle_step(execute, index):
     cur = [1, 2, 3, 4, 5]
     sib = (11, 12, 13, 14, 15)
-    r = execute("merkle_step halt", VmInput(secret_digests=[sib],
-                                             initial_stack=_merkle_stack(index, cur)))
+    r = execute(
+        "merkle_step halt", VmInput(secret_digests=[sib], initial_stack=_merkle_stack(index, cur))
+    )
     left, right = (cur, list(sib)) if index % 2 == 0 else (list(sib), cur)
     assert top(r, 6) == tip5.hash_pair(left, right) + [index // 2]
     assert r.secret_digests_consumed == 1 and len(r.stack) == 16
@@ -314,14 +327,17 @@ def test_merkle_step_mem_stack_picture(execute):
 def test_merkle_step_walks_to_root(execute):
     leaf = [9, 8, 7, 6, 5]
     sibs = [(1, 1, 1, 1, 1), (2, 2, 2, 2, 2)]
-    r = execute("merkle_step merkle_step halt",
-                VmInput(secret_digests=sibs, initial_stack=_merkle_stack(6, leaf)))
+    r = execute(
+        "merkle_step merkle_step halt",
+        VmInput(secret_digests=sibs, initial_stack=_merkle_stack(6, leaf)),
+    )
     h1 = tip5.hash_pair(leaf, list(sibs[0]))  # 6 is even: current node is the left child
     h2 = tip5.hash_pair(list(sibs[1]), h1)  # 3 is odd
     assert top(r, 6) == h2 + [1]
 
 
 # --- base-field arithmetic (spec §5.6) -----------------------------------------------------
+
 
 def test_add(execute):
     r = execute("push -1 push 5 add push 3 push 4 add halt", ZEROS)
@@ -351,6 +367,7 @@ def test_invert(execute):
 
 
 # --- u32 instructions (spec §5.7) ----------------------------------------------------------
+
 
 def test_split_of_minus_one(execute):
     r = execute("push -1 split halt", ZEROS)
@@ -436,10 +453,12 @@ def test_xfe_write_io_order(execute):
 
 # --- input/output (spec §5.9) ----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
 def test_read_io(execute, n):
-    r = execute(f"read_io {n} halt", VmInput(public_input=[1, 2, 3, 4, 5, 6],
-                                              initial_stack=[0] * 16))
+    r = execute(
+        f"read_io {n} halt", VmInput(public_input=[1, 2, 3, 4, 5, 6], initial_stack=[0] * 16)
+    )
     assert r.stack[16:] == [1, 2, 3, 4, 5][:n] and r.public_input_consumed == n
 
 
@@ -458,6 +477,7 @@ def test_read_io_digest_is_reversed_on_input(execute):
 
 # --- many-in-one (spec §5.10): both ISA variants at opcodes 80 / 88 -----------------------
 
+
 def _acc_stack(x, acc, st5, st6=0, st4_to_st3=(0, 0)):
     """Bottom..top: pad, acc (c2 c1 c0 at st9..st7), st6, st5, st4, st3, x (c2 c1 c0)."""
     return [0] * 6 + [acc[2], acc[1], acc[0], st6, st5, *st4_to_st3, x[2], x[1], x[0]]
@@ -466,8 +486,9 @@ def _acc_stack(x, acc, st5, st6=0, st4_to_st3=(0, 0)):
 def test_b_horner_step_head(execute):
     x, acc = (2, 3, 4), (5, 6, 7)
     ram = {50: 9}
-    r = execute("b_horner_step halt", VmInput(ram=ram, initial_stack=_acc_stack(x, acc, 50)),
-                isa="head")
+    r = execute(
+        "b_horner_step halt", VmInput(ram=ram, initial_stack=_acc_stack(x, acc, 50)), isa="head"
+    )
     expected = X.add(X.mul(acc, x), (9, 0, 0))
     assert top(r, 10) == [2, 3, 4, 0, 0, 49, 0, *expected]
     assert r.ram == ram
@@ -477,8 +498,11 @@ def test_b_horner_step_evaluates_polynomial(execute):
     # f(x) = 1 + 2x + 3x^2 at x = (5, 0, 0); coefficients stored leading term at the top
     ram = {0: 1, 1: 2, 2: 3}
     stack = _acc_stack((5, 0, 0), (0, 0, 0), 2)
-    r = execute("b_horner_step b_horner_step b_horner_step halt",
-                VmInput(ram=ram, initial_stack=stack), isa="head")
+    r = execute(
+        "b_horner_step b_horner_step b_horner_step halt",
+        VmInput(ram=ram, initial_stack=stack),
+        isa="head",
+    )
     assert top(r, 10)[7:] == [1 + 2 * 5 + 3 * 25, 0, 0]
     assert r.stack[-6] == P - 1
 
@@ -486,8 +510,9 @@ def test_b_horner_step_evaluates_polynomial(execute):
 def test_x_horner_step_head(execute):
     x, acc = (2, 3, 4), (5, 6, 7)
     ram = {48: 21, 49: 22, 50: 23}  # c = (RAM[p-2], RAM[p-1], RAM[p])
-    r = execute("x_horner_step halt", VmInput(ram=ram, initial_stack=_acc_stack(x, acc, 50)),
-                isa="head")
+    r = execute(
+        "x_horner_step halt", VmInput(ram=ram, initial_stack=_acc_stack(x, acc, 50)), isa="head"
+    )
     expected = X.add(X.mul(acc, x), (21, 22, 23))
     assert top(r, 10) == [2, 3, 4, 0, 0, 47, 0, *expected]
 

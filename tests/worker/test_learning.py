@@ -38,11 +38,27 @@ def factory(pg_engine):
 
 def _blocks(factory, n: int, *, age: timedelta = timedelta(0)) -> None:
     when = datetime.now(UTC) - age
-    rows = [{"id": uuid.uuid4(), "request_id": uuid.uuid4(), "tir_hash": "0" * 64,
-             "function": "f", "block_index": 0, "tasm": "push 1", "valid": True,
-             "clock_cycles": 1, "compiler_cycles": 2, "table_heights": {}, "padded_height": None,
-             "fallback_used": False, "source": "rules", "model_version": None,
-             "created_at": when, "latency_ms": 1.0} for _ in range(n)]
+    rows = [
+        {
+            "id": uuid.uuid4(),
+            "request_id": uuid.uuid4(),
+            "tir_hash": "0" * 64,
+            "function": "f",
+            "block_index": 0,
+            "tasm": "push 1",
+            "valid": True,
+            "clock_cycles": 1,
+            "compiler_cycles": 2,
+            "table_heights": {},
+            "padded_height": None,
+            "fallback_used": False,
+            "source": "rules",
+            "model_version": None,
+            "created_at": when,
+            "latency_ms": 1.0,
+        }
+        for _ in range(n)
+    ]
     with factory() as s, s.begin():
         insert_build_results(s, rows=rows)
 
@@ -61,12 +77,18 @@ def test_finetune_trigger_rules(factory):
     _blocks(factory, 40)
     out = finetune_job(min_results=50)  # the watermark did not move: 50 new now
     assert out["outcome"] == "learning_unavailable" and out["new_results"] == 50
-    assert finetune_job(min_results=1000, force=True, trigger="admin")["outcome"] == \
-        "learning_unavailable"
+    assert (
+        finetune_job(min_results=1000, force=True, trigger="admin")["outcome"]
+        == "learning_unavailable"
+    )
     with factory() as s:
         runs = list_finetune_runs(s)
-    assert [r.outcome for r in runs] == ["learning_unavailable", "learning_unavailable",
-                                        "waiting", "no_new_results"]
+    assert [r.outcome for r in runs] == [
+        "learning_unavailable",
+        "learning_unavailable",
+        "waiting",
+        "no_new_results",
+    ]
     assert runs[0].trigger == "admin" and runs[1].trigger == "cron"
     assert runs[0].detail["force"] and runs[0].finished_at >= runs[0].started_at
 
@@ -92,7 +114,8 @@ def test_finetune_is_cron_scheduled_and_run_by_a_worker(factory, redis_conn):
 
     before = JOB_SECONDS.labels(LEARN_QUEUE)._sum.get()
     MeteredSimpleWorker([queue], connection=redis_conn, serializer=SERIALIZER).work(
-        burst=True, logging_level="WARNING")
+        burst=True, logging_level="WARNING"
+    )
     with factory() as s:
         [run] = list_finetune_runs(s)
     assert (run.trigger, run.outcome, run.job_id) == ("cron", "no_new_results", job.id)
@@ -110,5 +133,6 @@ def test_metered_worker_counts_failures(redis_conn):
     queue.enqueue("worker.jobs.check_blocks_job", args=([{"bogus": 1}],))
     before = JOB_FAILURES.labels(VERIFY_QUEUE)._value.get()
     MeteredSimpleWorker([queue], connection=redis_conn, serializer=SERIALIZER).work(
-        burst=True, logging_level="ERROR")
+        burst=True, logging_level="ERROR"
+    )
     assert JOB_FAILURES.labels(VERIFY_QUEUE)._value.get() == before + 1

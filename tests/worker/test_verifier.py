@@ -12,9 +12,11 @@ from tasmopt.vm.equivalence import BlockCheck, check_blocks
 from worker.queue import connect
 from worker.verifier import RqVerifier
 
-CHECKS = [BlockCheck(("push 1", "push 2", "add"), ("push 3",)),
-          BlockCheck(("dup 0", "pop 1"), ()),
-          BlockCheck(("push 5",), ("push 6",))]
+CHECKS = [
+    BlockCheck(("push 1", "push 2", "add"), ("push 3",)),
+    BlockCheck(("dup 0", "pop 1"), ()),
+    BlockCheck(("push 5",), ("push 6",)),
+]
 
 
 class Spy:
@@ -30,8 +32,7 @@ class Spy:
 
 def test_workers_do_the_checks(redis_conn, queue, burst):
     spy = Spy()
-    verifier = RqVerifier(redis_conn, deadline_s=10, hard_deadline_s=20, max_jobs=2,
-                          local=spy)
+    verifier = RqVerifier(redis_conn, deadline_s=10, hard_deadline_s=20, max_jobs=2, local=spy)
     out: list = []
     t = threading.Thread(target=lambda: out.extend(verifier(CHECKS)))
     t.start()
@@ -47,8 +48,7 @@ def test_workers_do_the_checks(redis_conn, queue, burst):
 
 def test_no_worker_checks_in_process_after_the_deadline(redis_conn, queue):
     spy = Spy()
-    verifier = RqVerifier(redis_conn, deadline_s=0.1, hard_deadline_s=10, max_jobs=2,
-                          local=spy)
+    verifier = RqVerifier(redis_conn, deadline_s=0.1, hard_deadline_s=10, max_jobs=2, local=spy)
     start = time.monotonic()
     out = verifier(CHECKS)
     assert 0.1 <= time.monotonic() - start < 5

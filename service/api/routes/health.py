@@ -17,18 +17,26 @@ def healthz() -> HealthResponse:
     return HealthResponse()
 
 
-@router.get("/readyz", response_model=ReadyResponse,
-            responses={503: {"model": ReadyResponse, "description": "A dependency is down."}})
+@router.get(
+    "/readyz",
+    response_model=ReadyResponse,
+    responses={503: {"model": ReadyResponse, "description": "A dependency is down."}},
+)
 def readyz(request: Request) -> JSONResponse:
     """The database is reachable and at the Alembic head; Redis answers, if configured."""
     state = request.app.state
-    ready = ReadyResponse(ready=False, database=CheckOut(ok=False),
-                          spooled_rows=state.spool.pending_rows())
+    ready = ReadyResponse(
+        ready=False, database=CheckOut(ok=False), spooled_rows=state.spool.pending_rows()
+    )
     try:
         status = schema_status(state.engine)
         ready.schema_revision, ready.schema_head = status.current, status.head
-        ready.database = CheckOut(ok=status.migrated, detail=None if status.migrated else
-                                  f"schema at {status.current}, head is {status.head}")
+        ready.database = CheckOut(
+            ok=status.migrated,
+            detail=None
+            if status.migrated
+            else f"schema at {status.current}, head is {status.head}",
+        )
     except Exception as exc:
         ready.database = CheckOut(ok=False, detail=_first_line(exc))
     if state.redis is not None:

@@ -27,13 +27,27 @@ from service.schemas import CompileResponse, ErrorResponse, JobAccepted, JobStat
 router = APIRouter(tags=["compile"])
 
 
-@router.post("/compile/jobs", status_code=202, response_model=JobAccepted,
-             responses=ERROR_RESPONSES, openapi_extra=BODY_DOC)
-def submit_compile_job(request: Request, response: Response, body: CompileBody,
-                       settings: SettingsDep, factory: FactoryDep, spool: SpoolDep,
-                       breaker: BreakerDep, compiler: CompilerDep, verify: VerifierDep,
-                       baseline: BaselineDep, runner: RunnerDep,
-                       slots: SlotsDep) -> JobAccepted:
+@router.post(
+    "/compile/jobs",
+    status_code=202,
+    response_model=JobAccepted,
+    responses=ERROR_RESPONSES,
+    openapi_extra=BODY_DOC,
+)
+def submit_compile_job(
+    request: Request,
+    response: Response,
+    body: CompileBody,
+    settings: SettingsDep,
+    factory: FactoryDep,
+    spool: SpoolDep,
+    breaker: BreakerDep,
+    compiler: CompilerDep,
+    verify: VerifierDep,
+    baseline: BaselineDep,
+    runner: RunnerDep,
+    slots: SlotsDep,
+) -> JobAccepted:
     """Queue a compile; poll `status_url` for the result.
 
     The request is checked now (the same 4xx as `POST /compile` for malformed JSON, invalid
@@ -42,18 +56,30 @@ def submit_compile_job(request: Request, response: Response, body: CompileBody,
     """
     compiling.precheck(body, settings)
     job_id: uuid.UUID = request.state.request_id
-    ctx = jobs.JobContext(settings=settings, session_factory=factory, spool=spool,
-                          breaker=breaker, compiler=compiler, verify=verify, baseline=baseline,
-                          slots=slots)
+    ctx = jobs.JobContext(
+        settings=settings,
+        session_factory=factory,
+        spool=spool,
+        breaker=breaker,
+        compiler=compiler,
+        verify=verify,
+        baseline=baseline,
+        slots=slots,
+    )
     backend = jobs.submit(job_id, body.model_dump(mode="json", exclude_unset=True), ctx, runner)
     url = request.url_for("get_compile_job", job_id=str(job_id)).path
     response.headers["Location"] = url
     return JobAccepted(id=job_id, status="queued", backend=backend, status_url=url)  # type: ignore[arg-type]
 
 
-@router.get("/compile/jobs/{job_id}", response_model=JobStatusOut,
-            responses={404: {"model": ErrorResponse, "description": "No such job."},
-                       503: {"model": ErrorResponse, "description": "Job store unreachable."}})
+@router.get(
+    "/compile/jobs/{job_id}",
+    response_model=JobStatusOut,
+    responses={
+        404: {"model": ErrorResponse, "description": "No such job."},
+        503: {"model": ErrorResponse, "description": "Job store unreachable."},
+    },
+)
 def get_compile_job(job_id: uuid.UUID, factory: FactoryDep, runner: RunnerDep) -> JobStatusOut:
     """Status of an async compile: `queued`, `started`, `finished` (with `result`) or
     `failed` (with `error`)."""
@@ -61,6 +87,13 @@ def get_compile_job(job_id: uuid.UUID, factory: FactoryDep, runner: RunnerDep) -
     if view is None:
         raise JobNotFound(f"no compile job {job_id}")
     result = CompileResponse.model_validate(view.response) if view.response else None
-    return JobStatusOut(id=view.id, status=view.status, backend=view.backend,  # type: ignore[arg-type]
-                        created_at=view.created_at, started_at=view.started_at,
-                        finished_at=view.finished_at, result=result, error=view.error)
+    return JobStatusOut(
+        id=view.id,
+        status=view.status,
+        backend=view.backend,  # type: ignore[arg-type]
+        created_at=view.created_at,
+        started_at=view.started_at,
+        finished_at=view.finished_at,
+        result=result,
+        error=view.error,
+    )

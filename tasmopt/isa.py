@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Literal
+from typing import Any, Literal
 
 from tasmopt.errors import IsaError
 
@@ -281,7 +281,7 @@ class Instruction:
         return depth
 
 
-def _make(entry: dict) -> Instruction:
+def _make(entry: dict[str, Any]) -> Instruction:
     try:
         rows = entry["table_rows"]
         arg = entry["arg"]
@@ -311,13 +311,13 @@ def _make(entry: dict) -> Instruction:
 
 
 @cache
-def raw_table() -> dict:
+def raw_table() -> dict[str, Any]:
     """The parsed `triton_isa.json` (package data), loaded once per process."""
     try:
         text = resources.files("tasmopt").joinpath("data/triton_isa.json").read_text()
     except FileNotFoundError as exc:  # pragma: no cover
         raise IsaError("package data tasmopt/data/triton_isa.json is missing") from exc
-    table = json.loads(text)
+    table: dict[str, Any] = json.loads(text)
     if len(table["instructions"]) != table["instruction_count"]:
         raise IsaError("instruction table count mismatch")
     return table
@@ -348,7 +348,7 @@ class InstructionSet:
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Instruction]:
         return iter(self.instructions)
 
     def __len__(self) -> int:

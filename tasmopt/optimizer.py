@@ -27,12 +27,19 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from tasmopt.errors import TasmSyntaxError
-from tasmopt.isa import P, instruction_set
+from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.lower.blocks import split_functions
-from tasmopt.lower.triton import INDENT, LOOP_HEADER, LoweredBlock, Lowering, lower
+from tasmopt.lower.triton import (
+    INDENT,
+    LOOP_HEADER,
+    LoweredBlock,
+    LoweredFunction,
+    Lowering,
+    lower,
+)
 from tasmopt.lower.validate import find_unlowerable, validate
 from tasmopt.module import ModuleText, label_lines
 from tasmopt.report import (
@@ -42,6 +49,7 @@ from tasmopt.report import (
     CompileOptions,
     CompileResult,
     FunctionReport,
+    Source,
 )
 from tasmopt.rules import RulesSource
 from tasmopt.search.source import SearchSource
@@ -154,10 +162,10 @@ def compile(
         ops = _decode(tir)
         validate(ops)
         if options.strict:
-            find_unlowerable(ops, isa=options.isa, strict=True)  # type: ignore[arg-type]
+            find_unlowerable(ops, isa=options.isa, strict=True)
         request_hash = tir_hash(ops)
     with _stage(timings, "lower"):
-        low = lower(ops, isa=options.isa)  # type: ignore[arg-type]
+        low = lower(ops, isa=options.isa)
         ours = ModuleText.from_lowering(low)
         labels = {name: f.label for name, f in ours.functions.items()}
         client = ModuleText.from_text(baseline_tasm, labels) if baseline_tasm is not None else None
@@ -262,7 +270,7 @@ def _prepare(
 _DECREMENT = (Op("Push", P - 1), Op("Add"))
 
 
-def _with_loop_counters(low: Lowering, lf) -> list:
+def _with_loop_counters(low: Lowering, lf: LoweredFunction) -> list[LoweredBlock]:
     """The function's blocks, where the counter decrement ``push -1; add`` that the loop
     header puts before each loop body joins the body's first block (as the TIR ops
     ``Push(-1), Add``): it runs once per iteration and is worth optimizing with the body.
@@ -371,7 +379,7 @@ def _known_bug(lines: Sequence[str]) -> str | None:
     return None
 
 
-def entry_hazard(lines: Sequence[str], start: int, end: int, isa: str) -> str | None:
+def entry_hazard(lines: Sequence[str], start: int, end: int, isa: IsaVariant) -> str | None:
     """Why lines ``start:end`` cannot be rewritten as one straight-line block, or None.
 
     A block is a unit only if control enters it at its first instruction and leaves after
@@ -380,7 +388,7 @@ def entry_hazard(lines: Sequence[str], start: int, end: int, isa: str) -> str | 
     (``skiz`` at the end of an ``Asm`` op, say, makes the first instruction conditional and
     the second a second entry point). Design §2, block boundaries.
     """
-    table = instruction_set(isa)  # type: ignore[arg-type]
+    table = instruction_set(isa)
 
     def name_of(line: str) -> str | None:
         text = line.split("//", 1)[0].strip()
@@ -406,9 +414,9 @@ def entry_hazard(lines: Sequence[str], start: int, end: int, isa: str) -> str | 
     return None
 
 
-def _block_instrs(lines: Sequence[str], isa: str) -> list[Instr]:
+def _block_instrs(lines: Sequence[str], isa: IsaVariant) -> list[Instr]:
     text = "\n".join(ln for ln in lines if ln.strip() and not ln.strip().startswith("//"))
-    return parse_instructions(text, isa)  # type: ignore[arg-type]
+    return parse_instructions(text, isa)
 
 
 # -- stages 3-5 ---------------------------------------------------------------------------
@@ -591,7 +599,8 @@ def _finish_function(f: _Fn, ours: ModuleText, options: CompileOptions) -> None:
             saved: dict[str, int] = defaultdict(int)
             for j, (source, _lines, verdict) in f.chosen.items():
                 saved[source] += len(f.tasks[j].baseline) - verdict.cycles
-            rep.source = max(saved, key=lambda s: saved[s])  # type: ignore[assignment]
+            # a source's name: one of the report's `Source` values for the sources we ship
+            rep.source = cast(Source, max(saved, key=lambda s: saved[s]))
         else:
             rep.reason = (
                 "whole-function re-verification failed: " + (v.reason or "")
@@ -675,7 +684,7 @@ def _assemble(fns: list[_Fn], low: Lowering, ours: ModuleText, client: ModuleTex
         return "\n".join(lines)
     # client mode: replace each improved function's section by our spliced sections
     while True:
-        lines: list[str] = []
+        lines = []
         i = 0
         spans = sorted(
             (client.functions[n].sections[0], n) for n in improved if n in client.functions

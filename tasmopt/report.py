@@ -8,7 +8,9 @@ serialize them without knowing how they were produced. Units: cycles are clock c
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Any, Literal
+
+from tasmopt.isa import IsaVariant
 
 __all__ = [
     "Source",
@@ -67,7 +69,7 @@ class BlockReport:
     baseline_heights: dict[str, int] = field(default_factory=dict)
     latency_s: float = 0.0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -85,7 +87,7 @@ class BaselineMismatch:
     witness: int = -1
     known_bug: str | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -153,7 +155,7 @@ class FunctionReport:
             else 0.0
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["cycle_reduction"] = self.cycle_reduction
         return out
@@ -173,7 +175,7 @@ class CompileOptions:
             their functions through.
     """
 
-    isa: str = "release"
+    isa: IsaVariant = "release"
     witnesses: int = 16
     seed: int = 0
     sources: tuple[str, ...] = ("rules", "search", "model")
@@ -210,7 +212,7 @@ class CompileResult:
     def baseline_cycles(self) -> int:
         return sum(f.baseline_cycles for f in self.functions)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "tasm": self.tasm,
             "functions": [f.to_dict() for f in self.functions],

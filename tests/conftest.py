@@ -360,15 +360,29 @@ STD_DIR = Path(
         Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trident-std",
     )
 )
-#: Module names, for parametrization (empty when the data is absent: those tests skip).
+#: Module names, for parametrization (`pytest_configure` refuses to run without them).
 STD_MODULES = sorted(p.stem for p in STD_DIR.glob("*.json")) if STD_DIR.is_dir() else []
+SHARED_DIR = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite tests every stage on the real toolchain data and the specs in ``../shared``:
+    without them it stops here with a clear message instead of skipping those tests."""
+    missing = [p for p in (SHARED_DIR / "spec" / "triton_isa.json",) if not p.is_file()]
+    if not STD_MODULES:
+        missing.append(STD_DIR)
+    if missing:
+        raise pytest.UsageError(
+            "tasmopt's tests need the shared specs and data beside the checkout "
+            f"(../shared, expected at {SHARED_DIR}); missing: "
+            + ", ".join(str(p) for p in missing)
+            + ". Clone or link it there (TASMOPT_TRIDENT_STD may point at trident-std)."
+        )
 
 
 @pytest.fixture(scope="session")
 def trident_std() -> dict[str, dict]:
     """Module name -> its JSON (``tir``, ``compiler_tasm``, ``functions``, ...)."""
-    if not STD_MODULES:
-        pytest.skip(f"trident-std data not found at {STD_DIR}")
     return {name: json.loads((STD_DIR / f"{name}.json").read_text()) for name in STD_MODULES}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 
@@ -83,7 +84,7 @@ class Program:
 
     items: tuple[Item, ...]
     isa: IsaVariant = "release"
-    _cache: dict = field(default_factory=dict, repr=False, compare=False, hash=False)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False, hash=False)
 
     @classmethod
     def from_items(cls, items: Iterable[Item], isa: IsaVariant = "release") -> Program:

@@ -147,7 +147,7 @@ def _encode_op(op: Op) -> Any:
     return {op.kind: out}
 
 
-def encode(ops: tuple[Op, ...] | list[Op]) -> list:
+def encode(ops: tuple[Op, ...] | list[Op]) -> list[Any]:
     """Ops -> JSON value, the exact inverse of `decode`."""
     return [_encode_op(o) for o in ops]
 

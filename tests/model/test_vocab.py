@@ -79,7 +79,6 @@ def test_dataflow_of_stack_instructions() -> None:
     assert dataflow("merkle_step_mem").src[6] == 6  # st6 kept, st5 and st7 rewritten
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="no real data")
 def test_every_real_baseline_block_round_trips() -> None:
     v = vocab()
     total = bad = 0

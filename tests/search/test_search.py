@@ -98,7 +98,6 @@ def _real_blocks(limit: int = 60) -> list[tuple[str, ...]]:
     return out[:limit]
 
 
-@pytest.mark.skipif(not DATA.exists(), reason="no real data")
 def test_every_candidate_on_real_blocks_is_verified_and_cheaper() -> None:
     blocks = _real_blocks()
     assert len(blocks) >= 30

@@ -22,14 +22,16 @@ format, block rows), ``functions.jsonl`` (function rows), ``stats.txt`` and ``st
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import multiprocessing
+import multiprocessing.pool
 import os
 import statistics
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -296,14 +298,35 @@ def _variants(args: tuple[PairRow, int, int]) -> list[PairRow]:
     return out
 
 
+@contextlib.contextmanager
+def _pool(jobs: int) -> Iterator[multiprocessing.pool.Pool | None]:
+    """A fork pool of ``jobs`` processes, or None for ``jobs <= 1`` (work runs in-process).
+
+    Workers are let go with close + join once the work is done. `Pool.terminate` (what
+    ``with Pool()`` does) sends SIGTERM, which a worker ignores if it inherited a Python
+    SIGTERM handler from its parent (a server or RQ worker in the same process): then the
+    join hangs for ever (seen once in the test suite). Terminate only on an error.
+    """
+    if jobs <= 1:
+        yield None
+        return
+    pool = multiprocessing.get_context("fork").Pool(jobs)
+    try:
+        yield pool
+    except BaseException:
+        pool.terminate()
+        raise
+    pool.close()
+    pool.join()
+
+
 def _augment(rows: list[PairRow], cfg: BuildConfig, progress: bool, jobs: int) -> list[PairRow]:
     """Training rows plus verified variants, until ``cfg.min_pairs`` rows in all."""
     train = [r for r in rows if r.split == "train"]
     extra: list[PairRow] = []
     seen = {r.tir_hash for r in rows}
     need = cfg.min_pairs - len(rows)
-    pool = multiprocessing.get_context("fork").Pool(jobs) if jobs > 1 else None
-    try:
+    with _pool(jobs) as pool:
         for rnd in range(cfg.augment_rounds):
             if len(extra) >= need:
                 break
@@ -320,9 +343,6 @@ def _augment(rows: list[PairRow], cfg: BuildConfig, progress: bool, jobs: int) -
                     if v.tir_hash not in seen:
                         seen.add(v.tir_hash)
                         extra.append(v)
-    finally:
-        if pool is not None:
-            pool.terminate()
     return rows + extra[: max(0, need)]
 
 
@@ -458,8 +478,8 @@ def build(
         )
         for origin, module, ops in units
     ]
-    with multiprocessing.get_context("fork").Pool(cfg.jobs) as pool:
-        results = pool.imap(_module_job, work) if cfg.jobs > 1 else map(_module_job, work)
+    with _pool(cfg.jobs) as pool:
+        results = pool.imap(_module_job, work) if pool is not None else map(_module_job, work)
         for (origin, module, *_), (b, f) in zip(
             work, tqdm(results, total=len(work), desc="modules", disable=not progress, unit="mod")
         ):

@@ -42,6 +42,12 @@ from tasmopt.store import (
 from tasmopt.store.checkpoints import MODEL_FILE, file_sha256
 from tasmopt.store.errors import InvalidCheckpoint
 from tasmopt.store.jobs import buffer_counts
+from tasmopt.train.phase import (
+    PHASE_A_CI_LOW,
+    PHASE_A_VALIDITY,
+    PHASE_B_ONLINE,
+    compute_phase,
+)
 
 __all__ = [
     "Loader",
@@ -60,16 +66,6 @@ log = logging.getLogger(__name__)
 #: ``(checkpoint_dir, device) -> CandidateSource`` named ``model``.
 Loader = Callable[[Path, str], Any]
 
-#: Design §4: Phase A ends at holdout validity >= 80% with a 90% bootstrap CI lower bound
-#: >= 70%; Phase B starts at >= 100 online results that are valid and not fallback.
-PHASE_A_VALIDITY = 0.80
-PHASE_A_CI_LOW = 0.70
-PHASE_B_ONLINE = 100
-
-#: Keys of the production checkpoint's ``metrics.json`` read for the phase (fractions).
-VALIDITY_KEY = "holdout_validity"
-CI_LOW_KEY = "holdout_validity_ci_low"
-
 
 class ModelUnavailable(RuntimeError):
     """The model package is not installed (``tasmopt.model.source`` cannot be imported)."""
@@ -87,42 +83,6 @@ def default_loader(checkpoint_dir: Path, device: str) -> Any:
     except ImportError as exc:
         raise ModelUnavailable(f"tasmopt.model is not available ({exc})") from None
     return load_model_source(checkpoint_dir, device=device)
-
-
-def compute_phase(
-    counts: dict[str, Any] | None, metrics: dict[str, Any] | None
-) -> tuple[str, dict[str, Any]]:
-    """The learning phase (design §4) and why.
-
-    Args:
-        counts: `tasmopt.store.buffer_counts` (``online`` = valid, non-fallback block rows).
-        metrics: the production checkpoint's metrics (`VALIDITY_KEY`, `CI_LOW_KEY`), if any.
-
-    Returns:
-        (``"A"`` or ``"B"``, detail): B once the Phase A exit criteria hold for the production
-        checkpoint and the buffer holds `PHASE_B_ONLINE` online results.
-    """
-    metrics = metrics or {}
-    validity, ci_low = metrics.get(VALIDITY_KEY), metrics.get(CI_LOW_KEY)
-    a_done = (
-        isinstance(validity, int | float)
-        and isinstance(ci_low, int | float)
-        and validity >= PHASE_A_VALIDITY
-        and ci_low >= PHASE_A_CI_LOW
-    )
-    online = int((counts or {}).get("online", 0))
-    b = a_done and online >= PHASE_B_ONLINE
-    return ("B" if b else "A"), {
-        "holdout_validity": validity,
-        "holdout_validity_ci_low": ci_low,
-        "phase_a_exit_met": a_done,
-        "online_results": online,
-        "thresholds": {
-            "holdout_validity": PHASE_A_VALIDITY,
-            "holdout_validity_ci_low": PHASE_A_CI_LOW,
-            "online_results": PHASE_B_ONLINE,
-        },
-    }
 
 
 @dataclass

@@ -42,6 +42,7 @@ from tasmopt.model.model import TasmModel
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tir.codec import decode
 from tasmopt.train.dataset import PairRow, read_pairs
+from tasmopt.train.phase import PHASE_A_CI_LOW, PHASE_A_VALIDITY, phase_a_exit
 from tasmopt.vm.equivalence import BlockCheck, check_block, no_taller
 
 __all__ = [
@@ -57,8 +58,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-PHASE_A_VALIDITY, PHASE_A_CI_LOW = 0.80, 0.70
 
 
 @dataclass
@@ -289,9 +288,7 @@ def summarize(results: Sequence[BlockResult], *, seed: int = 0) -> dict[str, Any
         "phase_a": {
             "validity": validity["value"],
             "ci90_low": validity["ci90"][0],
-            "passed": bool(
-                validity["value"] >= PHASE_A_VALIDITY and validity["ci90"][0] >= PHASE_A_CI_LOW
-            ),
+            "passed": bool(phase_a_exit(validity["value"], validity["ci90"][0])),
         },
     }
 

@@ -32,7 +32,9 @@ def train() -> None:
     epilog="""\b
 Compiles every module of DATA_DIR (default: ../shared/data/trident-std) with the rules and
 search sources and writes one row per distinct block: its best verified TASM as target.
-Modules are split whole into train / validation / holdout (about 65 / 15 / 20 % of rows).
+Modules are split whole into train / validation / holdout. One builder for all pairs:
+`tasmopt corpus build` (`tasmopt.train.corpus.build`), here on these modules only and without
+augmentation.
 """,
 )
 @click.option(
@@ -62,10 +64,11 @@ def train_pairs_real(
     data_dir: Path, out: Path, name: str | None, seed: int, search_budget_s: float
 ) -> None:
     """Write training pairs built from real toolchain modules."""
-    from tasmopt.train.real import build_real_pairs
+    from tasmopt.train.corpus import BuildConfig, build
 
-    manifest = build_real_pairs(
-        data_dir, out, name=name or out.name, seed=seed, search_budget_s=search_budget_s
+    cfg = BuildConfig(search_budget_s=search_budget_s, seed=seed, min_pairs=0, augment_rounds=0)
+    manifest = build(
+        out, corpus_dir=None, real_dir=data_dir, name=name or out.name, cfg=cfg, progress=True
     )
     click.echo(
         json.dumps(

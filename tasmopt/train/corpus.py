@@ -45,7 +45,7 @@ from tasmopt.report import CompileOptions
 from tasmopt.tir.codec import decode, encode, tir_hash
 from tasmopt.tir.ops import Op
 from tasmopt.train.augment import coverage, lower_block, reorder_variants, target_variants
-from tasmopt.train.dataset import SPLITS, PairRow, write_pairs
+from tasmopt.train.dataset import SPLITS, PairRow, choose_split, write_pairs
 from tasmopt.vm.equivalence import BlockCheck, check_block
 
 __all__ = ["FunctionRow", "BuildConfig", "build", "module_rows"]
@@ -54,9 +54,6 @@ log = logging.getLogger(__name__)
 
 #: Bump when the rows a module produces change meaning (invalidates the cache).
 CACHE_VERSION = 1
-
-#: Corpus files the last `build` could not compile (reported in the stats).
-SKIPPED: list[str] = []
 
 
 @dataclass
@@ -198,8 +195,11 @@ def _module_job(args: tuple) -> tuple[list[PairRow], list[FunctionRow]]:
     )
 
 
-def _units(corpus_dir: Path | None, real_dir: Path | None) -> list[tuple[str, str, tuple[Op, ...]]]:
-    """``(origin, module, ops)`` for every module's own functions."""
+def _units(
+    corpus_dir: Path | None, real_dir: Path | None, skipped: list[str]
+) -> list[tuple[str, str, tuple[Op, ...]]]:
+    """``(origin, module, ops)`` for every module's own functions; corpus files that do not
+    compile are appended to ``skipped``."""
     units: list[tuple[str, str, tuple[Op, ...]]] = []
     if corpus_dir is not None:
         from tasmopt.errors import FrontendError
@@ -211,7 +211,7 @@ def _units(corpus_dir: Path | None, real_dir: Path | None) -> list[tuple[str, st
                 mods = compile_modules(path, [corpus_dir])
             except FrontendError as exc:
                 log.warning("skipping %s: %s", path, str(exc).splitlines()[0])
-                SKIPPED.append(f"{path}: {str(exc).splitlines()[0]}")
+                skipped.append(f"{path}: {str(exc).splitlines()[0]}")
                 continue
             for mod in mods:
                 # programs are named by file (their header names need not be unique)
@@ -360,6 +360,7 @@ def _stats(
     cov_before: dict,
     cov_after: dict,
     seconds: float,
+    skipped: Sequence[str] = (),
 ) -> str:
     lines = [
         f"tasmopt corpus build: {len(rows)} block pairs, {len(functions)} function "
@@ -400,9 +401,9 @@ def _stats(
             + ", ".join(f"{k}: {n}" for k, n in _histogram(fcyc, [0, 10, 30, 100, 300, 1000, 3000]))
         )
         lines.append("")
-    if SKIPPED:
-        lines.append(f"skipped {len(SKIPPED)} corpus files that do not compile:")
-        lines += [f"  {s}" for s in SKIPPED]
+    if skipped:
+        lines.append(f"skipped {len(skipped)} corpus files that do not compile:")
+        lines += [f"  {s}" for s in skipped]
     lines.append(f"coverage before augmentation: {json.dumps(cov_before)}")
     lines.append(f"coverage after augmentation:  {json.dumps(cov_after)}")
     return "\n".join(lines) + "\n"
@@ -451,12 +452,10 @@ def build(
 ) -> dict[str, Any]:
     """Build a pairs directory (see module docstring). Returns the manifest."""
     t0 = time.perf_counter()
-    SKIPPED.clear()
-    units = _units(corpus_dir, real_dir)
+    skipped: list[str] = []
+    units = _units(corpus_dir, real_dir, skipped)
     holdout = _holdout(corpus_dir)
     real_mods = [m for o, m, _ in units if o == "real"]
-    from tasmopt.train.real import choose_split
-
     real_splits = choose_split({m: 1 for m in real_mods}, seed=cfg.seed) if real_mods else {}
     options = CompileOptions(
         sources=("rules", "search"), search_budget_s=cfg.search_budget_s, seed=cfg.seed
@@ -511,7 +510,7 @@ def build(
             "config": asdict(cfg),
             "holdout_modules": sorted(holdout),
             "coverage": {"before": cov_before, "after": cov_after},
-            "skipped": list(SKIPPED),
+            "skipped": skipped,
             "functions": len(functions),
         },
     )
@@ -519,7 +518,7 @@ def build(
         for fr in functions:
             fh.write(json.dumps(asdict(fr)) + "\n")
     seconds = time.perf_counter() - t0
-    text = _stats(rows, functions, cov_before, cov_after, seconds)
+    text = _stats(rows, functions, cov_before, cov_after, seconds, skipped)
     (out / "stats.txt").write_text(text)
     _plot(rows, functions, out / "stats.png")
     manifest["seconds"] = round(seconds, 1)

@@ -9,11 +9,12 @@ baseline (TASM lines), target (best verified TASM lines known), target_source,
 baseline_cycles, target_cycles, heights``
 
 Rows are deduplicated by ``tir_hash``, and split by module, never by row. Anything that
-produces pairs (`tasmopt.train.real`, the corpus builder) writes them with `write_pairs`.
+produces pairs (the one builder, `tasmopt.train.corpus.build`) writes them with `write_pairs`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -317,3 +318,49 @@ def collate(examples: Sequence[Example]) -> tuple[Any, torch.Tensor, list[Exampl
     examples themselves."""
     batch = batch_graphs([e.data for e in examples])
     return batch, pad_tokens([e.tokens for e in examples]), list(examples)
+
+
+# -- splits by module ------------------------------------------------------------------------
+
+
+def module_split(
+    module: str, *, holdout: float = 0.2, validation: float = 0.15, seed: int = 0
+) -> str:
+    """Deterministic split of a module by a hash of its name: ``holdout`` and
+    ``validation`` are the expected fractions of modules."""
+    u = int(hashlib.sha256(f"{seed}:{module}".encode()).hexdigest()[:8], 16) / 2**32
+    if u < holdout:
+        return "holdout"
+    if u < holdout + validation:
+        return "validation"
+    return "train"
+
+
+def choose_split(
+    sizes: dict[str, int],
+    *,
+    holdout: float = 0.2,
+    validation: float = 0.15,
+    tolerance: float = 0.05,
+    seed: int = 0,
+    tries: int = 2000,
+) -> dict[str, str]:
+    """Module -> split, by `module_split` with the first seed (from ``seed`` on) whose
+    holdout and validation shares of *rows* are within ``tolerance`` of the targets (module
+    sizes differ by 100x, so a split by module count alone can be very lopsided).
+
+    Args:
+        sizes: module -> rows it contributes (after deduplication).
+    """
+    total = max(1, sum(sizes.values()))
+    best: tuple[float, dict[str, str]] | None = None
+    for s in range(seed, seed + tries):
+        split = {m: module_split(m, holdout=holdout, validation=validation, seed=s) for m in sizes}
+        share = {k: sum(n for m, n in sizes.items() if split[m] == k) / total for k in SPLITS}
+        err = max(abs(share["holdout"] - holdout), abs(share["validation"] - validation))
+        if best is None or err < best[0]:
+            best = (err, split)
+        if err <= tolerance:
+            break
+    assert best is not None
+    return best[1]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from tasmopt.report import CompileOptions
+from tasmopt.tir.codec import decode
+from tasmopt.train.corpus import module_rows
 from tasmopt.train.dataset import write_pairs
-from tasmopt.train.real import real_rows
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 #: Small hand-written examples: fast to compile, varied blocks.
@@ -19,7 +22,11 @@ def example_rows() -> list:
     rows = []
     for i, name in enumerate(FILES):
         split = "holdout" if i == len(FILES) - 1 else "train"
-        rows.extend(real_rows(EXAMPLES / f"{name}.json", split, sources=("rules",)))
+        ops = decode(json.loads((EXAMPLES / f"{name}.json").read_text())["tir"])
+        blocks, _ = module_rows(
+            ops, name, "real", split, options=CompileOptions(sources=("rules",))
+        )
+        rows.extend(blocks)
     return rows
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.errors import BodyTooLarge
+from service.core.errors import BodyTooLarge
 
 __all__ = ["BodyLimit"]
 

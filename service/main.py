@@ -25,22 +25,23 @@ from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from prometheus_client import CollectorRegistry
 
-from service import errors, metrics
+from service import errors
 from service.api.routes import admin, health, jobs
 from service.api.routes import compile as compile_routes
 from service.api.routes import metrics as metrics_routes
-from service.compiling import DbBreaker
+from service.core import metrics
+from service.core.compiling import DbBreaker
 from service.core.config import Settings
 from service.core.db import engine_from_settings, migrate
+from service.core.model_watcher import Loader, ModelWatcher, bootstrap_embedded, default_loader
+from service.core.schemas import CompileRequest
+from service.core.spool import Spool
 from service.jobs import RqRunner, ThreadRunner
 from service.limits import BodyLimit
-from service.model_watcher import Loader, ModelWatcher, bootstrap_embedded, default_loader
-from service.schemas import CompileRequest
-from service.spool import Spool
 from tasmopt.store import make_sessionmaker
-from tasmopt.vm.equivalence import check_blocks
 from worker import context as worker_context
 from worker.queue import QUEUES, named_queue
+from worker.verifier import verifier_from_settings
 
 __all__ = ["create_app"]
 
@@ -88,7 +89,7 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
         )
         if state.migrated:  # serve the production model from the first request on
             await asyncio.to_thread(_try_refresh, state.watcher)
-        state.redis, state.verifier = _verify_backend(settings)
+        state.redis, state.verifier = verifier_from_settings(settings)
         state.compile_slots = threading.BoundedSemaphore(
             settings.compile_slots or os.cpu_count() or 1
         )
@@ -242,21 +243,6 @@ def _try_migrate(engine: Any) -> bool:
             str(exc).splitlines()[0][:200],
         )
         return False
-
-
-def _verify_backend(settings: Settings) -> tuple[Any, Any]:
-    if not settings.redis_url:
-        return None, check_blocks
-    from worker.queue import connect
-    from worker.verifier import RqVerifier
-
-    conn = connect(settings.redis_url)
-    return conn, RqVerifier(
-        conn,
-        deadline_s=settings.verify_deadline_s,
-        hard_deadline_s=settings.verify_hard_deadline_s,
-        max_jobs=settings.verify_max_jobs,
-    )
 
 
 async def _drain_forever(app: FastAPI, every_s: float) -> None:

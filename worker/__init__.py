@@ -2,6 +2,7 @@
 that farms `BlockCheck`s out to the worker pool, the cron schedule of the learning loop, and the
 worker's own metrics (design §1, §5).
 
-Dependency direction: worker -> tasmopt. Nothing here imports the service; a worker process
-also runs async compiles, ``service.jobs.compile_job``, which RQ imports by name.
+Dependency direction: worker -> service.core (settings, the compile pipeline shared with the
+API) -> tasmopt. Nothing here imports the API (`service.main`, `service.api`, `service.jobs`);
+a worker process also runs async compiles, `worker.compile.compile_job`.
 """

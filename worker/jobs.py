@@ -4,7 +4,7 @@
 * `finetune_job` (queue ``learn``): the finetune check of design §4 Stage 3, enqueued by the
   scheduler (``tasmopt scheduler``, RQ cron) and by ``POST /admin/finetune``.
 
-(Async compiles run `service.jobs.compile_job` on the ``compile`` queue.)
+(Async compiles run `worker.compile.compile_job` on the ``compile`` queue.)
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ __all__ = [
 #: Name of the queue the API enqueues equivalence checks on.
 VERIFY_QUEUE = "verify"
 
-#: Async compiles (``POST /compile/jobs``): `service.jobs.compile_job`.
+#: Async compiles (``POST /compile/jobs``): `worker.compile.compile_job`.
 COMPILE_QUEUE = "compile"
 
 #: The learning loop: `worker.jobs.finetune_job`, enqueued by the scheduler and the admin API.

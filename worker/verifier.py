@@ -19,10 +19,14 @@ from redis import Redis
 from redis.exceptions import RedisError
 from rq.job import Job, JobStatus
 
+from service.core.config import Settings
 from tasmopt.vm.equivalence import BlockCheck, Verdict, check_blocks
 from worker.queue import VERIFY_QUEUE, verify_queue
 
-__all__ = ["RqVerifier", "unverified"]
+__all__ = ["RqVerifier", "unverified", "verifier_from_settings", "Verifier"]
+
+#: A verify backend: ``list[BlockCheck] -> list[Verdict]`` (what the optimizer calls).
+Verifier = Callable[[list[BlockCheck]], list[Verdict]]
 
 log = logging.getLogger(__name__)
 
@@ -175,3 +179,26 @@ class RqVerifier:
                 return
             except Exception as exc:  # rq raises InvalidJobOperation on a race; harmless
                 log.debug("could not cancel %s: %s", job.id, exc)
+
+
+def verifier_from_settings(
+    settings: Settings, *, in_process: bool = False
+) -> tuple[Redis | None, Verifier]:
+    """The one place that picks the verify backend: in-process `check_blocks` without
+    REDIS_URL (or when ``in_process``, as in a worker, which is itself a verifier), else an
+    `RqVerifier` over the ``verify`` queue with the settings' deadlines.
+
+    Returns:
+        (the Redis connection it opened or None, the backend).
+    """
+    if in_process or not settings.redis_url:
+        return None, check_blocks
+    from worker.queue import connect
+
+    conn = connect(settings.redis_url)
+    return conn, RqVerifier(
+        conn,
+        deadline_s=settings.verify_deadline_s,
+        hard_deadline_s=settings.verify_hard_deadline_s,
+        max_jobs=settings.verify_max_jobs,
+    )

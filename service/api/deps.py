@@ -15,13 +15,13 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.compiling import Compiler, DbBreaker, Verifier, parse_request
+from service.core.compiling import Compiler, DbBreaker, Verifier, parse_request
 from service.core.config import Settings
-from service.errors import Forbidden, Unauthorized
+from service.core.errors import Forbidden, Unauthorized
+from service.core.model_watcher import ModelWatcher
+from service.core.schemas import CompileRequest
+from service.core.spool import Spool
 from service.jobs import RqRunner, ThreadRunner
-from service.model_watcher import ModelWatcher
-from service.schemas import CompileRequest
-from service.spool import Spool
 
 __all__ = [
     "SettingsDep",
@@ -89,7 +89,7 @@ def get_verifier(request: Request) -> Verifier:
 
 def get_baseline() -> Callable[[list[Any], str | None], str]:
     """What to serve when the optimizer fails: the client's baseline, else our lowering."""
-    from service.baseline import baseline_tasm
+    from service.core.baseline import baseline_tasm
 
     return baseline_tasm
 

@@ -10,7 +10,7 @@ from rq.registry import FinishedJobRegistry
 from sqlalchemy import create_engine, func, select
 
 from service.api.deps import get_baseline, get_compiler
-from service.schemas import CompileOptionsIn
+from service.core.schemas import CompileOptionsIn
 from tasmopt.lower.triton import lower
 from tasmopt.report import CompileOptions
 from tasmopt.store import BuildResult, count_build_results, list_build_results

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from service.metrics import MODEL_LOAD_FAILURES
-from service.model_watcher import ModelWatcher, compute_phase, default_loader
+from service.core.metrics import MODEL_LOAD_FAILURES
+from service.core.model_watcher import ModelWatcher, compute_phase, default_loader
 from tasmopt.store import (
     describe_checkpoint,
     list_admin_actions,

@@ -12,9 +12,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query
 
 from service.api.deps import AdminDep, RunnerDep, SessionDep, SettingsDep, WatcherDep
-from service.errors import ADMIN_ERROR_RESPONSES, InvalidRequest
-from service.jobs import RqRunner
-from service.schemas import (
+from service.core.schemas import (
     AdminActionPublic,
     CheckpointPublic,
     FinetuneAccepted,
@@ -24,6 +22,8 @@ from service.schemas import (
     ReasonIn,
     RegisterIn,
 )
+from service.errors import ADMIN_ERROR_RESPONSES, InvalidRequest
+from service.jobs import RqRunner
 from tasmopt.store import (
     describe_checkpoint,
     last_finetune_run,
@@ -164,7 +164,7 @@ def rollback(
 def phase(actor: AdminDep, session: SessionDep, watcher: WatcherDep) -> PhaseOut:
     """Learning phase A/B (design §4) from the replay buffer and the production
     checkpoint's holdout metrics; the buffer's counts; the last finetune run."""
-    from service.model_watcher import compute_phase
+    from service.core.model_watcher import compute_phase
 
     counts = buffer_counts(session)
     prod = production_checkpoint(session)

@@ -7,7 +7,6 @@ import uuid
 
 from fastapi import APIRouter, Request
 
-from service import compiling
 from service.api.deps import (
     BaselineDep,
     BreakerDep,
@@ -19,9 +18,10 @@ from service.api.deps import (
     SpoolDep,
     VerifierDep,
 )
+from service.core import compiling
+from service.core.metrics import observe_compile
+from service.core.schemas import CompileResponse
 from service.errors import ERROR_RESPONSES
-from service.metrics import observe_compile
-from service.schemas import CompileResponse
 
 router = APIRouter(tags=["compile"])
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from service.core.db import schema_status
-from service.schemas import CheckOut, HealthResponse, ReadyResponse
+from service.core.schemas import CheckOut, HealthResponse, ReadyResponse
 
 router = APIRouter(tags=["health"])
 

@@ -7,7 +7,7 @@ import uuid
 
 from fastapi import APIRouter, Request, Response
 
-from service import compiling, jobs
+from service import jobs
 from service.api.deps import (
     BaselineDep,
     BreakerDep,
@@ -21,8 +21,10 @@ from service.api.deps import (
     VerifierDep,
 )
 from service.api.routes.compile import BODY_DOC
+from service.core import compiling
+from service.core.schemas import CompileResponse, ErrorResponse, JobAccepted, JobStatusOut
 from service.errors import ERROR_RESPONSES, JobNotFound
-from service.schemas import CompileResponse, ErrorResponse, JobAccepted, JobStatusOut
+from worker.compile import JobContext
 
 router = APIRouter(tags=["compile"])
 
@@ -56,7 +58,7 @@ def submit_compile_job(
     """
     compiling.precheck(body, settings)
     job_id: uuid.UUID = request.state.request_id
-    ctx = jobs.JobContext(
+    ctx = JobContext(
         settings=settings,
         session_factory=factory,
         spool=spool,

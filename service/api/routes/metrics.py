@@ -1,11 +1,11 @@
-"""`GET /metrics`: Prometheus text exposition of this API process (see `service.metrics`)."""
+"""`GET /metrics`: Prometheus text exposition of this API process (see `service.core.metrics`)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from service.metrics import render
+from service.core.metrics import render
 
 router = APIRouter(tags=["health"])
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.metrics import MODEL_LOAD_FAILURES
+from service.core.metrics import MODEL_LOAD_FAILURES
 from tasmopt.optimizer import default_sources
 from tasmopt.sources import SourceSet
 from tasmopt.store import (

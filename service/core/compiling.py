@@ -20,9 +20,9 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from service.core.config import Settings
-from service.errors import CLIENT_ERRORS, InvalidRequest, LimitExceeded, MalformedBody
-from service.schemas import CompileOptionsIn, CompileRequest, CompileResponse
-from service.spool import Spool, is_connectivity_error, job_to_json
+from service.core.errors import CLIENT_ERRORS, InvalidRequest, LimitExceeded, MalformedBody
+from service.core.schemas import CompileOptionsIn, CompileRequest, CompileResponse
+from service.core.spool import Spool, is_connectivity_error, job_to_json
 from tasmopt.lower.validate import validate
 from tasmopt.report import CompileOptions, CompileResult
 from tasmopt.store import build_records, fallback_records, insert_build_results, save_compile_job

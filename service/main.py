@@ -36,8 +36,8 @@ from service.core.db import engine_from_settings, migrate
 from service.core.model_watcher import Loader, ModelWatcher, bootstrap_embedded, default_loader
 from service.core.schemas import CompileRequest
 from service.core.spool import Spool
-from service.jobs import RqRunner, ThreadRunner
 from service.limits import BodyLimit
+from service.runners import RqRunner, ThreadRunner
 from tasmopt.store import make_sessionmaker
 from worker import context as worker_context
 from worker.queue import QUEUES, named_queue

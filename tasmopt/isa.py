@@ -34,6 +34,8 @@ __all__ = [
     "raw_table",
     "all_instructions",
     "names_where",
+    "SlotFlow",
+    "slot_flow",
 ]
 
 IsaVariant = Literal["release", "head"]
@@ -401,3 +403,75 @@ def names_where(predicate: Callable[[Instruction], bool]) -> frozenset[str]:
     """Mnemonics (of either variant) whose instruction satisfies ``predicate``, e.g.
     ``names_where(lambda i: i.has_side_effect)``: how every module derives a name set."""
     return frozenset(i.name for i in all_instructions() if predicate(i))
+
+
+# -- slot flow of one instruction (the model's grammar mask and input graph use it) --------
+
+
+@dataclass(frozen=True)
+class SlotFlow:
+    """How one instruction moves and reads op-stack slots (top first, index 0 = st0).
+
+    The stack after the instruction is ``new + old[consumed:]`` where ``new[i]`` is
+    ``old[src[i]]`` when ``src[i] >= 0`` (a value moved or copied) and a fresh value when
+    ``src[i] == -1``.
+
+    Attributes:
+        src: per new top slot, the old slot it comes from, or -1 for a fresh value.
+        consumed: old top slots replaced by ``src`` (``len(src) - consumed`` = stack delta).
+        reads: old slots whose values the instruction reads (a ``swap`` reads both ends).
+    """
+
+    src: tuple[int, ...]
+    consumed: int
+    reads: tuple[int, ...]
+
+    @property
+    def delta(self) -> int:
+        return len(self.src) - self.consumed
+
+
+_SLOT_RANGE = re.compile(r"st(\d+)(?:\.\.st(\d+))?")
+
+
+def _index_flow(name: str, arg: int) -> SlotFlow:
+    # the stack-index instructions, by their definition (Triton VM spec §5.2)
+    if name == "dup":
+        return SlotFlow((arg,), 0, (arg,))
+    if name == "swap":
+        src = (arg,) + tuple(range(1, arg)) + (0,) if arg else (0,)
+        return SlotFlow(src, arg + 1, (0, arg))
+    if name == "pick":
+        return SlotFlow((arg,) + tuple(range(arg)), arg + 1, (arg,))
+    if name == "place":
+        return SlotFlow(tuple(range(1, arg + 1)) + (0,), arg + 1, (0,))
+    raise IsaError(f"no slot flow defined for {name}")
+
+
+@cache
+def slot_flow(name: str, arg: int | None = None, isa: IsaVariant = "release") -> SlotFlow:
+    """`SlotFlow` of ``name arg`` from the table (pops, pushes, in-place writes, read depth);
+    the four stack instructions ``dup``/``swap``/``pick``/``place`` by their definition.
+
+    Raises:
+        IsaError: unknown mnemonic.
+    """
+    ins = instruction_set(isa)[name]
+    if ins.arg_kind == "stack_index":
+        if arg is None:
+            raise IsaError(f"{name} needs a stack index")
+        return _index_flow(name, arg)
+    small = arg if ins.arg_kind == "n_1_5" else None
+    pushes, delta = ins.pushes(small), ins.stack_delta(small)
+
+    fresh = set(range(pushes))
+    for write in ins.in_place_writes:
+        after = "(after)" in write
+        for m in _SLOT_RANGE.finditer(write):
+            lo = int(m.group(1))
+            hi = int(m.group(2)) if m.group(2) else lo
+            fresh.update(k if after else k + delta for k in range(lo, hi + 1))
+    length = max(fresh) + 1 if fresh else 0
+    src = tuple(-1 if i in fresh else i - delta for i in range(length))
+    depth = ins.reads_depth(small)
+    return SlotFlow(src, length - delta, tuple(range(depth)))

@@ -3,6 +3,6 @@ that farms `BlockCheck`s out to the worker pool, the cron schedule of the learni
 worker's own metrics (design §1, §5).
 
 Dependency direction: worker -> service.core (settings, the compile pipeline shared with the
-API) -> tasmopt. Nothing here imports the API (`service.main`, `service.api`, `service.jobs`);
+API) -> tasmopt. Nothing here imports the API (`service.main`, `service.api`, `service.runners`);
 a worker process also runs async compiles, `worker.compile.compile_job`.
 """

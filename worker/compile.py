@@ -4,7 +4,7 @@
 served if the optimizer fails) and writes the BuildResult rows and the job's final state (the
 response) in one transaction, or spools both when the database is down. It runs in an RQ
 worker as `compile_job` (queue ``compile``; the worker builds its `JobContext` from `Settings`
-on first use) or, without Redis, on the API's thread pool (`service.jobs.ThreadRunner`).
+on first use) or, without Redis, on the API's thread pool (`service.runners.ThreadRunner`).
 """
 
 from __future__ import annotations

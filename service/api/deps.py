@@ -21,7 +21,7 @@ from service.core.errors import Forbidden, Unauthorized
 from service.core.model_watcher import ModelWatcher
 from service.core.schemas import CompileRequest
 from service.core.spool import Spool
-from service.jobs import RqRunner, ThreadRunner
+from service.runners import RqRunner, ThreadRunner
 
 __all__ = [
     "SettingsDep",

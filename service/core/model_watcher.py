@@ -41,7 +41,7 @@ from tasmopt.store import (
 )
 from tasmopt.store.checkpoints import MODEL_FILE, file_sha256
 from tasmopt.store.errors import InvalidCheckpoint
-from tasmopt.store.jobs import buffer_counts
+from tasmopt.store.runs import buffer_counts
 from tasmopt.train.phase import (
     PHASE_A_CI_LOW,
     PHASE_A_VALIDITY,

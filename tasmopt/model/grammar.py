@@ -2,7 +2,7 @@
 
 Per decoding row the state is the stack length relative to block entry, ``h`` (starts at 0),
 and the types of the top `WINDOW` slots. Every rule is a table lookup in per-token tensors
-built once from the ISA (`tasmopt.model.vocab.dataflow`, `tasmopt.lower.effects`), so a step
+built once from the ISA (`tasmopt.isa.slot_flow`, `tasmopt.lower.effects`), so a step
 is a handful of gathers and comparisons on the decoder's device, with no host sync.
 
 A token ``t`` with stack delta ``delta_t`` and read depth ``need_t`` (elements it touches)
@@ -33,9 +33,9 @@ from dataclasses import dataclass
 
 import torch
 
-from tasmopt.isa import instruction_set
+from tasmopt.isa import instruction_set, slot_flow
 from tasmopt.lower.effects import instruction_effect
-from tasmopt.model.vocab import BOS, EOS, MAX_POINTERS, PAD, POINTER_KINDS, Vocab, dataflow
+from tasmopt.model.vocab import BOS, EOS, MAX_POINTERS, PAD, POINTER_KINDS, Vocab
 
 __all__ = ["TYPES", "WINDOW", "GrammarTables", "GrammarState"]
 
@@ -107,7 +107,7 @@ class GrammarTables:
                 continue
             ins = table[tok.name]
             small = tok.arg if ins.arg_kind in ("n_1_5", "stack_index") else None
-            flow = dataflow(tok.name, small, vocab.isa)
+            flow = slot_flow(tok.name, small, vocab.isa)
             text = tok.name if small is None else f"{tok.name} {small}"
             d = flow.delta
             delta[tok.id] = d

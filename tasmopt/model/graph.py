@@ -5,7 +5,7 @@ Edges are typed:
 
 * **DataDep** (0): value flow, from an abstract run of the block on an op stack of producer
   tags. Each op runs the instructions it lowers to (`tasmopt.lower.expansion.expand`) with
-  their ISA value flow (`tasmopt.model.vocab.dataflow`), so every effect is the real one
+  their ISA value flow (`tasmopt.isa.slot_flow`), so every effect is the real one
   (``ExtMul`` 4 -> 3, ``MerkleLoad`` in-place writes, ``Sub`` = ``push -1 mul add``). The
   entry stack is produced by the context node, so parameters get edges too (the anchor's
   graph started from an empty stack, spec/neural-anchor.md §18.10). Values moved by a
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 import torch
 from torch_geometric.data import Batch, Data
 
-from tasmopt.isa import P, instruction_set, names_where
+from tasmopt.isa import P, instruction_set, names_where, slot_flow
 from tasmopt.lower.expansion import expand, split_instruction
-from tasmopt.model.vocab import MAX_POINTERS, dataflow, vocab
+from tasmopt.model.vocab import MAX_POINTERS, vocab
 from tasmopt.tir.ops import VARIANTS, Op
 
 __all__ = [
@@ -258,7 +258,7 @@ def tir_graph(
                 edge(last_effect, node, MEM_ORDER)
             last_effect = node
         for name, a in instrs:
-            flow = dataflow(name, a)
+            flow = slot_flow(name, a)
             ensure(max(flow.consumed, max(flow.reads, default=-1) + 1))
             for r in flow.reads:
                 u, entry = stack[r]

@@ -21,7 +21,6 @@ spelling of the same line. Lines that fit none of these raise `VocabError`
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -48,8 +47,6 @@ __all__ = [
     "Vocab",
     "VocabError",
     "vocab",
-    "Dataflow",
-    "dataflow",
 ]
 
 PAD, BOS, EOS = 0, 1, 2
@@ -285,68 +282,3 @@ class Vocab:
 def vocab(isa: str = "release") -> Vocab:
     """The vocabulary of an ISA variant (built once per process)."""
     return Vocab(isa)
-
-
-# -- value flow of one instruction (shared by the grammar mask and the TIR graph) ------------
-
-
-@dataclass(frozen=True)
-class Dataflow:
-    """How one instruction moves and reads op-stack slots (top first, index 0 = st0).
-
-    The stack after the instruction is ``new + old[consumed:]`` where ``new[i]`` is
-    ``old[src[i]]`` when ``src[i] >= 0`` (a value moved or copied) and a fresh value when
-    ``src[i] == -1``.
-
-    Attributes:
-        src: per new top slot, the old slot it comes from, or -1 for a fresh value.
-        consumed: old top slots replaced by ``src`` (``len(src) - consumed`` = stack delta).
-        reads: old slots whose values the instruction reads (a ``swap`` reads both ends).
-    """
-
-    src: tuple[int, ...]
-    consumed: int
-    reads: tuple[int, ...]
-
-    @property
-    def delta(self) -> int:
-        return len(self.src) - self.consumed
-
-
-_RANGE = re.compile(r"st(\d+)(?:\.\.st(\d+))?")
-
-
-@cache
-def dataflow(name: str, arg: int | None = None, isa: str = "release") -> Dataflow:
-    """`Dataflow` of ``name arg`` from the ISA table (pops, pushes, in-place writes); the
-    four stack instructions ``dup``/``swap``/``pick``/``place`` by their definition.
-
-    Raises:
-        IsaError: unknown mnemonic.
-    """
-    from tasmopt.lower.effects import instruction_effect
-
-    ins = instruction_set(isa)[name]  # type: ignore[arg-type]
-    if name == "dup":
-        return Dataflow((arg,), 0, (arg,))
-    if name == "swap":
-        src = (arg,) + tuple(range(1, arg)) + (0,) if arg else (0,)
-        return Dataflow(src, arg + 1, (0, arg))
-    if name == "pick":
-        return Dataflow((arg,) + tuple(range(arg)), arg + 1, (arg,))
-    if name == "place":
-        return Dataflow(tuple(range(1, arg + 1)) + (0,), arg + 1, (0,))
-    small = arg if ins.arg_kind in ("n_1_5", "stack_index") else None
-    pushes, delta = ins.pushes(small), ins.stack_delta(small)
-    fresh = set(range(pushes))
-    for write in ins.in_place_writes:
-        after = "(after)" in write
-        for m in _RANGE.finditer(write):
-            lo = int(m.group(1))
-            hi = int(m.group(2)) if m.group(2) else lo
-            fresh.update(k if after else k + delta for k in range(lo, hi + 1))
-    length = max(fresh) + 1 if fresh else 0
-    src = tuple(-1 if i in fresh else i - delta for i in range(length))
-    text = name if small is None else f"{name} {small}"
-    depth = instruction_effect(text, isa).depth  # type: ignore[arg-type]
-    return Dataflow(src, length - delta, tuple(range(depth)))

@@ -20,15 +20,6 @@ from tasmopt.store.checkpoints import (
 )
 from tasmopt.store.engine import make_engine, make_sessionmaker
 from tasmopt.store.errors import Conflict, InvalidCheckpoint, NotFound, StoreError
-from tasmopt.store.jobs import (
-    buffer_counts,
-    get_compile_job,
-    last_finetune_run,
-    list_finetune_runs,
-    record_finetune_run,
-    results_since,
-    save_compile_job,
-)
 from tasmopt.store.models import (
     SOURCES,
     AdminAction,
@@ -46,6 +37,15 @@ from tasmopt.store.queries import (
     list_build_results,
 )
 from tasmopt.store.records import build_records, fallback_records
+from tasmopt.store.runs import (
+    buffer_counts,
+    get_compile_job,
+    last_finetune_run,
+    list_finetune_runs,
+    record_finetune_run,
+    results_since,
+    save_compile_job,
+)
 
 __all__ = [
     "SOURCES",

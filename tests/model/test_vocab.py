@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from modelkit import SHARED, lowered_blocks
 
-from tasmopt.isa import P, instruction_set
+from tasmopt.isa import P, instruction_set, slot_flow
 from tasmopt.model.graph import immediates
-from tasmopt.model.vocab import EOS, MAX_POINTERS, POINTER_KINDS, VocabError, dataflow, vocab
+from tasmopt.model.vocab import EOS, MAX_POINTERS, POINTER_KINDS, VocabError, vocab
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tasm.program import Instr
 from tasmopt.vm.symbolic import CONTROL_FLOW
@@ -70,13 +70,13 @@ def test_pointer_validity_makes_spelling_unique() -> None:
     assert not any(plain[3:])
 
 
-def test_dataflow_of_stack_instructions() -> None:
-    assert dataflow("swap", 2).src == (2, 1, 0)
-    assert dataflow("pick", 2).src == (2, 0, 1)
-    assert dataflow("place", 2).src == (1, 2, 0)
-    assert dataflow("dup", 3).reads == (3,)
-    assert dataflow("hash").delta == -5
-    assert dataflow("merkle_step_mem").src[6] == 6  # st6 kept, st5 and st7 rewritten
+def test_slot_flow_of_stack_instructions() -> None:
+    assert slot_flow("swap", 2).src == (2, 1, 0)
+    assert slot_flow("pick", 2).src == (2, 0, 1)
+    assert slot_flow("place", 2).src == (1, 2, 0)
+    assert slot_flow("dup", 3).reads == (3,)
+    assert slot_flow("hash").delta == -5
+    assert slot_flow("merkle_step_mem").src[6] == 6  # st6 kept, st5 and st7 rewritten
 
 
 def test_every_real_baseline_block_round_trips() -> None:

@@ -23,7 +23,7 @@ from service.core.schemas import (
     RegisterIn,
 )
 from service.errors import ADMIN_ERROR_RESPONSES, InvalidRequest
-from service.jobs import RqRunner
+from service.runners import RqRunner
 from tasmopt.store import (
     describe_checkpoint,
     last_finetune_run,
@@ -35,7 +35,7 @@ from tasmopt.store import (
     register_checkpoint,
     rollback_checkpoint,
 )
-from tasmopt.store.jobs import buffer_counts
+from tasmopt.store.runs import buffer_counts
 from worker.queue import LEARN_QUEUE, named_queue
 
 router = APIRouter(prefix="/admin", tags=["admin"], responses=ADMIN_ERROR_RESPONSES)

@@ -7,7 +7,7 @@ import uuid
 
 from fastapi import APIRouter, Request, Response
 
-from service import jobs
+from service import runners
 from service.api.deps import (
     BaselineDep,
     BreakerDep,
@@ -68,7 +68,7 @@ def submit_compile_job(
         baseline=baseline,
         slots=slots,
     )
-    backend = jobs.submit(job_id, body.model_dump(mode="json", exclude_unset=True), ctx, runner)
+    backend = runners.submit(job_id, body.model_dump(mode="json", exclude_unset=True), ctx, runner)
     url = request.url_for("get_compile_job", job_id=str(job_id)).path
     response.headers["Location"] = url
     return JobAccepted(id=job_id, status="queued", backend=backend, status_url=url)  # type: ignore[arg-type]
@@ -85,7 +85,7 @@ def submit_compile_job(
 def get_compile_job(job_id: uuid.UUID, factory: FactoryDep, runner: RunnerDep) -> JobStatusOut:
     """Status of an async compile: `queued`, `started`, `finished` (with `result`) or
     `failed` (with `error`)."""
-    view = jobs.lookup(job_id, session_factory=factory, runner=runner)
+    view = runners.lookup(job_id, session_factory=factory, runner=runner)
     if view is None:
         raise JobNotFound(f"no compile job {job_id}")
     result = CompileResponse.model_validate(view.response) if view.response else None

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from tasmopt.isa import P
 from tasmopt.lower.triton import lower
 from tasmopt.module import ModuleText
 from tasmopt.tasm.parser import parse_instructions
@@ -49,7 +50,6 @@ from tasmopt.vm.equivalence import (
     observe,
 )
 from tasmopt.vm.expr import ExprContext
-from tasmopt.vm.field import P
 from tasmopt.vm.guards import passing_witness
 from tasmopt.vm.symbolic import run_symbolic
 from tasmopt.vm.witness import witness

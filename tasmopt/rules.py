@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tasmopt.isa import names_where
+from tasmopt.isa import P, names_where
 from tasmopt.report import CompileOptions
 from tasmopt.sources import BlockTask
 from tasmopt.tasm.program import Instr
 from tasmopt.vm.expr import ExprContext
-from tasmopt.vm.field import P
 from tasmopt.vm.symbolic import run_symbolic
 
 __all__ = ["RULES", "rewrite", "candidates", "RulesSource"]

@@ -10,10 +10,10 @@ Each rewrite maps value ids; later operations and the final stack follow the map
 
 from __future__ import annotations
 
+from tasmopt.isa import P
 from tasmopt.search.dataflow import Dataflow, Node
 from tasmopt.tasm.program import Instr
 from tasmopt.vm.expr import ExprContext
-from tasmopt.vm.field import P
 from tasmopt.vm.symbolic import run_symbolic
 
 __all__ = ["simplify"]

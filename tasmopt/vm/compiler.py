@@ -21,10 +21,10 @@ import re
 import threading
 from collections.abc import Callable
 from functools import cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tasmopt.errors import IsaError
-from tasmopt.isa import P, instruction_set
+from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.tasm.program import Program
 from tasmopt.vm import xfield
 from tasmopt.vm.instructions import PLACEHOLDERS, Shape, shape_lines
@@ -56,7 +56,7 @@ _CACHE_KEY = "vm.decoded"
 _BINDINGS = (("ram", "ram = vm.ram"), ("js", "js = vm.js"), ("u32add", "u32add = vm.u32.add"))
 _PLACEHOLDER_RE = re.compile(r"\b(" + "|".join(PLACEHOLDERS) + r")\b")
 
-_GLOBALS: dict[str, object] = {
+_GLOBALS: dict[str, Any] = {
     "P": P,
     "xmul": xfield.mul,
     "xinv": xfield.inv,
@@ -88,6 +88,10 @@ def unpack_rows(rows: int) -> tuple[int, int, int]:
     return rows & _ROW_MASK, (rows >> ROW_SHIFT) & _ROW_MASK, rows >> (2 * ROW_SHIFT)
 
 
+#: A compiled handler or block: ``fn(stk, vm, cyc) -> next ip`` (``-1`` after ``halt``).
+Handler = Callable[[list[int], Any, int], int]
+
+
 class Step(NamedTuple):
     """One decoded instruction.
 
@@ -98,7 +102,7 @@ class Step(NamedTuple):
         terminates: it is a control-flow instruction (ends a straight-line run).
     """
 
-    fn: Callable
+    fn: Handler
     need: int
     rows: int
     terminates: bool
@@ -115,10 +119,17 @@ class Block(NamedTuple):
         rows: packed table rows of one complete execution.
     """
 
-    fn: Callable
+    fn: Handler
     n: int
     need: int
     rows: int
+
+
+def _filler(values: dict[str, Any]) -> Callable[[re.Match[str]], str]:
+    def fill(m: re.Match[str]) -> str:
+        return repr(values[m.group(1)])
+
+    return fill
 
 
 def _uses(text: str, name: str) -> bool:
@@ -130,9 +141,9 @@ def _bindings(text: str) -> list[str]:
 
 
 @cache
-def _shape_text(variant: str, shape: Shape) -> str:
+def _shape_text(variant: IsaVariant, shape: Shape) -> str:
     """Source of one instruction shape, with placeholders, ending in a ``return``."""
-    spec = instruction_set(variant)[shape.name]  # type: ignore[arg-type]
+    spec = instruction_set(variant)[shape.name]
     lines = shape_lines(shape, spec)
     if not shape.terminates:
         lines.append("return NEXT")
@@ -140,7 +151,7 @@ def _shape_text(variant: str, shape: Shape) -> str:
 
 
 @cache
-def _factory(variant: str, shape: Shape) -> Callable:
+def _factory(variant: IsaVariant, shape: Shape) -> Callable[..., Handler]:
     """``make(NEXT, SKIP, TARGET, A, EID, SYM) -> handler`` for one shape (compiled once)."""
     text = _shape_text(variant, shape).replace("Fail(K,", "Fail(0,").replace("cyc + K", "cyc")
     body = _bindings(text) + text.split("\n")
@@ -152,13 +163,14 @@ def _factory(variant: str, shape: Shape) -> Callable:
     )
     namespace = dict(_GLOBALS)
     exec(compile(src, f"<tasm handler {shape.name}>", "exec"), namespace)  # noqa: S102
-    return namespace["make"]
+    make: Callable[..., Handler] = namespace["make"]  # generated just above
+    return make
 
 
 class _Kind(NamedTuple):
     """Everything about an instruction shape that does not depend on where it sits."""
 
-    make: Callable
+    make: Callable[..., Handler]
     delta: int
     need: int
     rows: int
@@ -166,9 +178,9 @@ class _Kind(NamedTuple):
 
 
 @cache
-def _kind(variant: str, shape: Shape) -> _Kind:
+def _kind(variant: IsaVariant, shape: Shape) -> _Kind:
     """Factory and instruction-table data of a shape: stack delta, TooShallow bound, rows."""
-    spec = instruction_set(variant)[shape.name]  # type: ignore[arg-type]
+    spec = instruction_set(variant)[shape.name]
     allowed = spec.arg_range()
     if allowed is not None and shape.arg not in allowed:
         raise IsaError(f"{shape.name}: argument {shape.arg!r} out of range {allowed}")
@@ -200,7 +212,7 @@ class Decoded:
         n_instr = len(instructions)
         steps: list[Step] = []
         shapes: list[Shape] = []
-        values: list[tuple] = []
+        values: list[tuple[Any, ...]] = []
         for ip, ins in enumerate(instructions):
             name, arg = ins.name, ins.arg
             arg_kind = isa[name].arg_kind
@@ -261,7 +273,7 @@ class Decoded:
             text = _shape_text(self.variant, shape)
             if not shape.terminates:
                 text = text[: text.rindex("\n") + 1] if "\n" in text else ""  # drop "return"
-            body += _PLACEHOLDER_RE.sub(lambda m, v=values: repr(v[m.group(1)]), text).split("\n")
+            body += _PLACEHOLDER_RE.sub(_filler(values), text).split("\n")
             k += 1
             ip += 1
             if shape.terminates:
@@ -275,8 +287,8 @@ class Decoded:
         )
         namespace = dict(_GLOBALS)
         exec(compile(src, f"<tasm block {start}+{k}>", "exec"), namespace)  # noqa: S102
-        fn = namespace["block"]
-        fn.source = src  # for debugging: print(decoded(p).compile_block(0).fn.source)
+        fn: Handler = namespace["block"]  # generated just above
+        fn.source = src  # type: ignore[attr-defined]  # reason: kept on the generated function for debugging: print(decoded(p).compile_block(0).fn.source)
         blk = Block(fn, k, need, rows)
         with self._lock:
             return self.blocks.setdefault(start, blk)
@@ -285,6 +297,9 @@ class Decoded:
 def decoded(program: Program) -> Decoded:
     """The (cached) `Decoded` form of ``program``."""
     dec = program._cache.get(_CACHE_KEY)
-    if dec is None:
-        dec = program._cache.setdefault(_CACHE_KEY, Decoded(program))
-    return dec
+    if isinstance(dec, Decoded):
+        return dec
+    fresh = Decoded(program)
+    program._cache.setdefault(_CACHE_KEY, fresh)
+    stored: Decoded = program._cache[_CACHE_KEY]  # another thread may have been first
+    return stored

@@ -19,11 +19,12 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from tasmopt.isa import instruction_set, names_where
 from tasmopt.tasm.program import Program
 from tasmopt.vm.evaluate import Assignment, Evaluator, Unevaluable
-from tasmopt.vm.expr import ExprContext
+from tasmopt.vm.expr import ExprContext, Guard, Poly
 from tasmopt.vm.guards import _holds, solve
 from tasmopt.vm.symbolic import CONTROL_FLOW, SymbolicRun, _step
 from tasmopt.vm.witness import Witness
@@ -50,10 +51,10 @@ class PathResult:
     """
 
     halted: bool
-    guards: set[tuple]
+    guards: set[Guard]
     steps: int
     reason: str | None = None
-    events: list[tuple] = field(default_factory=list)
+    events: list[tuple[Any, ...]] = field(default_factory=list)
     consumed: dict[str, int] = field(default_factory=dict)
     assignment: Assignment | None = None
 
@@ -76,15 +77,15 @@ def run_path(
     if w.sponge is not None:
         run.sponge_initialized = True  # the entry sponge is live: sponge0 variables
     js: list[tuple[int, int]] = []
-    seen: set[tuple] = set()
+    seen: set[tuple[Any, ...]] = set()
     ip, steps = 0, 0
 
-    events: list[tuple] = []
+    events: list[tuple[Any, ...]] = []
 
     def result(halted: bool, reason: str | None = None) -> PathResult:
         return PathResult(halted, set(seen), steps, reason, events, dict(run.consumed), a)
 
-    def branch(cond) -> None:
+    def branch(cond: Poly) -> None:
         if cond.is_const:
             return
         c = ctx.canonical_sign(cond).id
@@ -167,7 +168,7 @@ def directed_witness(
     program: Program,
     base: Witness,
     ctx: ExprContext,
-    guards: set[tuple],
+    guards: set[Guard],
     rng: random.Random,
     *,
     attempts: int = 24,
@@ -218,8 +219,12 @@ def directed_witness(
 
 
 def _flip(
-    ctx: ExprContext, events: list[tuple], base: Witness, rng: random.Random, deadline: float | None
-):
+    ctx: ExprContext,
+    events: list[tuple[Any, ...]],
+    base: Witness,
+    rng: random.Random,
+    deadline: float | None,
+) -> Assignment | None:
     """Solve for the other direction of the newest branch that can take it."""
     tried = 0
     for k in range(len(events) - 1, -1, -1):
@@ -239,7 +244,7 @@ def _padded(w: Witness, res: PathResult, rng: random.Random) -> Witness:
     """``w`` with input streams long enough for what the path read (random tokens)."""
     from dataclasses import replace
 
-    from tasmopt.vm.field import P
+    from tasmopt.isa import P
 
     a = res.assignment or w.assignment()
     pub, sec = list(w.public_input), list(w.secret_input)
@@ -251,8 +256,7 @@ def _padded(w: Witness, res: PathResult, rng: random.Random) -> Witness:
     sec += [
         a.secret.get(k, rng.randrange(P)) for k in range(len(sec), res.consumed.get("secret", 0))
     ]
-    digs += [
-        tuple(a.digests.get(k) or [rng.randrange(P) for _ in range(5)])
-        for k in range(len(digs), res.consumed.get("digests", 0))
-    ]
-    return replace(w, public_input=tuple(pub), secret_input=tuple(sec), secret_digests=tuple(digs))  # type: ignore[arg-type]
+    for k in range(len(digs), res.consumed.get("digests", 0)):
+        d = a.digests.get(k) or [rng.randrange(P) for _ in range(5)]
+        digs.append((d[0], d[1], d[2], d[3], d[4]))
+    return replace(w, public_input=tuple(pub), secret_input=tuple(sec), secret_digests=tuple(digs))

@@ -41,16 +41,21 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from tasmopt.errors import TasmSyntaxError
-from tasmopt.isa import instruction_set
+from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.tasm.parser import parse, parse_instructions
 from tasmopt.tasm.program import Instr, Program
-from tasmopt.vm.expr import ExprContext
-from tasmopt.vm.field import P
+from tasmopt.vm.expr import ExprContext, Guard
 from tasmopt.vm.guards import passing_witness
 from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
 from tasmopt.vm.witness import CONTROL_FAMILIES, Witness, witness
+
+if TYPE_CHECKING:  # the simulator is imported late (its Tip5 tables are heavy)
+    from tasmopt.vm.state import VmResult
+    from tasmopt.vm.tables import TableHeights
 
 log = logging.getLogger(__name__)
 
@@ -102,11 +107,11 @@ class BlockCheck:
 
     baseline: tuple[str, ...]
     candidate: tuple[str, ...]
-    isa: str = "release"
+    isa: IsaVariant = "release"
     witnesses: int = MIN_WITNESSES
     seed: int = 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "baseline": list(self.baseline),
             "candidate": list(self.candidate),
@@ -116,7 +121,7 @@ class BlockCheck:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> BlockCheck:
+    def from_dict(cls, d: dict[str, Any]) -> BlockCheck:
         return cls(
             tuple(d["baseline"]),
             tuple(d["candidate"]),
@@ -146,11 +151,11 @@ class Verdict:
     cycles: int = 0
     heights: dict[str, int] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> Verdict:
+    def from_dict(cls, d: dict[str, Any]) -> Verdict:
         return cls(
             bool(d["equivalent"]),
             d["method"],
@@ -309,13 +314,13 @@ def compare_symbolic(
 # -- layer 2 ------------------------------------------------------------------------------
 
 
-def _vm():
+def _vm() -> ModuleType:
     from tasmopt.vm import simulator  # imported late: the simulator imports Tip5 tables
 
     return simulator
 
 
-def observe(result) -> tuple:
+def observe(result: VmResult) -> tuple[Any, ...]:
     """The observables of a VmResult (design §2), as a comparable tuple; all errors equal."""
     if result.error is not None:
         return ("error",)
@@ -331,7 +336,7 @@ def observe(result) -> tuple:
     )
 
 
-def _explain(a: tuple, b: tuple) -> str:
+def _explain(a: tuple[Any, ...], b: tuple[Any, ...]) -> str:
     if a[0] == "error" or b[0] == "error":
         return (
             "baseline fails and candidate does not"
@@ -359,12 +364,13 @@ def _explain(a: tuple, b: tuple) -> str:
     return "differs"
 
 
-def _run(program: Program, w: Witness, step_limit: int, start: int | str = 0):
-    return _vm().run(program, w.vm_input(), start=start, step_limit=step_limit)
+def _run(program: Program, w: Witness, step_limit: int, start: int | str = 0) -> VmResult:
+    result: VmResult = _vm().run(program, w.vm_input(), start=start, step_limit=step_limit)
+    return result
 
 
-def _block_program(instrs: Sequence[Instr], isa: str) -> Program:
-    return Program.from_items(list(instrs) + [Instr("halt")], isa)  # type: ignore[arg-type]
+def _block_program(instrs: Sequence[Instr], isa: IsaVariant) -> Program:
+    return Program.from_items(list(instrs) + [Instr("halt")], isa)
 
 
 #: Tables compared for acceptance. The cascade table is left out: it counts distinct 16-bit
@@ -398,7 +404,7 @@ def no_taller(candidate: dict[str, int], baseline: dict[str, int]) -> bool:
     return padded_height(candidate) <= padded_height(baseline)
 
 
-def _merge_heights(acc: dict[str, int], heights) -> None:
+def _merge_heights(acc: dict[str, int], heights: TableHeights | None) -> None:
     if heights is None:
         return
     for k, v in heights.as_dict().items():
@@ -421,11 +427,11 @@ def check_block(check: BlockCheck) -> Verdict:
     Never raises for a bad candidate: unparsable text or control flow are rejections.
     """
     try:
-        base = parse_instructions("\n".join(check.baseline), check.isa)  # type: ignore[arg-type]
+        base = parse_instructions("\n".join(check.baseline), check.isa)
     except TasmSyntaxError as exc:
         return _reject(f"baseline does not parse: {exc}")
     try:
-        cand = parse_instructions("\n".join(check.candidate), check.isa)  # type: ignore[arg-type]
+        cand = parse_instructions("\n".join(check.candidate), check.isa)
     except TasmSyntaxError as exc:
         return _reject(f"candidate does not parse: {exc}")
     need = max(check.witnesses, MIN_WITNESSES)
@@ -477,18 +483,18 @@ def check_block(check: BlockCheck) -> Verdict:
         for j in range(need, need + DIRECTED_TRIES * need):
             if passed >= need and (cmp.status != "testable" or random_field >= MIN_RANDOM_FIELD):
                 break
-            w = passing_witness(
+            found = passing_witness(
                 ctx,
                 guards,
                 witness(j, check.seed, depth=depth, inputs=inputs, digests=digests),
                 rng,
                 time_budget_s=0.25,
             )
-            if w is None:
+            if found is None:
                 if j >= need + need // 2 and passed == 0:
                     break  # no attempt gets through the guards: stop early, reject below
                 continue
-            bad = compare(j, w)
+            bad = compare(j, found)
             if bad:
                 return _reject(bad)
     if passed < need:
@@ -550,13 +556,13 @@ HARNESS_CYCLES = 2  # the harness's own `call` and `halt`
 FUNCTION_BUDGET_S = 2.0
 
 
-def harness(text: str, entry: str, isa: str = "release") -> Program:
+def harness(text: str, entry: str, isa: IsaVariant = "release") -> Program:
     """A program that calls label ``entry`` of ``text`` once and halts.
 
     Raises:
         TasmSyntaxError: if ``text`` does not parse.
     """
-    return parse(f"    call {entry}\n    halt\n{text}", isa)  # type: ignore[arg-type]
+    return parse(f"    call {entry}\n    halt\n{text}", isa)
 
 
 def check_function(
@@ -653,11 +659,11 @@ class _BaselineRuns:
         tries: int,
         budget_s: float,
     ) -> None:
-        self._done: list[tuple[int, Witness, object]] = []
+        self._done: list[tuple[int, Witness, VmResult]] = []
         self._more = self._produce(baseline, depth, witnesses, seed, step_limit, tries, budget_s)
         self._lock = threading.Lock()
 
-    def runs(self) -> Iterator[tuple[int, Witness, object]]:
+    def runs(self) -> Iterator[tuple[int, Witness, VmResult]]:
         k = 0
         while True:
             with self._lock:
@@ -679,13 +685,13 @@ class _BaselineRuns:
         step_limit: int,
         tries: int,
         budget_s: float,
-    ) -> Iterator[tuple[int, Witness, object]]:
+    ) -> Iterator[tuple[int, Witness, VmResult]]:
         halted = 0
 
         def make(i: int) -> Witness:
             return witness(i, seed, depth=depth, inputs=24, digests=6, families=CONTROL_FAMILIES)
 
-        def conclusive(w: Witness):
+        def conclusive(w: Witness) -> VmResult | None:
             rb = _run(baseline, w, step_limit)
             return None if rb.error is not None and rb.error.kind == "StepLimitExceeded" else rb
 
@@ -700,12 +706,12 @@ class _BaselineRuns:
 
         deadline = time.perf_counter() + budget_s
         ctx = ExprContext()
-        guards: set[tuple] = set()
+        guards: set[Guard] = set()
         rng = random.Random(seed * 104_729 + 3)
         misses = 0
         j = tries
         while halted < witnesses and time.perf_counter() < deadline:
-            w = directed_witness(
+            directed = directed_witness(
                 baseline,
                 make(j),
                 ctx,
@@ -714,13 +720,13 @@ class _BaselineRuns:
                 step_limit=min(step_limit, 20_000),
                 deadline=deadline,
             )
-            if w is None:
+            if directed is None:
                 misses += 1
                 if misses >= 3 and halted == 0:
                     return
-            elif (rb := conclusive(w)) is not None:
+            elif (rb := conclusive(directed)) is not None:
                 halted += rb.error is None
-                yield j, w, rb
+                yield j, directed, rb
             j += 1
 
 

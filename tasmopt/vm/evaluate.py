@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from tasmopt.isa import P
 from tasmopt.vm import xfield
-from tasmopt.vm.expr import ExprContext, Poly
-from tasmopt.vm.field import P
+from tasmopt.vm.expr import AtomKey, ExprContext, Poly
 
 __all__ = ["Assignment", "Evaluator"]
 
@@ -72,7 +73,7 @@ class Evaluator:
         self,
         ctx: ExprContext,
         assignment: Assignment,
-        default: Callable[[tuple], int] | None = None,
+        default: Callable[[AtomKey], int] | None = None,
     ) -> None:
         self.ctx = ctx
         self.a = assignment
@@ -102,11 +103,11 @@ class Evaluator:
             self._atoms[aid] = v
         return v
 
-    def _arg(self, a: tuple) -> int:
+    def _arg(self, a: tuple[Any, ...]) -> int:
         tag, val = a
         return self.value(self.ctx._by_id[val]) if tag == "p" else val
 
-    def _atom(self, key: tuple) -> int:  # noqa: C901 - one branch per opaque operation
+    def _atom(self, key: AtomKey) -> int:  # noqa: C901 - one branch per opaque operation
         a = self.a
         if key[0] == "var":
             kind = key[1]
@@ -168,7 +169,7 @@ class Evaluator:
         if name == "xinv":
             if not any(args[:3]):
                 raise Unevaluable("inverse of zero")
-            return xfield.inv(tuple(args[:3]))[args[3]]
+            return xfield.inv((args[0], args[1], args[2]))[args[3]]
         if name == "merkle":
             from tasmopt.vm.tip5 import permutation
 
@@ -185,14 +186,14 @@ class Evaluator:
             return a.ram_at(addr)
         raise Unevaluable(f"no evaluation rule for {name}")
 
-    def _free(self, table: dict[int, int], k: int, key: tuple) -> int:
+    def _free(self, table: dict[int, int], k: int, key: AtomKey) -> int:
         v = table.get(k)
         if v is None:
             v = self._fresh(key)
             table[k] = v
         return v
 
-    def _fresh(self, key: tuple) -> int:
+    def _fresh(self, key: AtomKey) -> int:
         return self._default(key) % P if self._default is not None else 0
 
 

@@ -17,8 +17,9 @@ take few values, so random testing proves nothing about them.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-from tasmopt.vm.field import P
+from tasmopt.isa import P
 
 __all__ = ["ExprContext", "Poly", "MAX_TERMS"]
 
@@ -27,6 +28,13 @@ __all__ = ["ExprContext", "Poly", "MAX_TERMS"]
 MAX_TERMS = 512
 
 Monomial = tuple[tuple[int, int], ...]  # ((atom id, exponent), ...) sorted by atom id
+#: A polynomial's interning key: its (monomial, coefficient) pairs, sorted.
+PolyKey = tuple[tuple[Monomial, int], ...]
+#: An atom's identity, e.g. ``("var", "s", 0)`` (entry slot 0) or ``("op", "lt", id, id)``.
+AtomKey = tuple[Any, ...]
+#: A failure condition of a symbolic run, e.g. ``("u32", poly id)``: the run fails iff one of
+#: its guards is violated (`tasmopt.vm.guards`).
+Guard = tuple[Any, ...]
 
 
 class Poly:
@@ -34,7 +42,7 @@ class Poly:
 
     __slots__ = ("terms", "key", "id")
 
-    def __init__(self, terms: dict[Monomial, int], key: tuple, pid: int) -> None:
+    def __init__(self, terms: dict[Monomial, int], key: PolyKey, pid: int) -> None:
         self.terms = terms
         self.key = key
         self.id = pid
@@ -60,10 +68,10 @@ class ExprContext:
     """Interning tables shared by the runs that are compared against each other."""
 
     def __init__(self) -> None:
-        self._polys: dict[tuple, Poly] = {}
+        self._polys: dict[PolyKey, Poly] = {}
         self._by_id: list[Poly] = []
-        self._atoms: dict[tuple, int] = {}
-        self.atom_keys: list[tuple] = []
+        self._atoms: dict[AtomKey, int] = {}
+        self.atom_keys: list[AtomKey] = []
         self.atom_algebraic: list[bool] = []
         self.zero = self.poly({})
         self.one = self.const(1)
@@ -83,7 +91,7 @@ class ExprContext:
         value %= P
         return self.poly({(): value} if value else {})
 
-    def atom(self, key: tuple, *, algebraic: bool) -> Poly:
+    def atom(self, key: AtomKey, *, algebraic: bool) -> Poly:
         """The polynomial consisting of one atom with identity ``key``."""
         aid = self._atoms.get(key)
         if aid is None:

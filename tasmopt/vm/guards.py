@@ -34,10 +34,11 @@ import logging
 import random
 import time
 from collections.abc import Iterable
+from typing import Any
 
+from tasmopt.isa import P
 from tasmopt.vm.evaluate import Assignment, Evaluator, Unevaluable
-from tasmopt.vm.expr import ExprContext, Poly
-from tasmopt.vm.field import P
+from tasmopt.vm.expr import AtomKey, ExprContext, Guard, Poly
 from tasmopt.vm.witness import Witness
 
 __all__ = ["solve", "violated", "guard_polys", "passing_witness"]
@@ -48,7 +49,7 @@ _U32 = 1 << 32
 _FREE_KINDS = ("s", "public", "secret", "digest", "sponge0", "mem0")
 
 
-def violated(ctx: ExprContext, guards: Iterable[tuple], a: Assignment) -> list[tuple]:
+def violated(ctx: ExprContext, guards: Iterable[Guard], a: Assignment) -> list[Guard]:
     """The guards of ``guards`` that fail under ``a`` (undefined values count as failing)."""
     ev = Evaluator(ctx, a)
     bad = []
@@ -62,7 +63,7 @@ def violated(ctx: ExprContext, guards: Iterable[tuple], a: Assignment) -> list[t
     return bad
 
 
-def _holds(ctx: ExprContext, ev: Evaluator, g: tuple) -> bool:
+def _holds(ctx: ExprContext, ev: Evaluator, g: tuple[Any, ...]) -> bool:
     kind = g[0]
     if kind == "false":
         return False
@@ -80,7 +81,7 @@ def _holds(ctx: ExprContext, ev: Evaluator, g: tuple) -> bool:
     raise ValueError(f"unknown guard {g!r}")
 
 
-def guard_polys(ctx: ExprContext, guards: Iterable[tuple]) -> list[Poly]:
+def guard_polys(ctx: ExprContext, guards: Iterable[Guard]) -> list[Poly]:
     """The expressions the guards constrain."""
     out = []
     for g in guards:
@@ -93,7 +94,7 @@ def guard_polys(ctx: ExprContext, guards: Iterable[tuple]) -> list[Poly]:
 
 def solve(
     ctx: ExprContext,
-    guards: Iterable[tuple],
+    guards: Iterable[Guard],
     base: Assignment,
     rng: random.Random,
     *,
@@ -127,7 +128,7 @@ def solve(
 
 def passing_witness(
     ctx: ExprContext,
-    guards: Iterable[tuple],
+    guards: Iterable[Guard],
     w: Witness,
     rng: random.Random,
     *,
@@ -146,7 +147,7 @@ def passing_witness(
 
 
 def _propagate(
-    ctx: ExprContext, guards: list[tuple], a: Assignment, rng: random.Random, deadline: float
+    ctx: ExprContext, guards: list[Guard], a: Assignment, rng: random.Random, deadline: float
 ) -> bool:
     pinned: set[int] = set()
     for _ in range(3 * len(guards) + 3):
@@ -166,7 +167,7 @@ def _propagate(
 
 
 def _repair(
-    ctx: ExprContext, g: tuple, a: Assignment, rng: random.Random, pinned: set[int]
+    ctx: ExprContext, g: Guard, a: Assignment, rng: random.Random, pinned: set[int]
 ) -> bool:
     kind = g[0]
     if kind == "sponge_initialized":
@@ -268,7 +269,7 @@ def _assign(ctx: ExprContext, a: Assignment, aid: int, value: int) -> bool:
 
 
 def _shake(
-    ctx: ExprContext, guards: list[tuple], a: Assignment, rng: random.Random, small: bool
+    ctx: ExprContext, guards: list[Guard], a: Assignment, rng: random.Random, small: bool
 ) -> None:
     """Re-draw the variables the guards mention (small values on odd attempts: u32 paths)."""
     for aid in ctx.atoms_of(guard_polys(ctx, guards)):
@@ -281,7 +282,7 @@ def _shake(
 
 
 def _smt(
-    ctx: ExprContext, guards: list[tuple], a: Assignment, rng: random.Random, deadline: float
+    ctx: ExprContext, guards: list[Guard], a: Assignment, rng: random.Random, deadline: float
 ) -> Assignment | None:
     remaining = deadline - time.perf_counter()
     if remaining <= 0.01:
@@ -306,7 +307,7 @@ def _smt(
     model = solver.model()
     out = a.copy()
     for aid, bv in enc.vars.items():
-        val = model.eval(bv, model_completion=True).as_long() % P  # type: ignore[attr-defined]
+        val = model.eval(bv, model_completion=True).as_long() % P
         _assign(ctx, out, aid, val)
     return out
 
@@ -320,17 +321,18 @@ class _Encoder:
     u32 bit operations through 32-bit bit-vectors). Integer arithmetic is far faster in z3
     than 128-bit bit-vector remainders for these mostly linear or low-degree guards."""
 
-    def __init__(self, ctx: ExprContext, a: Assignment, z3) -> None:
+    # z3's Python API is untyped: its expressions are `Any` here
+    def __init__(self, ctx: ExprContext, a: Assignment, z3: Any) -> None:
         self.ctx, self.a, self.z3 = ctx, a, z3
         self.vars: dict[int, object] = {}
-        self.side: list = []
+        self.side: list[Any] = []
         self._memo: dict[int, object] = {}
         self._ev = Evaluator(ctx, a)
 
-    def const(self, v: int):
+    def const(self, v: int) -> Any:
         return self.z3.IntVal(v % P)
 
-    def guard(self, g: tuple):
+    def guard(self, g: Guard) -> Any:
         z3 = self.z3
         kind = g[0]
         if kind == "sponge_initialized":
@@ -348,10 +350,10 @@ class _Encoder:
             return v < _U32
         return z3.BoolVal(False)
 
-    def mul(self, x, y):
+    def mul(self, x: Any, y: Any) -> Any:
         return (x * y) % P
 
-    def poly(self, p: Poly):
+    def poly(self, p: Poly) -> Any:
         total = None
         for mono, c in sorted(p.terms.items()):
             t = self.const(c) if c != 1 or not mono else None
@@ -364,7 +366,7 @@ class _Encoder:
             total = t if total is None else total + t
         return self.const(0) if total is None else total % P
 
-    def atom(self, aid: int):
+    def atom(self, aid: int) -> Any:
         got = self._memo.get(aid)
         if got is not None:
             return got
@@ -379,15 +381,15 @@ class _Encoder:
         self._memo[aid] = v
         return v
 
-    def _u32(self, x):
+    def _u32(self, x: Any) -> Any:
         return self.z3.Int2BV(x, 32)
 
-    def _op(self, key: tuple):
+    def _op(self, key: AtomKey) -> Any:
         z3 = self.z3
         name = key[0]
         args = key[1:]
 
-        def arg(i):
+        def arg(i: int) -> Any:
             tag, val = args[i]
             return self.poly(self.ctx._by_id[val]) if tag == "p" else self.const(val)
 

@@ -57,6 +57,17 @@ class Shape(NamedTuple):
     variant: str = ""
 
     @property
+    def n(self) -> int:
+        """The small argument (``pop n``, ``dup i``, ...).
+
+        Raises:
+            ValueError: the instruction takes none.
+        """
+        if self.arg is None:
+            raise ValueError(f"{self.name} has no small argument")
+        return self.arg
+
+    @property
     def terminates(self) -> bool:
         return self.name in TERMINATORS and self.variant != "external"
 
@@ -95,11 +106,11 @@ def _push(s: Shape) -> list[str]:
 
 
 def _pop(s: Shape) -> list[str]:
-    return [f"del stk[-{s.arg}:]"]
+    return [f"del stk[-{s.n}:]"]
 
 
 def _divine(s: Shape) -> list[str]:
-    n = s.arg
+    n = s.n
     return [
         "i = vm.sec_i",
         f"if i + {n} > len(vm.sec): {_fail('EmptySecretInput')}",
@@ -109,21 +120,21 @@ def _divine(s: Shape) -> list[str]:
 
 
 def _dup(s: Shape) -> list[str]:
-    return [f"stk.append(stk[-{s.arg + 1}])"]
+    return [f"stk.append(stk[-{s.n + 1}])"]
 
 
 def _swap(s: Shape) -> list[str]:
-    i = s.arg
+    i = s.n
     return [] if i == 0 else [f"stk[-1], stk[-{i + 1}] = stk[-{i + 1}], stk[-1]"]
 
 
 def _pick(s: Shape) -> list[str]:
-    i = s.arg
+    i = s.n
     return [] if i == 0 else [f"stk.append(stk.pop(-{i + 1}))"]
 
 
 def _place(s: Shape) -> list[str]:
-    i = s.arg
+    i = s.n
     return [] if i == 0 else [f"stk.insert(-{i}, stk.pop())"]
 
 
@@ -178,7 +189,7 @@ def _assert(s: Shape) -> list[str]:
 
 
 def _read_mem(s: Shape) -> list[str]:
-    n = s.arg
+    n = s.n
     reads = _ram_reads("p", [-k for k in range(n)])
     lines = ["p = stk[-1]", f"stk[-1] = {reads[0]}"]
     lines += [f"stk.append({r})" for r in reads[1:]]
@@ -187,7 +198,7 @@ def _read_mem(s: Shape) -> list[str]:
 
 
 def _write_mem(s: Shape) -> list[str]:
-    n = s.arg
+    n = s.n
     lines = ["p = stk.pop()", "ram[p] = stk.pop()"]
     lines += [f"ram[(p + {k}) % P] = stk.pop()" for k in range(1, n)]
     lines.append(f"stk.append((p + {n}) % P)")
@@ -392,7 +403,7 @@ def _xb_mul(s: Shape) -> list[str]:
 
 
 def _read_io(s: Shape) -> list[str]:
-    n = s.arg
+    n = s.n
     return [
         "i = vm.pub_i",
         f"if i + {n} > len(vm.pub): {_fail('EmptyPublicInput')}",
@@ -402,7 +413,7 @@ def _read_io(s: Shape) -> list[str]:
 
 
 def _write_io(s: Shape) -> list[str]:
-    n = s.arg
+    n = s.n
     return [f"vm.out += stk[:-{n + 1}:-1]", f"del stk[-{n}:]"]
 
 

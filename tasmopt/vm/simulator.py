@@ -28,10 +28,10 @@ from __future__ import annotations
 import logging
 
 from tasmopt.errors import VmError
+from tasmopt.isa import P
 from tasmopt.tasm.program import Program
 from tasmopt.vm import tip5
 from tasmopt.vm.compiler import HOT_THRESHOLD, MIN_STACK, Fail, decoded, unpack_rows
-from tasmopt.vm.field import P
 from tasmopt.vm.state import ExternalCall, RunState, VmInput, VmResult
 from tasmopt.vm.tables import TableHeights, attestation, measured_permutation, u32_height
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tasmopt.errors import VmError
-from tasmopt.vm.field import P
+from tasmopt.isa import P
 from tasmopt.vm.tables import TableHeights
 
 __all__ = ["VmInput", "ExternalCall", "VmResult", "RunState"]
@@ -96,7 +96,7 @@ class VmResult:
         return self.error is None
 
 
-class _FilledDict(dict):
+class _FilledDict(dict[int, int]):
     """RAM whose unwritten addresses read ``fill(address)`` instead of 0. Holds only the
     writes, so a result's ``ram`` is what the run wrote."""
 

@@ -12,14 +12,14 @@ entry state: that is a proof. Semantics follow Triton VM spec §5.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from tasmopt.isa import instruction_set, names_where
+from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.tasm.program import Instr
 from tasmopt.vm import xfield
-from tasmopt.vm.expr import ExprContext, Poly
-from tasmopt.vm.field import P
+from tasmopt.vm.expr import ExprContext, Guard, Poly
 
 __all__ = ["SymbolicRun", "run_symbolic", "CONTROL_FLOW"]
 
@@ -58,7 +58,7 @@ class SymbolicRun:
     consumed: dict[str, int] = field(
         default_factory=lambda: {"public": 0, "secret": 0, "digests": 0}
     )
-    guards: set[tuple] = field(default_factory=set)
+    guards: set[Guard] = field(default_factory=set)
     ram: list[tuple[Poly, Poly]] = field(default_factory=list)
     sponge: tuple[Poly, ...] | None = None
     sponge_initialized: bool = False
@@ -139,7 +139,7 @@ class SymbolicRun:
     def write(self, addr: Poly, value: Poly) -> None:
         self.ram.append((addr, value))
 
-    def ram_effect(self) -> tuple:
+    def ram_effect(self) -> tuple[Any, ...]:
         """A normal form of the RAM writes: shadowed writes and write-backs of unchanged
         initial values dropped; sorted when all addresses are provably distinct."""
         ctx = self.ctx
@@ -210,7 +210,9 @@ def _push_xfe(run: SymbolicRun, x: Sequence[Poly]) -> None:
     run.push(x[0])
 
 
-def _u32_binop(run: SymbolicRun, name: str, fn, commutative: bool) -> None:
+def _u32_binop(
+    run: SymbolicRun, name: str, fn: Callable[[int, int], int], commutative: bool
+) -> None:
     ctx = run.ctx
     a, b = run.pop(), run.pop()
     run.guard_u32(a)
@@ -225,7 +227,9 @@ def _u32_binop(run: SymbolicRun, name: str, fn, commutative: bool) -> None:
 
 def _step(run: SymbolicRun, ins: Instr) -> None:  # noqa: C901 - one branch per instruction
     ctx = run.ctx
-    name, arg = ins.name, ins.arg
+    name = ins.name
+    # every argument here is an int: labels (`call`) are control flow, which never gets here
+    arg = ins.arg if isinstance(ins.arg, int) else 0
     if name == "push":
         run.push(ctx.const(arg))
     elif name == "pop":
@@ -301,8 +305,8 @@ def _step(run: SymbolicRun, ins: Instr) -> None:  # noqa: C901 - one branch per 
         if name == "log_2_floor":
             run.guard_nonzero(a)
         if a.is_const and a.const < _U32 and (a.const or name == "pop_count"):
-            v = a.const.bit_length() - 1 if name == "log_2_floor" else bin(a.const).count("1")
-            run.push(ctx.const(v))
+            bits = a.const.bit_length() - 1 if name == "log_2_floor" else bin(a.const).count("1")
+            run.push(ctx.const(bits))
         else:
             run.push(ctx.op(name, a))
     elif name == "pow":
@@ -333,26 +337,26 @@ def _step(run: SymbolicRun, ins: Instr) -> None:  # noqa: C901 - one branch per 
         run.ensure(5)
         del run.stack[-5:]
     elif name == "xx_add" or name == "xx_mul":
-        a = [run.pop() for _ in range(3)]
-        b = [run.pop() for _ in range(3)]
-        r = [ctx.add(x, y) for x, y in zip(a, b)] if name == "xx_add" else _xmul(ctx, a, b)
-        _push_xfe(run, r)
+        xa = [run.pop() for _ in range(3)]
+        xb = [run.pop() for _ in range(3)]
+        xr = [ctx.add(x, y) for x, y in zip(xa, xb)] if name == "xx_add" else _xmul(ctx, xa, xb)
+        _push_xfe(run, xr)
     elif name == "xb_mul":
-        s = run.pop()
-        a = [run.pop() for _ in range(3)]
-        _push_xfe(run, [ctx.mul(s, c) for c in a])
+        scalar = run.pop()
+        xa = [run.pop() for _ in range(3)]
+        _push_xfe(run, [ctx.mul(scalar, c) for c in xa])
     elif name == "x_invert":
-        a = [run.pop() for _ in range(3)]
-        if all(c.is_const for c in a):
-            vals = tuple(c.const for c in a)
+        xa = [run.pop() for _ in range(3)]
+        if all(c.is_const for c in xa):
+            vals = (xa[0].const, xa[1].const, xa[2].const)
             if any(vals):
                 _push_xfe(run, [ctx.const(c) for c in xfield.inv(vals)])
             else:
                 run.guards.add(("false",))
-                _push_xfe(run, a)
+                _push_xfe(run, xa)
         else:
-            run.guards.add(("xnonzero",) + tuple(c.id for c in a))
-            _push_xfe(run, [ctx.op("xinv", *a, k, algebraic=True) for k in range(3)])
+            run.guards.add(("xnonzero",) + tuple(c.id for c in xa))
+            _push_xfe(run, [ctx.op("xinv", *xa, k, algebraic=True) for k in range(3)])
     elif name == "read_mem":
         p = run.pop()
         for k in range(arg):
@@ -392,8 +396,8 @@ def _step(run: SymbolicRun, ins: Instr) -> None:  # noqa: C901 - one branch per 
             run.push(state[k])
         run.sponge = _permute(ctx, state)
     elif name in ("merkle_step", "merkle_step_mem"):
-        i = run.peek(5)
-        run.guard_u32(i)
+        node = run.peek(5)
+        run.guard_u32(node)
         if name == "merkle_step":
             k = run.consumed["digests"]
             sib = [ctx.var("digest", k, j) for j in range(5)]
@@ -403,13 +407,13 @@ def _step(run: SymbolicRun, ins: Instr) -> None:  # noqa: C901 - one branch per 
             sib = [run.read(ctx.add(ptr, ctx.const(j))) for j in range(5)]
             run.set_at(7, ctx.add(ptr, ctx.const(5)))
         cur = [run.peek(j) for j in range(5)]
-        if i.is_const and i.const < _U32:
-            left, right = (cur, sib) if i.const % 2 == 0 else (sib, cur)
+        if node.is_const and node.const < _U32:
+            left, right = (cur, sib) if node.const % 2 == 0 else (sib, cur)
             h = _permute(ctx, left + right + [ctx.one] * 6)[:5]
-            half = ctx.const(i.const // 2)
+            half = ctx.const(node.const // 2)
         else:
-            h = tuple(ctx.op("merkle", i, *cur, *sib, j) for j in range(5))
-            half = ctx.op("half", i)
+            h = tuple(ctx.op("merkle", node, *cur, *sib, j) for j in range(5))
+            half = ctx.op("half", node)
         for j in range(5):
             run.set_at(j, h[j])
         run.set_at(5, half)
@@ -417,16 +421,17 @@ def _step(run: SymbolicRun, ins: Instr) -> None:  # noqa: C901 - one branch per 
         a, b = run.peek(0), run.peek(1)
         acc = _xfe(run, 2)
         if name == "xx_dot_step":
-            r, left = [None] * 3, [None] * 3
+            rhs: list[Poly] = []
+            left = []
             for j in range(3):  # reads interleaved a, b, a+1, b+1, a+2, b+2
-                r[j] = run.read(ctx.add(a, ctx.const(j)))
-                left[j] = run.read(ctx.add(b, ctx.const(j)))
-            prod = _xmul(ctx, r, left)
+                rhs.append(run.read(ctx.add(a, ctx.const(j))))
+                left.append(run.read(ctx.add(b, ctx.const(j))))
+            prod = _xmul(ctx, rhs, left)
             step_a = 3
         else:
-            s = run.read(a)
+            scalar = run.read(a)
             left = [run.read(ctx.add(b, ctx.const(j))) for j in range(3)]
-            prod = [ctx.mul(s, c) for c in left]
+            prod = [ctx.mul(scalar, c) for c in left]
             step_a = 1
         new = [ctx.add(x, y) for x, y in zip(acc, prod)]
         run.set_at(0, ctx.add(a, ctx.const(step_a)))
@@ -454,7 +459,9 @@ def _step(run: SymbolicRun, ins: Instr) -> None:  # noqa: C901 - one branch per 
         run.unsupported = name
 
 
-def run_symbolic(instrs: Sequence[Instr], ctx: ExprContext, isa: str = "release") -> SymbolicRun:
+def run_symbolic(
+    instrs: Sequence[Instr], ctx: ExprContext, isa: IsaVariant = "release"
+) -> SymbolicRun:
     """Execute a straight-line fragment symbolically.
 
     Args:
@@ -466,7 +473,7 @@ def run_symbolic(instrs: Sequence[Instr], ctx: ExprContext, isa: str = "release"
         SymbolicRun with the observables; ``unsupported`` names the first instruction that
         could not be executed, in which case the other fields are partial.
     """
-    table = instruction_set(isa)  # type: ignore[arg-type]
+    table = instruction_set(isa)
     run = SymbolicRun(ctx)
     for ins in instrs:
         if ins.name in CONTROL_FLOW or ins.name not in table:

@@ -12,9 +12,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
+from tasmopt.isa import P
 from tasmopt.tasm.program import Program
 from tasmopt.vm import tip5
-from tasmopt.vm.field import MONTGOMERY_R, P
+from tasmopt.vm.field import MONTGOMERY_R
 
 __all__ = [
     "LOOKUP_HEIGHT",
@@ -133,7 +134,7 @@ class Attestation(NamedTuple):
 def attestation(program: Program) -> Attestation:
     """Program attestation of ``program``: digest, rows and limbs (cached on the program)."""
     cached = program._cache.get("vm.attestation")
-    if cached is not None:
+    if isinstance(cached, Attestation):
         return cached
     padded = tip5.pad_varlen(program.words())
     chunks = len(padded) // tip5.RATE
@@ -147,4 +148,5 @@ def attestation(program: Program) -> Attestation:
     att = Attestation(
         tuple(state[: tip5.DIGEST_LENGTH]), tip5.RATE * chunks, 6 * chunks, frozenset(limbs)
     )
-    return program._cache.setdefault("vm.attestation", att)
+    program._cache.setdefault("vm.attestation", att)
+    return att

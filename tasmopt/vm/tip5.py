@@ -10,8 +10,9 @@ import json
 import struct
 from collections.abc import Sequence
 from importlib import resources
+from typing import Any
 
-from tasmopt.vm.field import P
+from tasmopt.isa import P
 
 __all__ = [
     "STATE_SIZE",
@@ -41,9 +42,9 @@ _R = 0xFFFF_FFFF  # Montgomery R = 2^64 mod p
 _R_INV = pow(_R, P - 2, P)
 
 
-def _load() -> dict:
+def _load() -> dict[str, Any]:
     text = resources.files("tasmopt").joinpath("data/tip5_constants.json").read_text()
-    data = json.loads(text)
+    data: dict[str, Any] = json.loads(text)
     if data["field_prime"] != P or data["state_size"] != STATE_SIZE:
         raise ValueError("tip5_constants.json does not describe Tip5 over the Goldilocks field")
     return data
@@ -52,7 +53,7 @@ def _load() -> dict:
 _DATA = _load()
 
 
-def constants() -> dict:
+def constants() -> dict[str, Any]:
     """The parsed constants file (lookup table, MDS column, round constants, test vectors)."""
     return _DATA
 

@@ -9,11 +9,12 @@ testing: all zeros, all ones, tiny values, small u32s, random u32s, boundary val
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
+from tasmopt.isa import P
 from tasmopt.vm.evaluate import Assignment
-from tasmopt.vm.field import P
 from tasmopt.vm.state import VmInput
 
 __all__ = ["Witness", "FAMILIES", "CONTROL_FAMILIES", "witness", "witnesses", "FilledRam"]
@@ -225,7 +226,10 @@ def witness(
     rng = random.Random(seed * 1_000_003 + index)
     family = families[index % len(families)]
     rep = rng.randrange(P)
-    draw = lambda: _draw(rng, family, rep)  # noqa: E731
+
+    def draw() -> int:
+        return _draw(rng, family, rep)
+
     stack = tuple(draw() for _ in range(max(depth, 16)))
     return Witness(
         index=index,
@@ -233,12 +237,16 @@ def witness(
         stack=stack,
         public_input=tuple(draw() for _ in range(inputs)),
         secret_input=tuple(draw() for _ in range(inputs)),
-        secret_digests=tuple(tuple(draw() for _ in range(5)) for _ in range(digests)),  # type: ignore[misc]
+        secret_digests=tuple(_digest(draw) for _ in range(digests)),
         seed=rng.randrange(2**62),
         sponge=(tuple(rng.randrange(P) for _ in range(16)) if sponge and index % 8 != 7 else None),
     )
 
 
-def witnesses(count: int, seed: int, **kwargs) -> list[Witness]:
+def _digest(draw: Callable[[], int]) -> tuple[int, int, int, int, int]:
+    return (draw(), draw(), draw(), draw(), draw())
+
+
+def witnesses(count: int, seed: int, **kwargs: Any) -> list[Witness]:
     """The first ``count`` witnesses of ``seed``."""
     return [witness(i, seed, **kwargs) for i in range(count)]

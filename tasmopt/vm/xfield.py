@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import builtins
 
-from tasmopt.vm.field import P
+from tasmopt.isa import P
 
 XFE = tuple[int, int, int]
 

@@ -18,12 +18,12 @@ from click.testing import CliRunner
 
 from tasmopt import optimizer
 from tasmopt.cli import main as cli
+from tasmopt.isa import P
 from tasmopt.lower.triton import lower
 from tasmopt.sources import SourceSet
 from tasmopt.tasm.parser import parse, parse_instructions
 from tasmopt.tasm.program import Instr
 from tasmopt.tir import codec
-from tasmopt.vm.field import P
 from tasmopt.vm.simulator import VmInput, run
 
 

@@ -13,6 +13,7 @@ import random
 
 import pytest
 
+from tasmopt.isa import P
 from tasmopt.optimizer import entry_hazard
 from tasmopt.tasm.parser import parse, parse_instructions
 from tasmopt.tasm.program import Instr, Program
@@ -27,7 +28,6 @@ from tasmopt.vm.equivalence import (
 )
 from tasmopt.vm.evaluate import Assignment, Evaluator
 from tasmopt.vm.expr import ExprContext
-from tasmopt.vm.field import P
 from tasmopt.vm.guards import solve, violated
 from tasmopt.vm.simulator import VmInput, run
 from tasmopt.vm.symbolic import run_symbolic

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tasmopt.isa import P
 from tasmopt.vm import tip5
-from tasmopt.vm.field import P
 
 VECTORS = tip5.constants()["test_vectors"]
 R = 2**32 - 1

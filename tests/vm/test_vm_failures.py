@@ -6,10 +6,9 @@ import re
 
 import pytest
 
-from tasmopt.isa import instruction_set
+from tasmopt.isa import P, instruction_set
 from tasmopt.tasm import parse
 from tasmopt.vm import VmInput
-from tasmopt.vm.field import P
 
 ZEROS = VmInput(initial_stack=[0] * 16)
 BIG = 2**32  # smallest non-u32

@@ -6,10 +6,10 @@ written bottom..top, so ``r.stack[-1]`` is st0.
 
 import pytest
 
+from tasmopt.isa import P
 from tasmopt.tasm import parse
 from tasmopt.vm import VmInput, initial_stack, tip5
 from tasmopt.vm import xfield as X
-from tasmopt.vm.field import P
 
 ZEROS = VmInput(initial_stack=[0] * 16)
 

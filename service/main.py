@@ -167,7 +167,7 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
             app.openapi_schema = schema
         return app.openapi_schema
 
-    app.openapi = openapi  # type: ignore[method-assign]
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to customise the schema
     return app
 
 

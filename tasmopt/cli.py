@@ -347,7 +347,7 @@ def run(
     from tasmopt.vm.simulator import run as run_vm
 
     try:
-        program = parse(file.read_text(encoding="utf-8"), isa)  # type: ignore[arg-type]
+        program = parse(file.read_text(encoding="utf-8"), isa)  # type: ignore[arg-type]  # click validated --isa against ISA_VARIANTS
     except TasmSyntaxError as exc:
         raise click.ClickException(f"{file}:{exc.line}:{exc.column}: {exc.reason}") from None
     vm_input = VmInput(public_input=public or (), secret_input=secret or (), initial_stack=stack)

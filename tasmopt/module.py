@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tasmopt.errors import TasmSyntaxError
+from tasmopt.isa import IsaVariant
 from tasmopt.lower.triton import Lowering
 from tasmopt.tasm.program import Program
 from tasmopt.vm.equivalence import harness
@@ -124,7 +125,7 @@ class ModuleText:
         return "\n".join(out), where
 
     def harness(
-        self, name: str, isa: str, override: dict[str, Sequence[str]] | None = None
+        self, name: str, isa: IsaVariant, override: dict[str, Sequence[str]] | None = None
     ) -> Program:
         """A program that calls function ``name`` once and halts (see
         `tasmopt.vm.equivalence.harness`).

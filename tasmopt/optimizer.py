@@ -535,7 +535,7 @@ def _rank(
             continue
         _, source, check, verdict = best
         f.chosen[j] = (source, list(check.candidate), verdict)
-        report.source = source  # type: ignore[assignment]
+        report.source = source  # type: ignore[assignment]  # a source name is one of the report's Source values for the sources we ship
         report.tasm = list(check.candidate)
         report.cycles = verdict.cycles
         report.heights = dict(verdict.heights)

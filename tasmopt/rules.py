@@ -122,7 +122,7 @@ def _simplify_window(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] |
             elif v.id in entry_depth and entry_depth[v.id] + pushed <= 15:
                 repl.append(Instr("dup", entry_depth[v.id] + pushed))
             else:
-                repl = None  # type: ignore[assignment]
+                repl = None  # type: ignore[assignment]  # a rule that does not apply returns None; the loop skips it
                 break
             pushed += 1
         if repl is not None and len(repl) < k:

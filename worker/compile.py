@@ -126,7 +126,7 @@ def execute(
         raise
 
     def final(stored: str) -> dict[str, Any]:
-        response = compiling.to_response(served, stored).model_dump(mode="json")  # type: ignore[arg-type]
+        response = compiling.to_response(served, stored).model_dump(mode="json")  # type: ignore[arg-type]  # serve() returns a result on this path (it raised otherwise)
         return {
             "id": job_id,
             "status": "finished",

@@ -52,7 +52,7 @@ class JsonCronJob(CronJob):
 class JsonCronScheduler(CronScheduler):
     """`CronScheduler` that registers `JsonCronJob`s."""
 
-    def register(self, func: Any, queue_name: str, **kwargs: Any) -> CronJob:  # type: ignore[override]
+    def register(self, func: Any, queue_name: str, **kwargs: Any) -> CronJob:  # type: ignore[override]  # rq's CronScheduler.register signature, with our defaults
         job = JsonCronJob(queue_name=queue_name, func=func, **kwargs)
         self._cron_jobs.append(job)
         log.info(

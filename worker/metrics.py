@@ -80,7 +80,7 @@ class MeteredWorkerMixin:
     def execute_job(self, job: Job, queue: Queue) -> None:
         start = time.perf_counter()
         try:
-            super().execute_job(job, queue)  # type: ignore[misc]
+            super().execute_job(job, queue)  # type: ignore[misc]  # rq's Worker/SimpleWorker mixin: execute_job exists on the concrete base
         finally:
             JOB_SECONDS.labels(queue.name).observe(time.perf_counter() - start)
             try:

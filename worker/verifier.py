@@ -116,7 +116,7 @@ class RqVerifier:
                 pause = min(pause * 2, MAX_POLL_S)
         if local:
             log.info("%d of %d verify job(s) checked in-process", len(set(local)), len(chunks))
-        return [v for chunk in results for v in chunk]  # type: ignore[union-attr]
+        return [v for chunk in results for v in chunk]  # type: ignore[union-attr]  # every slot was filled above (in-process fallback)
 
     # -- steps -------------------------------------------------------------------------------
 

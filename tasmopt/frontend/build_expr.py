@@ -188,8 +188,8 @@ class ExprBuilder:
         self.model.push(None, out_w)
 
     def binary(self, e: A.BinExpr) -> None:
-        self.expr(e.lhs)  # type: ignore[arg-type]
-        self.expr(e.rhs)  # type: ignore[arg-type]
+        self.expr(e.lhs)  # type: ignore[arg-type]  # the checker typed this operand as an Expr (a Place only on assignment targets)
+        self.expr(e.rhs)  # type: ignore[arg-type]  # the checker typed this operand as an Expr (a Place only on assignment targets)
         out_w = width(e.ty)
         self.model.ensure_space(max(0, out_w - 2))
         if e.op in ("<", "/%"):
@@ -200,7 +200,7 @@ class ExprBuilder:
 
     def index(self, e: A.IndexExpr) -> None:
         base, k = e.base, e.const_index
-        aty = base.ty  # type: ignore[union-attr]
+        aty = base.ty  # type: ignore[union-attr]  # base was type-checked: its ty is set
         assert isinstance(aty, ArrayTy) and isinstance(aty.size, int)
         ew, total = width(aty.elem), width(aty)
         if k is not None:
@@ -209,7 +209,7 @@ class ExprBuilder:
                 ref = base.ref
                 self.read(VarRef(ref.var, ref.offset + off, ew, aty.elem))
                 return
-            self.expr(base)  # type: ignore[arg-type]
+            self.expr(base)  # type: ignore[arg-type]  # the checker typed this operand as an Expr (a Place only on assignment targets)
             self.model.ensure_space(ew)
             for _ in range(ew):
                 self.dup(off + ew - 1)
@@ -218,7 +218,7 @@ class ExprBuilder:
             self.model.push(None, ew)
             return
         # runtime index: store the array at a fresh scratch region, read the element back
-        self.expr(base)  # type: ignore[arg-type]
+        self.expr(base)  # type: ignore[arg-type]  # the checker typed this operand as an Expr (a Place only on assignment targets)
         addr = self.model.alloc.index(total)
         self.model.ensure_space(1)
         self.emit("Push", addr)
@@ -226,7 +226,7 @@ class ExprBuilder:
             self.emit("WriteMem", n)
         self.emit("Pop", 1)
         self.model.pop_entries(1)
-        self.expr(e.index)  # type: ignore[arg-type]
+        self.expr(e.index)  # type: ignore[arg-type]  # the checker typed this operand as an Expr (a Place only on assignment targets)
         self.model.ensure_space(max(2, ew))
         self.emit("Dup", 0)
         self.emit("Push", aty.size)

@@ -54,7 +54,7 @@ class _FnBuilder(ExprBuilder):
         body = decl.body
         assert body is not None
         self.emit("FnStart", sig.name)
-        params: list[Var] = decl.param_vars  # type: ignore[attr-defined]
+        params: list[Var] = decl.param_vars  # type: ignore[attr-defined]  # set by the checker on every FnDecl it accepted
         if not self.pass_through(body, params):
             for var in params:
                 self.model.push(var, var.width)
@@ -82,7 +82,7 @@ class _FnBuilder(ExprBuilder):
                 and ref.offset == 0
                 and ref.width == p.width
                 and len(a.segments) == 1
-            ):  # type: ignore[union-attr]
+            ):
                 return False
         t = call.target
         if t.kind == "intrinsic":
@@ -102,7 +102,7 @@ class _FnBuilder(ExprBuilder):
             if m.entries and m.entries[-1].var is ref.var:  # already on top: no copy
                 m.name_top(None)
             else:
-                self.expr(tail)  # type: ignore[arg-type]
+                self.expr(tail)  # type: ignore[arg-type]  # a block's tail is an Expr
             return
         self.block(body, want=k > 0)
         last = body.stmts[-1] if body.stmts else None
@@ -203,7 +203,7 @@ class _FnBuilder(ExprBuilder):
             else:
                 m.name_top(s.vars[0])
             return
-        widths = [width(t) for t in s.elem_tys]  # type: ignore[attr-defined]
+        widths = [width(t) for t in s.elem_tys]  # type: ignore[attr-defined]  # set by the checker on every destructuring let
         names = list(s.vars)
         trailing = 0
         while names and names[-1] is None:
@@ -241,7 +241,7 @@ class _FnBuilder(ExprBuilder):
             self.store(s.vars[0])
             m.pop_entries(1)
             return
-        widths = [width(t) for t in s.elem_tys]  # type: ignore[attr-defined]
+        widths = [width(t) for t in s.elem_tys]  # type: ignore[attr-defined]  # set by the checker on every destructuring let
         for ref, w in zip(reversed(s.vars), reversed(widths), strict=True):
             if ref is None:
                 self.emit_all(pop_chunks(w))

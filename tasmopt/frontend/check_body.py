@@ -75,11 +75,11 @@ class BodyChecker(ExprChecker):
         body = decl.body
         assert body is not None
         params = {}
-        decl.param_vars = []  # type: ignore[attr-defined]
+        decl.param_vars = []  # type: ignore[attr-defined]  # checker annotation attached to the AST node for the builder
         for (name, ty), p in zip(sig.params, decl.params, strict=True):
             var = Var(name, ty, False, p.pos)
             params[name] = var
-            decl.param_vars.append(var)  # type: ignore[attr-defined]
+            decl.param_vars.append(var)  # type: ignore[attr-defined]  # checker annotation attached to the AST node for the builder
         self.scopes = [params]
         _normalize_returns(body)
         value = self.block(body, value_pos=True)
@@ -140,9 +140,9 @@ class BodyChecker(ExprChecker):
             and t.intrinsic is not None
             and t.intrinsic.name == "assert"
             and len(e.args) == 1
-            and isinstance(e.args[0], A.BoolLit)  # type: ignore[union-attr]
+            and isinstance(e.args[0], A.BoolLit)  # type: ignore[union-attr]  # args checked non-empty just before
             and not e.args[0].value
-        )  # type: ignore[union-attr]
+        )
 
     # -- statements -------------------------------------------------------------------------
 
@@ -204,7 +204,7 @@ class BodyChecker(ExprChecker):
                 self.error(f"cannot destructure {what} into {n} names", s.pos)
                 elems = [ERROR] * n
         s.vars = []
-        s.elem_tys = elems  # type: ignore[attr-defined]
+        s.elem_tys = elems  # type: ignore[attr-defined]  # checker annotation attached to the AST node for the builder
         seen: set[str] = set()
         for (name, pos), ety in zip(s.names, elems, strict=True):
             if name == "_":
@@ -243,7 +243,7 @@ class BodyChecker(ExprChecker):
     def assign(self, s: A.AssignStmt) -> None:
         ty = self.expr(s.value)
         if not s.is_tuple:
-            s.vars = [self.target(s.targets[0], ty)]  # type: ignore[arg-type]
+            s.vars = [self.target(s.targets[0], ty)]  # type: ignore[arg-type]  # a binding target, never a Wildcard here
             return
         n = len(s.targets)
         if isinstance(ty, TupleTy) and len(ty.elems) == n:
@@ -255,10 +255,10 @@ class BodyChecker(ExprChecker):
                 self.error(f"cannot assign a value of type {show(ty)} to {n} names", s.pos)
             elems = [ERROR] * n
         s.vars = [
-            None if isinstance(t, A.Wildcard) else self.target(t, ety)  # type: ignore[arg-type]
+            None if isinstance(t, A.Wildcard) else self.target(t, ety)  # type: ignore[arg-type]  # a binding target, never a Wildcard here
             for t, ety in zip(s.targets, elems, strict=True)
         ]
-        s.elem_tys = elems  # type: ignore[attr-defined]
+        s.elem_tys = elems  # type: ignore[attr-defined]  # checker annotation attached to the AST node for the builder
 
     def cond(self, e: A.Expr) -> None:
         ty = self.expr(e)

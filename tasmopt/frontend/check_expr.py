@@ -55,13 +55,13 @@ def _has_call(e: A.Expr) -> bool:
 
 def _children(e: A.Expr) -> list[A.Expr]:
     if isinstance(e, A.BinExpr):
-        return [e.lhs, e.rhs]  # type: ignore[list-item]
+        return [e.lhs, e.rhs]  # type: ignore[list-item]  # operands of a binary/index expression are Exprs
     if isinstance(e, A.TupleExpr | A.ArrayExpr):
         return list(e.elems)
     if isinstance(e, A.StructLit):
         return [v for _, v, _ in e.fields]
     if isinstance(e, A.IndexExpr):
-        return [e.base, e.index]  # type: ignore[list-item]
+        return [e.base, e.index]  # type: ignore[list-item]  # operands of a binary/index expression are Exprs
     if isinstance(e, A.CallExpr):
         return list(e.args)
     return []
@@ -168,7 +168,7 @@ class ExprChecker:
             return self.array(e)
         if isinstance(e, A.IndexExpr):
             return self.index(e)
-        return self.struct_lit(e)  # type: ignore[arg-type]
+        return self.struct_lit(e)
 
     def var_path(self, var: Var, e: A.PathExpr) -> VarRef | None:
         var.used = True
@@ -249,7 +249,7 @@ class ExprChecker:
                 return None
             sizes = [bound[g] for g in sig.generics]
         if all(isinstance(v, int) for v in sizes):
-            inst = self.mc.instantiate(sig, tuple(sizes))  # type: ignore[arg-type]
+            inst = self.mc.instantiate(sig, tuple(sizes))  # type: ignore[arg-type]  # every size resolved on this branch (None returned earlier)
             return CallTarget(
                 "user",
                 inst.name,
@@ -342,7 +342,7 @@ class ExprChecker:
         return target.ret
 
     def binary(self, e: A.BinExpr) -> Ty:
-        lt, rt = self.expr(e.lhs), self.expr(e.rhs)  # type: ignore[arg-type]
+        lt, rt = self.expr(e.lhs), self.expr(e.rhs)  # type: ignore[arg-type]  # operands of a binary/index expression are Exprs
         op = e.op
         if ERROR in (lt, rt):
             return {"==": BOOL, "<": BOOL, "/%": TupleTy((U32, U32))}.get(op, ERROR)
@@ -395,24 +395,24 @@ class ExprChecker:
         return ArrayTy(types[0], len(types))
 
     def index(self, e: A.IndexExpr) -> Ty:
-        bt = self.expr(e.base)  # type: ignore[arg-type]
+        bt = self.expr(e.base)  # type: ignore[arg-type]  # operands of a binary/index expression are Exprs
         idx = e.index
         k: int | None = None
         if isinstance(idx, A.IntLit):
             k = idx.value
             idx.ty = U32
         else:
-            it = self.expr(idx)  # type: ignore[arg-type]
+            it = self.expr(idx)  # type: ignore[arg-type]  # operands of a binary/index expression are Exprs
             if isinstance(idx, A.PathExpr) and isinstance(idx.ref, ConstRef):
                 k = idx.ref.value
             elif it not in (U32, ERROR):
-                self.error(f"array index must be U32, found {show(it)}", idx.pos)  # type: ignore[union-attr]
+                self.error(f"array index must be U32, found {show(it)}", idx.pos)  # type: ignore[union-attr]  # idx is an Expr node with a position
         if bt == ERROR:
             return ERROR
         if not isinstance(bt, ArrayTy):
             return self.error(f"cannot index a value of type {show(bt)}", e.pos)
         if k is not None and isinstance(bt.size, int) and k >= bt.size:
-            return self.error(f"index {k} is out of range for {show(bt)}", idx.pos)  # type: ignore[union-attr]
+            return self.error(f"index {k} is out of range for {show(bt)}", idx.pos)  # type: ignore[union-attr]  # idx is an Expr node with a position
         e.const_index = k
         return bt.elem
 

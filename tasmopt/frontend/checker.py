@@ -105,7 +105,7 @@ class ModuleChecker:
             return None if elem is None or size is None else ArrayTy(elem, size)
         if isinstance(t, A.TupleT):
             elems = [self.resolve_type(e, generics) for e in t.elems]
-            return None if any(e is None for e in elems) else TupleTy(tuple(elems))  # type: ignore[arg-type]
+            return None if any(e is None for e in elems) else TupleTy(tuple(elems))  # type: ignore[arg-type]  # no element is None on this branch
         return self.named_type(t)
 
     def named_type(self, t: A.NamedT) -> Ty | None:
@@ -218,7 +218,7 @@ class ModuleChecker:
         v = it.value
         if not isinstance(v, A.IntLit | A.BoolLit):
             while isinstance(v, A.BinExpr):
-                v = v.lhs  # type: ignore[assignment]
+                v = v.lhs  # type: ignore[assignment]  # walks a chain of field accesses down to its root
             self.diags.error(
                 f"constant '{it.name}' must be an integer literal or true/false", v.pos
             )

@@ -110,7 +110,7 @@ class ExpressionParser:
         kind = tok.kind
         if kind == "INT":
             self.next()
-            return A.IntLit(tok.pos, value=int(tok.value))  # type: ignore[arg-type]
+            return A.IntLit(tok.pos, value=int(tok.value))  # type: ignore[arg-type]  # an INT token's value is its int
         if kind in ("true", "false"):
             self.next()
             return A.BoolLit(tok.pos, value=kind == "true")
@@ -181,9 +181,9 @@ class ExpressionParser:
         save = self.i
         try:
             self.next()
-            sizes = [self.size()]  # type: ignore[attr-defined]
+            sizes = [self.size()]  # type: ignore[attr-defined]  # mixin: Parser provides size()
             while self.accept(","):
-                sizes.append(self.size())  # type: ignore[attr-defined]
+                sizes.append(self.size())  # type: ignore[attr-defined]  # mixin: Parser provides size()
             close = self.expect(">")
         except ParseError:
             self.i = save

@@ -45,7 +45,7 @@ def _merge_runs(ops: list[Op], kind: str) -> list[Op]:
             continue
         total = 0
         while i < len(ops) and ops[i].kind == kind:
-            total += int(ops[i].value)  # type: ignore[arg-type]
+            total += int(ops[i].value)  # type: ignore[arg-type]  # Push/Pop/Dup values are ints (TIR validation)
             i += 1
         out += [Op(kind, n) for n in _chunks(total, 5)]
     return out
@@ -63,7 +63,7 @@ def _write_at(ops: list[Op], i: int) -> int | None:
         and _is(ops[i + 2], "WriteMem", 1)
         and _is(ops[i + 3], "Pop", 1)
     ):
-        return int(ops[i].value)  # type: ignore[arg-type]
+        return int(ops[i].value)  # type: ignore[arg-type]  # Push/Pop/Dup values are ints (TIR validation)
     return None
 
 
@@ -74,7 +74,7 @@ def _read_at(ops: list[Op], i: int) -> int | None:
         and _is(ops[i + 1], "ReadMem", 1)
         and _is(ops[i + 2], "Pop", 1)
     ):
-        return int(ops[i].value)  # type: ignore[arg-type]
+        return int(ops[i].value)  # type: ignore[arg-type]  # Push/Pop/Dup values are ints (TIR validation)
     return None
 
 
@@ -159,7 +159,7 @@ def _collapse_swap_pop_chains(ops: list[Op]) -> list[Op]:
             if c >= 2 and op.value == c - 1 and j < len(ops) and _is(ops[j], "Swap", c):
                 k, total = j + 1, 0
                 while k < len(ops) and ops[k].kind == "Pop" and total < c:
-                    total += int(ops[k].value)  # type: ignore[arg-type]
+                    total += int(ops[k].value)  # type: ignore[arg-type]  # Push/Pop/Dup values are ints (TIR validation)
                     k += 1
                 if total == c:
                     i = k
@@ -174,10 +174,10 @@ def _collapse_epilogue(ops: list[Op], unsound: bool) -> list[Op]:
     i = 0
     while i < len(ops):
         if i + 4 <= len(ops) and ops[i].kind == "Swap" and _is(ops[i + 1], "Pop", 1):
-            d = int(ops[i].value)  # type: ignore[arg-type]
+            d = int(ops[i].value)  # type: ignore[arg-type]  # Push/Pop/Dup values are ints (TIR validation)
             count, decreasing, j = 1, False, i + 2
             while j + 2 <= len(ops) and ops[j].kind == "Swap" and _is(ops[j + 1], "Pop", 1):
-                x = int(ops[j].value)  # type: ignore[arg-type]
+                x = int(ops[j].value)  # type: ignore[arg-type]  # Push/Pop/Dup values are ints (TIR validation)
                 if x == d:
                     pass
                 elif d == 1:

@@ -94,7 +94,7 @@ class _Parser(ExpressionParser):
         while not self.at("}"):
             addr = self.expect("INT", "a RAM address")
             self.expect(":")
-            slots.append((int(addr.value), self.type()))  # type: ignore[arg-type]
+            slots.append((int(addr.value), self.type()))  # type: ignore[arg-type]  # an INT token's value is its int
             if not self.accept(","):
                 break
         self.expect("}")
@@ -245,7 +245,7 @@ class _Parser(ExpressionParser):
         tok = self.peek()
         if tok.kind == "INT":
             self.next()
-            return A.SizeLit(int(tok.value), tok.pos)  # type: ignore[arg-type]
+            return A.SizeLit(int(tok.value), tok.pos)  # type: ignore[arg-type]  # an INT token's value is its int
         if tok.kind == "IDENT":
             self.next()
             return A.SizeName(tok.text, tok.pos)
@@ -299,7 +299,7 @@ class _Parser(ExpressionParser):
             return self.match_stmt()
         if kind == "ASM":
             self.next()
-            return A.AsmStmt(tok.pos, tok.value)  # type: ignore[arg-type]
+            return A.AsmStmt(tok.pos, tok.value)  # type: ignore[arg-type]  # an ASM token's value is its text
         expr = self.expr()
         if self.at("="):
             eq = self.next()
@@ -370,7 +370,7 @@ class _Parser(ExpressionParser):
         end = self.expr(no_struct=True)
         bound = None
         if self.accept("bounded"):
-            bound = int(self.expect("INT", "a loop bound").value)  # type: ignore[arg-type]
+            bound = int(self.expect("INT", "a loop bound").value)  # type: ignore[arg-type]  # an INT token's value is its int
         body = self.block()
         return A.ForStmt(
             pos, tok.text if tok.kind == "IDENT" else None, tok.pos, start, end, bound, body
@@ -385,7 +385,7 @@ class _Parser(ExpressionParser):
             tok = self.peek()
             if tok.kind == "INT":
                 self.next()
-                pattern: object = int(tok.value)  # type: ignore[arg-type]
+                pattern: object = int(tok.value)  # type: ignore[arg-type]  # an INT token's value is its int
             elif tok.kind in ("true", "false"):
                 self.next()
                 pattern = tok.kind == "true"

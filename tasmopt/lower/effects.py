@@ -176,7 +176,7 @@ class _Resolver:
             return UnknownEffect(f"call {target}: recursive call")
         self._active.add(target)
         try:
-            eff = self.loop(loop) if loop is not None else self.seq(body)  # type: ignore[arg-type]
+            eff = self.loop(loop) if loop is not None else self.seq(body)  # type: ignore[arg-type]  # a Loop op always has a body
         finally:
             self._active.discard(target)
         self.callees[target] = eff

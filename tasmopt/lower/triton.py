@@ -107,7 +107,7 @@ class Lowering:
 
     lines: list[str]
     functions: list[LoweredFunction]
-    isa: str
+    isa: IsaVariant
 
     def text(self) -> str:
         """The lines joined with ``"\\n"``, like upstream. (The compiler's output files add

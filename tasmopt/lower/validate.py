@@ -113,7 +113,7 @@ def _check_text(text: str, what: str, path: str) -> None:
 
 def _check_op(op: Op, path: str) -> None:
     kind = op.kind
-    if kind == "Push" and op.value >= P:  # type: ignore[operator]
+    if kind == "Push" and op.value >= P:  # type: ignore[operator]  # checked to be an int just before
         raise TirError(
             f"Push immediate {op.value} is not a field element: need 0 <= v < p (p = {P})",
             f"{path}.Push",
@@ -260,9 +260,9 @@ def _asm_problem(op: Op, isa: IsaVariant) -> str | None:
 
 def _problem(op: Op, isa: IsaVariant, upstream_bugs: bool) -> str | None:
     kind, v = op.kind, op.value
-    if kind in ("Dup", "Swap") and v > 15:  # type: ignore[operator]
+    if kind in ("Dup", "Swap") and v > 15:  # type: ignore[operator]  # checked to be an int just before
         return f"{kind.lower()} {v}: stack index must be 0..15"
-    if kind in _N_OPS and not 1 <= v <= 5:  # type: ignore[operator]
+    if kind in _N_OPS and not 1 <= v <= 5:  # type: ignore[operator]  # checked to be an int just before
         return f"{_N_OPS[kind]} {v}: argument must be 1..5"
     if kind == "Assert" and v not in (1, 5):
         return f"Assert({v}) lowers to assert_vector, which compares 5 elements"
@@ -279,7 +279,7 @@ def _problem(op: Op, isa: IsaVariant, upstream_bugs: bool) -> str | None:
         return f"{name} does not exist in the head ISA (replaced by the horner steps)"
     if kind == "Or" and upstream_bugs:
         return "or is not a Triton VM instruction (upstream lowering)"
-    if kind == "Push" and v >= P:  # type: ignore[operator]
+    if kind == "Push" and v >= P:  # type: ignore[operator]  # checked to be an int just before
         return f"push {v}: immediate is not below p"
     if kind in ("Reveal", "Seal") and op.get("tag") >= P:
         return f"push {op.get('tag')}: {kind} tag is not below p"

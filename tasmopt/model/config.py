@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from tasmopt.isa import IsaVariant
+
 __all__ = ["ModelConfig"]
 
 
@@ -43,7 +45,7 @@ class ModelConfig:
     type_window: int = 8
     dropout: float = 0.1
     baseline_memory: bool = True
-    isa: str = "release"
+    isa: IsaVariant = "release"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -94,7 +94,7 @@ class GrammarTables:
     @classmethod
     def build(cls, vocab: Vocab) -> GrammarTables:
         """Derive the tables from the vocabulary's instructions and the ISA table."""
-        table = instruction_set(vocab.isa)  # type: ignore[arg-type]
+        table = instruction_set(vocab.isa)
         v = len(vocab)
         delta = torch.zeros(v, dtype=torch.long)
         need = torch.zeros(v, dtype=torch.long)
@@ -111,7 +111,7 @@ class GrammarTables:
             text = tok.name if small is None else f"{tok.name} {small}"
             d = flow.delta
             delta[tok.id] = d
-            need[tok.id] = instruction_effect(text, vocab.isa).depth  # type: ignore[arg-type]
+            need[tok.id] = instruction_effect(text, vocab.isa).depth
             instr[tok.id] = True
             if tok.pointer is not None:
                 ptr_slot[tok.id] = tok.pointer[0] * MAX_POINTERS + tok.pointer[1]

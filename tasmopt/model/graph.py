@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch_geometric.data import Batch, Data
 
-from tasmopt.isa import P, instruction_set, names_where, slot_flow
+from tasmopt.isa import IsaVariant, P, instruction_set, names_where, slot_flow
 from tasmopt.lower.expansion import expand, split_instruction
 from tasmopt.model.vocab import MAX_POINTERS, vocab
 from tasmopt.tir.ops import VARIANTS, Op
@@ -88,7 +88,7 @@ def immediates(ops: Sequence[Op]) -> list[int]:
 
 def _immediate(op: Op) -> int | None:
     if op.kind == "Push":
-        return int(op.value)  # type: ignore[arg-type]
+        return int(op.value)  # type: ignore[arg-type]  # Reveal/Seal/Push values are ints (TIR validation)
     if op.kind in ("Reveal", "Seal"):
         return int(op.get("tag"))
     return None
@@ -98,7 +98,7 @@ def _argument(op: Op) -> int | None:
     """The small argument: n of Pop/Dup/Swap/ReadIo/..., width of Hash/RamRead/RamWrite,
     field_count of Reveal/Seal."""
     if VARIANTS[op.kind].payload == "u32":
-        return int(op.value)  # type: ignore[arg-type]
+        return int(op.value)  # type: ignore[arg-type]  # Reveal/Seal/Push values are ints (TIR validation)
     if op.kind in ("Hash", "RamRead", "RamWrite"):
         return int(op.get("width"))
     if op.kind in ("Reveal", "Seal"):
@@ -159,7 +159,7 @@ class TirGraph:
     def num_nodes(self) -> int:
         return int(self.x.shape[0])
 
-    def to_data(self, isa: str = "release") -> Data:
+    def to_data(self, isa: IsaVariant = "release") -> Data:
         """A torch-geometric ``Data`` with graph-level attributes (each a (1, ...) row):
         ``imm_local`` (1, MAX_POINTERS) node index or -1, ``ptr_valid`` (1, 4*MAX_POINTERS)
         bool (`tasmopt.model.vocab.Vocab.pointer_valid`), ``entry_depth``, ``net_effect``,
@@ -282,7 +282,7 @@ def tir_graph(
     )
 
 
-def batch_graphs(graphs: Sequence[TirGraph | Data], isa: str = "release") -> Batch:
+def batch_graphs(graphs: Sequence[TirGraph | Data], isa: IsaVariant = "release") -> Batch:
     """Many graphs as one disconnected graph (torch-geometric ``Batch``): node indices are
     offset per graph, ``batch`` maps nodes to graphs, ``ptr`` holds the offsets, graph-level
     attributes are stacked to (G, ...)."""

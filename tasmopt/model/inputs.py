@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import torch
 from torch_geometric.data import Data
 
-from tasmopt.isa import instruction_set
+from tasmopt.isa import IsaVariant, instruction_set
 from tasmopt.model.graph import tir_graph
 from tasmopt.model.vocab import PAD, VocabError, vocab
 from tasmopt.tasm.program import Instr
@@ -18,10 +18,10 @@ from tasmopt.tir.ops import Op
 __all__ = ["low_water", "block_data"]
 
 
-def low_water(instrs: Sequence[Instr], isa: str = "release") -> int:
+def low_water(instrs: Sequence[Instr], isa: IsaVariant = "release") -> int:
     """Lowest stack length relative to entry that any shrinking instruction reaches (<= 0);
     the verifier's ``SymbolicRun.low_water`` from the ISA deltas alone."""
-    table = instruction_set(isa)  # type: ignore[arg-type]
+    table = instruction_set(isa)
     depth = low = 0
     for ins in instrs:
         d = table[ins.name].stack_delta(ins.arg if isinstance(ins.arg, int) else None)
@@ -38,7 +38,7 @@ def block_data(
     baseline: Sequence[Instr],
     *,
     max_len: int,
-    isa: str = "release",
+    isa: IsaVariant = "release",
 ) -> tuple[Data, list[int]]:
     """The graph ``Data`` of a block and its immediates.
 

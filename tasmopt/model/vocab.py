@@ -27,7 +27,7 @@ from functools import cache
 from hashlib import sha256
 
 from tasmopt.errors import TasmoptError
-from tasmopt.isa import P, instruction_set, names_where
+from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.tasm.program import Instr, format_field
 
 #: Instructions a straight-line fragment cannot contain (ISA table ``is_control_flow``).
@@ -110,9 +110,9 @@ class Vocab:
             ``pointer_base + j * MAX_POINTERS + k``.
     """
 
-    def __init__(self, isa: str = "release") -> None:
+    def __init__(self, isa: IsaVariant = "release") -> None:
         self.isa = isa
-        table = instruction_set(isa)  # type: ignore[arg-type]
+        table = instruction_set(isa)
         toks: list[Token] = [Token(PAD, "<pad>"), Token(BOS, "<bos>"), Token(EOS, "<eos>")]
 
         def add(
@@ -219,7 +219,7 @@ class Vocab:
             text = line.strip()
             if not text or text.startswith("//"):
                 continue
-            (ins,) = parse_instructions(text, self.isa)  # type: ignore[arg-type]
+            (ins,) = parse_instructions(text, self.isa)
             try:
                 ids.append(self.encode_instr(ins, immediates))
             except VocabError:
@@ -279,6 +279,6 @@ class Vocab:
 
 
 @cache
-def vocab(isa: str = "release") -> Vocab:
+def vocab(isa: IsaVariant = "release") -> Vocab:
     """The vocabulary of an ISA variant (built once per process)."""
     return Vocab(isa)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tasmopt.isa import instruction_set, names_where
+from tasmopt.isa import IsaVariant, instruction_set, names_where
 from tasmopt.tasm.program import Instr
 
 __all__ = ["Node", "Dataflow", "extract", "UnsupportedBlock", "COMMUTATIVE", "EFFECTS", "GUARDED"]
@@ -107,13 +107,13 @@ class Dataflow:
         return [n for n in self.nodes if n.id in keep]
 
 
-def extract(instrs: Sequence[Instr], isa: str = "release") -> Dataflow:
+def extract(instrs: Sequence[Instr], isa: IsaVariant = "release") -> Dataflow:
     """Value-number a straight-line fragment.
 
     Raises:
         UnsupportedBlock: control flow in the fragment.
     """
-    table = instruction_set(isa)  # type: ignore[arg-type]
+    table = instruction_set(isa)
     next_value = 0
     entry: list[int] = []  # bottom..top
     stack: list[int] = []
@@ -146,11 +146,11 @@ def extract(instrs: Sequence[Instr], isa: str = "release") -> Dataflow:
             low = min(low, delta + d)
         delta += d
         if name == "push":
-            v = const_value.get(arg)  # type: ignore[arg-type]
+            v = const_value.get(arg)  # type: ignore[arg-type]  # push arguments are ints
             if v is None:
                 v = fresh()
-                const_value[arg] = v  # type: ignore[index]
-                constants[v] = arg  # type: ignore[assignment]
+                const_value[arg] = v  # type: ignore[index]  # push arguments are ints
+                constants[v] = arg  # type: ignore[assignment]  # push arguments are ints
                 node = Node(len(nodes), Instr("push", arg), (), (v,))
                 nodes.append(node)
                 producer[v] = (node.id, 0)

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tasmopt.isa import IsaVariant
 from tasmopt.search.algebra import simplify
 from tasmopt.search.dataflow import UnsupportedBlock, extract
 from tasmopt.search.schedule import Budget, beam, exact
@@ -43,7 +44,7 @@ class SearchConfig:
 
     states: int = 20_000
     seed: int = 0
-    isa: str = "release"
+    isa: IsaVariant = "release"
     exact_max_length: int = 14
     stoke_share: float = 0.2
 

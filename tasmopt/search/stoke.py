@@ -18,7 +18,7 @@ import math
 import random
 from collections.abc import Sequence
 
-from tasmopt.isa import instruction_set, names_where
+from tasmopt.isa import IsaVariant, instruction_set, names_where
 from tasmopt.tasm.program import Instr, Program
 from tasmopt.vm.equivalence import BlockCheck, check_block, compare_symbolic
 from tasmopt.vm.expr import ExprContext
@@ -47,10 +47,10 @@ def _pool(baseline: Sequence[Instr], depth: int) -> list[Instr]:
     return sorted(pool, key=str)
 
 
-def _observe(instrs: Sequence[Instr], tests: list, isa: str) -> list[tuple]:
+def _observe(instrs: Sequence[Instr], tests: list, isa: IsaVariant) -> list[tuple]:
     from tasmopt.vm.simulator import run
 
-    prog = Program.from_items(list(instrs) + [Instr("halt")], isa)  # type: ignore[arg-type]
+    prog = Program.from_items(list(instrs) + [Instr("halt")], isa)
     out = []
     for w in tests:
         r = run(prog, w.vm_input(), step_limit=len(instrs) + 2, measure=False)
@@ -114,7 +114,7 @@ def stoke(
     *,
     iterations: int,
     seed: int,
-    isa: str = "release",
+    isa: IsaVariant = "release",
     beta: float = 1.0,
     tests: int = 4,
 ) -> list[Instr] | None:

@@ -52,7 +52,7 @@ class Instr:
         if self.arg is None:
             text = self.name
         elif self.name in _FIELD_ARGUMENT:
-            text = f"{self.name} {format_field(self.arg)}"  # type: ignore[arg-type]
+            text = f"{self.name} {format_field(self.arg)}"  # type: ignore[arg-type]  # push/addi arguments are ints (parser)
         else:
             text = f"{self.name} {self.arg}"
         if self.error_id is not None:
@@ -146,14 +146,14 @@ class Program:
             out.append(spec.opcode)
             if spec.has_arg:
                 if spec.arg_kind == "label":
-                    idx = self.labels.get(ins.arg)  # type: ignore[arg-type]
+                    idx = self.labels.get(ins.arg)  # type: ignore[arg-type]  # a call argument is a label name (parser)
                     out.append(
                         0
                         if idx is None
                         else (addrs[idx] if idx < len(addrs) else self.length_words)
                     )
                 else:
-                    out.append(int(ins.arg))  # type: ignore[arg-type]
+                    out.append(int(ins.arg))  # type: ignore[arg-type]  # a non-call argument is an int (parser)
         return out
 
     def text(self, indent: str = "    ") -> str:

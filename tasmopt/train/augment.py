@@ -24,7 +24,7 @@ import random
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from tasmopt.isa import names_where
+from tasmopt.isa import IsaVariant, names_where
 from tasmopt.lower.expansion import SINGLE, expand
 from tasmopt.search.algebra import simplify
 from tasmopt.search.dataflow import Dataflow, UnsupportedBlock, extract
@@ -159,13 +159,13 @@ def _builder_style(df: Dataflow, order: Sequence, rng: random.Random) -> list[In
 
 
 def reorder_variants(
-    ops: Sequence[Op], *, count: int, seed: int, isa: str = "release", tries: int = 4
+    ops: Sequence[Op], *, count: int, seed: int, isa: IsaVariant = "release", tries: int = 4
 ) -> list[tuple[Op, ...]]:
     """Up to ``count`` TIR blocks equivalent to ``ops`` with their operations in another
     order (see module docstring), each verified against the original lowering."""
     base = lower_block(ops)
     try:
-        df = extract(parse_instructions("\n".join(base), isa), isa)  # type: ignore[arg-type]
+        df = extract(parse_instructions("\n".join(base), isa), isa)
     except (UnsupportedBlock, Exception):
         return []
     rng = random.Random(seed)
@@ -189,12 +189,17 @@ def reorder_variants(
 
 
 def target_variants(
-    baseline: Sequence[str], target: Sequence[str], *, count: int, seed: int, isa: str = "release"
+    baseline: Sequence[str],
+    target: Sequence[str],
+    *,
+    count: int,
+    seed: int,
+    isa: IsaVariant = "release",
 ) -> list[list[str]]:
     """Up to ``count`` other schedules of ``target``'s dataflow, no longer than ``target``,
     each verified against ``baseline``."""
     try:
-        df = simplify(extract(parse_instructions("\n".join(target), isa), isa))  # type: ignore[arg-type]
+        df = simplify(extract(parse_instructions("\n".join(target), isa), isa))
     except (UnsupportedBlock, Exception):
         return []
     rng = random.Random(seed)

@@ -104,7 +104,7 @@ def module_rows(
     ops: Sequence[Op], module: str, origin: str, split: str, *, options: CompileOptions
 ) -> tuple[list[PairRow], list[FunctionRow]]:
     """Block rows and function rows of one module's TIR (see module docstring)."""
-    low = lower(ops, isa=options.isa)  # type: ignore[arg-type]
+    low = lower(ops, isa=options.isa)
     where = {(f.name, b.index): b for f in low.functions for b in f.blocks}
     chunks = {c.name: c.ops for c in split_functions(ops)}
     result = compile_tir(ops, options=options)

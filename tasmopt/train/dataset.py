@@ -28,6 +28,7 @@ import torch
 from torch.utils.data import Dataset
 
 from tasmopt.errors import TasmoptError
+from tasmopt.isa import IsaVariant
 from tasmopt.model.grammar import GrammarState, GrammarTables
 from tasmopt.model.graph import batch_graphs
 from tasmopt.model.inputs import block_data
@@ -202,7 +203,7 @@ class Example:
     row: PairRow
 
 
-def encode_row(row: PairRow, *, max_len: int, isa: str = "release") -> Example:
+def encode_row(row: PairRow, *, max_len: int, isa: IsaVariant = "release") -> Example:
     """Encode a row for the model.
 
     Raises:
@@ -211,8 +212,8 @@ def encode_row(row: PairRow, *, max_len: int, isa: str = "release") -> Example:
             baseline (a straight-line target never is).
     """
     ops = decode(row.tir)
-    base = parse_instructions("\n".join(row.baseline), isa)  # type: ignore[arg-type]
-    target = parse_instructions("\n".join(row.target), isa)  # type: ignore[arg-type]
+    base = parse_instructions("\n".join(row.baseline), isa)
+    target = parse_instructions("\n".join(row.target), isa)
     data, imms = block_data(ops, row.entry_depth, row.net_effect, base, max_len=max_len, isa=isa)
     tokens = vocab(isa).encode(target, imms)
     if len(tokens) > int(data.limit[0]):
@@ -223,7 +224,7 @@ def encode_row(row: PairRow, *, max_len: int, isa: str = "release") -> Example:
     return Example(data, tokens, imms, row)
 
 
-def grammar_violations(examples: Sequence[Example], isa: str = "release") -> list[int]:
+def grammar_violations(examples: Sequence[Example], isa: IsaVariant = "release") -> list[int]:
     """Indices of examples whose target the grammar mask would forbid somewhere (should be
     none: every verified target respects the verifier's underflow contract)."""
     if not examples:
@@ -265,7 +266,12 @@ class PairDataset(Dataset):
     """
 
     def __init__(
-        self, rows: Sequence[PairRow], *, max_len: int, isa: str = "release", copies: bool = False
+        self,
+        rows: Sequence[PairRow],
+        *,
+        max_len: int,
+        isa: IsaVariant = "release",
+        copies: bool = False,
     ) -> None:
         self.skipped: Counter[str] = Counter()
         examples: list[Example] = []
@@ -281,7 +287,7 @@ class PairDataset(Dataset):
             examples.append(ex)
             if copies and row.target != row.baseline:
                 try:
-                    base = parse_instructions("\n".join(row.baseline), isa)  # type: ignore[arg-type]
+                    base = parse_instructions("\n".join(row.baseline), isa)
                     examples.append(
                         Example(ex.data, vocab(isa).encode(base, ex.immediates), ex.immediates, row)
                     )

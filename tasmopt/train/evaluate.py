@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from tasmopt.isa import IsaVariant
 from tasmopt.model.beam import beam_search
 from tasmopt.model.checkpoint import load_model, read_config
 from tasmopt.model.graph import batch_graphs
@@ -109,7 +110,7 @@ def bootstrap_ci(
 
 
 def _verify(
-    row: PairRow, hyps: Sequence[Sequence[str]], witnesses: int, isa: str
+    row: PairRow, hyps: Sequence[Sequence[str]], witnesses: int, isa: IsaVariant
 ) -> tuple[int, bool, bool, bool, int, list[str]]:
     """(valid count, top-1 valid, novel valid, accepted, best cycles, best lines)."""
     base = tuple(row.baseline)
@@ -162,7 +163,7 @@ def evaluate_rows(
     for (_module, _fn), fn_rows in items:
         datas, imms = [], []
         for r in fn_rows:
-            base = parse_instructions("\n".join(r.baseline), isa)  # type: ignore[arg-type]
+            base = parse_instructions("\n".join(r.baseline), isa)
             d, m = block_data(
                 decode(r.tir),
                 r.entry_depth,

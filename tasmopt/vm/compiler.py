@@ -223,9 +223,9 @@ class Decoded:
                 if name == "skiz" and ip + 1 >= n_instr:
                     tag = "last"
             elif arg_kind == "field_element":
-                imm = int(arg) % P  # type: ignore[arg-type]
+                imm = int(arg) % P  # type: ignore[arg-type]  # push/addi arguments are ints (parser)
             elif arg_kind == "label":
-                target = labels.get(arg)  # type: ignore[arg-type]
+                target = labels.get(arg)  # type: ignore[arg-type]  # a call argument is a label name (parser)
                 if target is None:
                     tag, sym = "external", arg
             else:
@@ -288,7 +288,7 @@ class Decoded:
         namespace = dict(_GLOBALS)
         exec(compile(src, f"<tasm block {start}+{k}>", "exec"), namespace)  # noqa: S102
         fn: Handler = namespace["block"]  # generated just above
-        fn.source = src  # type: ignore[attr-defined]  # reason: kept on the generated function for debugging: print(decoded(p).compile_block(0).fn.source)
+        fn.source = src  # type: ignore[attr-defined]  # kept for debugging: print(decoded(p).compile_block(0).fn.source)
         blk = Block(fn, k, need, rows)
         with self._lock:
             return self.blocks.setdefault(start, blk)

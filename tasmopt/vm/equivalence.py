@@ -300,7 +300,7 @@ def compare_symbolic(
     if not ctx.is_algebraic([p for _, a, b in pairs for p in (a, b)]):
         return SymbolicComparison("unprovable", reason)
     degrees = [ctx.degree(ctx.sub(a, b)) for _, a, b in pairs]
-    worst = None if None in degrees else max(degrees)  # type: ignore[type-var]
+    worst = None if None in degrees else max(degrees)  # type: ignore[type-var]  # no degree is None on this branch
     if not degree_ok(worst, witnesses):
         return SymbolicComparison(
             "unprovable",
@@ -807,11 +807,11 @@ def check_aligned(
             continue
         if ka == "ctl":
             return AlignedVerdict(False, f"segment {k}: `{vb}` where the baseline has `{va}`")
-        v = _check_block_cached(BlockCheck(va, vb, baseline.isa, witnesses, seed))  # type: ignore[arg-type]
+        v = _check_block_cached(BlockCheck(va, vb, baseline.isa, witnesses, seed))  # type: ignore[arg-type]  # segments are tuples of instruction lines
         if not v.equivalent:
             return AlignedVerdict(
                 False,
-                f"segment {k} ({len(va)} vs {len(vb)} instructions): "  # type: ignore[arg-type]
+                f"segment {k} ({len(va)} vs {len(vb)} instructions): "  # type: ignore[arg-type]  # segments are tuples of instruction lines
                 f"{v.reason}",
             )
         checked += 1

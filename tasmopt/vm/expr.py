@@ -256,7 +256,7 @@ class ExprContext:
         args = [self._by_id[v] for t, v in key[1:] if t == "p"]
         if key[0] == "mul":
             ds = [self._degree(a, stack) for a in args]
-            return None if None in ds else sum(ds)  # type: ignore[arg-type]
+            return None if None in ds else sum(ds)  # type: ignore[arg-type]  # no degree is None on this branch
         if key[0] == "pow":
             d = self._degree(args[0], stack)
             return None if d is None else d * key[2][1]

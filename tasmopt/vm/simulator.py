@@ -67,7 +67,7 @@ def _message(kind: str, detail: object, error_id: int | None) -> str:
     if kind == "FailedU32Conversion":
         text = f"{kind}: {detail} is not a u32"
     elif kind == "VectorAssertionFailed":
-        text = f"{kind}: st{detail} != st{detail + 5}"  # type: ignore[operator]
+        text = f"{kind}: st{detail} != st{detail + 5}"  # type: ignore[operator]  # VectorAssertionFailed carries the int index
     elif kind == "StepLimitExceeded":
         text = f"{kind}: more than {detail} steps"
     else:

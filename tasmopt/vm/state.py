@@ -106,7 +106,7 @@ class _FilledDict(dict[int, int]):
         super().__init__()
         self._fill = fill
 
-    def get(self, addr: int, default: int | None = None) -> int:  # type: ignore[override]
+    def get(self, addr: int, default: int | None = None) -> int:  # type: ignore[override]  # RAM reads never take a default: unwritten cells read the fill value
         try:
             return self[addr]
         except KeyError:

@@ -83,7 +83,7 @@ class FilledRam(Mapping[int, int]):
             self._cache[addr] = v
         return v
 
-    def get(self, addr: int, default: int | None = None) -> int:  # type: ignore[override]
+    def get(self, addr: int, default: int | None = None) -> int:  # type: ignore[override]  # RAM reads never take a default: unwritten cells read the fill value
         return self[addr]
 
     def fill_value(self, addr: int) -> int:
@@ -199,7 +199,7 @@ class Witness:
             stack=tuple(v % P for v in reversed(top_down)),
             public_input=stream(self.public_input, a.public),
             secret_input=stream(self.secret_input, a.secret),
-            secret_digests=digs,  # type: ignore[arg-type]
+            secret_digests=digs,  # type: ignore[arg-type]  # each digest has five words (built above)
             sponge=None if a.sponge is None else tuple(a.sponge),
             ram_overrides=tuple(sorted(a.ram.items())),
             directed=True,

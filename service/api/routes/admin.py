@@ -173,7 +173,7 @@ def phase(actor: AdminDep, session: SessionDep, watcher: WatcherDep) -> PhaseOut
     return PhaseOut(
         phase=current,
         detail=detail,
-        buffer=counts,  # type: ignore[arg-type]
+        buffer=counts,
         production=CheckpointPublic.model_validate(prod) if prod else None,
         model_loaded=watcher.version,
         last_finetune=FinetuneRunPublic.model_validate(last) if last else None,
@@ -224,7 +224,7 @@ def finetune(
     if backend == "thread":
         thread = runner.fallback if isinstance(runner, RqRunner) else runner
         thread.submit(uuid.UUID(job_id), lambda: finetune_job(**kwargs))
-    return FinetuneAccepted(job_id=job_id, backend=backend, action_id=action_id)  # type: ignore[arg-type]
+    return FinetuneAccepted(job_id=job_id, backend=backend, action_id=action_id)  # type: ignore[arg-type]  # runner backends are the schema's literals
 
 
 @router.get("/actions", response_model=list[AdminActionPublic])

@@ -391,9 +391,10 @@ ACCEPTANCE_TABLES = (
 
 def padded_height(heights: dict[str, int]) -> int:
     """Next power of two of the tallest table (Triton VM spec §7); 0 for no heights."""
-    if not heights:
-        return 0
-    return 1 << max(0, (max(heights.values()) - 1).bit_length())
+    tallest = max(heights.values(), default=0)
+    if tallest <= 0:
+        return 0  # (tallest - 1).bit_length() would say 2 for empty tables
+    return 1 << (tallest - 1).bit_length()
 
 
 def no_taller(candidate: dict[str, int], baseline: dict[str, int]) -> bool:

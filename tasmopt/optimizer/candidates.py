@@ -1,0 +1,69 @@
+"""Stages 3 and 4a, ``candidates``: every source in the `SourceSet` proposes rewrites of every
+block (a source that fails or answers the wrong number of blocks is skipped), and the checks
+the verify backend runs are built: the baseline of each block once (it measures the block),
+then each distinct candidate."""
+
+from __future__ import annotations
+
+import logging
+
+from tasmopt.report import (
+    CompileOptions,
+)
+from tasmopt.sources import BlockTask, SourceSet
+from tasmopt.tasm.program import Instr
+from tasmopt.vm.equivalence import (
+    BlockCheck,
+)
+
+__all__ = ["propose", "build_checks"]
+
+log = logging.getLogger(__name__)
+
+
+def propose(
+    tasks: list[BlockTask], options: CompileOptions, sources: SourceSet
+) -> dict[str, list[list[list[Instr]]]]:
+    out: dict[str, list[list[list[Instr]]]] = {}
+    for name in options.sources:
+        src = sources.get(name)
+        if src is None or not tasks:
+            continue
+        try:
+            proposals = src.propose(tasks, options)
+        except Exception:  # a source must never break a compile
+            log.exception("candidate source %r failed; continuing without it", name)
+            continue
+        if len(proposals) != len(tasks):
+            log.error(
+                "source %r returned %d proposal lists for %d blocks",
+                name,
+                len(proposals),
+                len(tasks),
+            )
+            continue
+        out[name] = proposals
+    return out
+
+
+def build_checks(
+    tasks: list[BlockTask], proposals: dict[str, list[list[list[Instr]]]], options: CompileOptions
+) -> tuple[list[BlockCheck], list[tuple[int, str]]]:
+    """One check for each task's baseline (it measures the baseline's heights) and one for
+    each distinct candidate. ``owners[k] = (task index, source)``; source ``""`` = baseline."""
+    checks: list[BlockCheck] = []
+    owners: list[tuple[int, str]] = []
+    for ti, task in enumerate(tasks):
+        base = tuple(str(i) for i in task.baseline)
+        seen = {base}
+        checks.append(BlockCheck(base, base, options.isa, options.witnesses, options.seed))
+        owners.append((ti, ""))
+        for name, per_task in proposals.items():
+            for cand in per_task[ti]:
+                text = tuple(str(i) for i in cand)
+                if text in seen:
+                    continue
+                seen.add(text)
+                checks.append(BlockCheck(base, text, options.isa, options.witnesses, options.seed))
+                owners.append((ti, name))
+    return checks, owners

@@ -1,0 +1,248 @@
+"""Stage 2, ``lower``/prepare: per function, the reference to beat (the client's program when
+it is proven equal to our lowering, else ours; passed through unchanged when it cannot be) and
+the straight-line blocks that may be rewritten, as `BlockTask`s. Every fallback reason lands
+in the function's report."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+
+from tasmopt.errors import TasmSyntaxError
+from tasmopt.isa import IsaVariant, P, instruction_set
+from tasmopt.lower.triton import (
+    LOOP_HEADER,
+    LoweredBlock,
+    LoweredFunction,
+    Lowering,
+)
+from tasmopt.module import ModuleText
+from tasmopt.optimizer.state import FunctionState, stage
+from tasmopt.report import (
+    BaselineMismatch,
+    CompileOptions,
+    FunctionReport,
+)
+from tasmopt.sources import BlockTask
+from tasmopt.tasm.parser import parse_instructions
+from tasmopt.tasm.program import Instr, Program
+from tasmopt.tir.codec import tir_hash
+from tasmopt.tir.ops import Op
+from tasmopt.vm.equivalence import (
+    check_aligned,
+    check_function,
+)
+
+__all__ = ["prepare_functions", "entry_hazard"]
+
+log = logging.getLogger(__name__)
+
+
+def prepare_functions(
+    low: Lowering,
+    ours: ModuleText,
+    client: ModuleText | None,
+    options: CompileOptions,
+    timings: dict[str, float],
+) -> list[FunctionState]:
+    fns: list[FunctionState] = []
+    for lf in low.functions:
+        if not lf.name:
+            continue
+        f = FunctionState(
+            lf.name, FunctionReport(name=lf.name, source="compiler", cycles=0, baseline_cycles=0)
+        )
+        f.report.unlowerable = list(lf.unlowerable)
+        fns.append(f)
+        if lf.unlowerable:
+            f.passthrough = True
+            f.report.reason = "TIR contains ops that cannot be lowered to valid TASM: " + "; ".join(
+                lf.unlowerable[:3]
+            )
+            continue
+        try:
+            our_prog = ours.harness(lf.name, options.isa)
+        except TasmSyntaxError as exc:
+            f.passthrough = True
+            f.report.reason = f"our lowering of a callee does not assemble: {exc}"
+            continue
+        f.reference = our_prog
+        if client is not None:
+            if not _client_reference(f, lf.name, our_prog, ours, client, options, timings):
+                continue
+        for block in _with_loop_counters(low, lf):
+            instrs = _block_instrs(low.lines[block.start : block.end], options.isa)
+            if not instrs:
+                continue
+            hazard = entry_hazard(low.lines, block.start, block.end, options.isa)
+            if hazard:
+                f.report.notes.append(f"block {block.path} not rewritten: {hazard}")
+                continue
+            f.tasks.append(
+                BlockTask(
+                    lf.name,
+                    block.index,
+                    block.path,
+                    block.ops,
+                    tuple(instrs),
+                    block.entry_depth,
+                    block.net_effect,
+                    tir_hash(block.ops),
+                )
+            )
+            f.block_ranges.append((block.start, block.end))
+    return fns
+
+
+#: The loop counter decrement of a lowered loop (spec/tir.md §3.4), as TIR: ``Push(-1), Add``.
+_DECREMENT = (Op("Push", P - 1), Op("Add"))
+
+
+def _with_loop_counters(low: Lowering, lf: LoweredFunction) -> list[LoweredBlock]:
+    """The function's blocks, where the counter decrement ``push -1; add`` that the loop
+    header puts before each loop body joins the body's first block (as the TIR ops
+    ``Push(-1), Add``): it runs once per iteration and is worth optimizing with the body.
+    A body that starts with a call or a branch gets a block of its own for it (index < 0)."""
+    blocks = list(lf.blocks)
+    by_start = {b.start: k for k, b in enumerate(blocks)}
+    glue = 0
+    for a, b in lf.sections:
+        for i in range(a, b - len(LOOP_HEADER)):
+            line = low.lines[i]
+            if not (line.endswith(":") and not line[:1].isspace()):
+                continue
+            if (
+                tuple(ln.strip() for ln in low.lines[i + 1 : i + 1 + len(LOOP_HEADER)])
+                != LOOP_HEADER
+            ):
+                continue
+            dec, body = i + len(LOOP_HEADER) - 1, i + len(LOOP_HEADER) + 1
+            k = by_start.get(body)
+            if k is not None:
+                old = blocks[k]
+                blocks[k] = replace(
+                    old, ops=_DECREMENT + old.ops, start=dec, entry_depth=max(old.entry_depth, 1)
+                )
+            else:
+                glue += 1
+                blocks.append(
+                    LoweredBlock(
+                        lf.name, -glue, f"{line[:-1]}.counter", _DECREMENT, dec, body, 1, 0
+                    )
+                )
+    return sorted(blocks, key=lambda b: b.start)
+
+
+def _client_reference(
+    f: FunctionState,
+    name: str,
+    our_prog: Program,
+    ours: ModuleText,
+    client: ModuleText,
+    options: CompileOptions,
+    timings: dict[str, float],
+) -> bool:
+    """Check the client's baseline of ``name`` against ours; False if we must pass it through."""
+    if name not in client.functions:
+        f.passthrough = True
+        f.report.source = "client"
+        f.report.mismatch = BaselineMismatch(f"function {name!r} is missing from baseline_tasm")
+        f.report.reason = f.report.mismatch.cause
+        return False
+    our_text, _ = ours.closure_text(name)
+    client_text, _ = client.closure_text(name)
+    if _normalized(our_text) == _normalized(client_text):
+        return True  # identical up to trailing blanks: nothing to check
+    client_prog = client.harness(name, options.isa)  # raises TasmSyntaxError -> 422
+    with stage(timings, "verify"):
+        proof = check_aligned(
+            client_prog, our_prog, witnesses=options.witnesses, seed=options.seed + 1
+        )
+    if proof.equivalent:  # our lowering is proven equal to the client's program
+        f.reference = client_prog
+        f.reference_is_client = True
+        return True
+    # Not proven: the client's program is the reference and is returned as sent. A witness
+    # run tells a real disagreement (a mismatch, counted and logged) from a difference in
+    # shape we cannot prove either way.
+    with stage(timings, "verify"):
+        v = check_function(
+            client_prog, our_prog, witnesses=options.witnesses, seed=options.seed + 1
+        )
+    f.passthrough = True
+    f.reference = client_prog  # measured, returned unchanged
+    f.report.source = "client"
+    if v.witness >= 0:
+        f.report.mismatch = BaselineMismatch(
+            v.reason or "differs", v.witness, _known_bug(client.section_lines(name))
+        )
+        f.report.reason = "client baseline disagrees with our lowering: " + (v.reason or "")
+        log.warning("function %s: client baseline disagrees with our lowering: %s", name, v.reason)
+    else:
+        f.report.reason = (
+            "our lowering could not be proven equivalent to the client's "
+            f"baseline ({proof.reason}); returned unchanged"
+        )
+    return False
+
+
+def _normalized(text: str) -> list[str]:
+    lines = [ln.rstrip() for ln in text.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _known_bug(lines: Sequence[str]) -> str | None:
+    """Name the upstream lowering bug a client section shows, if we recognise one."""
+    body = [ln.strip() for ln in lines]
+    for i, ln in enumerate(body):
+        if ln.endswith(":") and ln.startswith("__loop__") and i > 0 and body[i - 1] == "pop 1":
+            return (
+                "loop fall-through (spec/tir.md §3.4): the loop subroutine is emitted "
+                "inline and runs again after the call"
+            )
+    if "or" in body:
+        return "`or` is not a Triton VM instruction (spec/tir.md §1)"
+    return None
+
+
+def entry_hazard(lines: Sequence[str], start: int, end: int, isa: IsaVariant) -> str | None:
+    """Why lines ``start:end`` cannot be rewritten as one straight-line block, or None.
+
+    A block is a unit only if control enters it at its first instruction and leaves after
+    its last: no label inside it, no control-flow instruction inside it (ISA table
+    ``is_control_flow``), and the instruction before it cannot skip its first instruction
+    (``skiz`` at the end of an ``Asm`` op, say, makes the first instruction conditional and
+    the second a second entry point). Design §2, block boundaries.
+    """
+    table = instruction_set(isa)
+
+    def name_of(line: str) -> str | None:
+        text = line.split("//", 1)[0].strip()
+        if not text:
+            return None
+        if text.endswith(":"):
+            return ":"
+        return text.split()[0]
+
+    for k in range(start, end):
+        n = name_of(lines[k])
+        if n == ":":
+            return f"label inside the block (line {k + 1})"
+        if n is not None and n in table and table[n].is_control_flow:
+            return f"control flow `{n}` inside the block (line {k + 1})"
+    for k in range(start - 1, -1, -1):
+        n = name_of(lines[k])
+        if n is None:
+            continue
+        if n != ":" and n in table and table[n].may_skip_next:
+            return f"`{n}` before the block (line {k + 1}) can skip its first instruction"
+        break
+    return None
+
+
+def _block_instrs(lines: Sequence[str], isa: IsaVariant) -> list[Instr]:
+    text = "\n".join(ln for ln in lines if ln.strip() and not ln.strip().startswith("//"))
+    return parse_instructions(text, isa)

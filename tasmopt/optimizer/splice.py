@@ -1,0 +1,214 @@
+"""Stage 6, ``splice``: chosen blocks spliced back, each changed function re-verified as a
+whole (differential witnesses, then a proof by control-skeleton alignment) and measured, costs
+measured again with improved callees, and the module text assembled (our lowering, or the
+client's text with improved functions replaced; a label collision gives the function back)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from dataclasses import replace
+from typing import cast
+
+from tasmopt.errors import TasmSyntaxError
+from tasmopt.lower.triton import (
+    INDENT,
+    Lowering,
+)
+from tasmopt.module import ModuleText, label_lines
+from tasmopt.optimizer.state import FunctionState
+from tasmopt.report import (
+    CompileOptions,
+    Source,
+)
+from tasmopt.vm.equivalence import (
+    FunctionVerdict,
+    check_aligned,
+    check_function,
+    no_taller,
+    padded_height,
+)
+
+__all__ = ["finish_function", "measure_with_callees", "assemble"]
+
+log = logging.getLogger(__name__)
+
+
+def _spliced_lines(f: FunctionState, ours: ModuleText) -> list[str]:
+    """Our sections of ``f`` with the chosen blocks replaced."""
+    fn = ours.functions[f.name]
+    repl = {f.block_ranges[j]: [INDENT + t for t in lines] for j, (_, lines, _) in f.chosen.items()}
+    out: list[str] = []
+    for a, b in fn.sections:
+        i = a
+        for s, e in sorted(r for r in repl if a <= r[0] < b):
+            out.extend(ours.lines[i:s])
+            out.extend(repl[(s, e)])
+            i = e
+        out.extend(ours.lines[i:b])
+    return out
+
+
+def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions) -> None:
+    rep = f.report
+    if f.passthrough or f.reference is None:
+        rep.fallback = True
+        if f.reference is not None:  # e.g. the client's baseline, returned unchanged
+            m = check_function(
+                f.reference, None, witnesses=options.witnesses, seed=options.seed + 2
+            )
+            rep.cycles = rep.baseline_cycles = m.baseline_cycles
+            rep.halted = m.halted
+            rep.heights = rep.baseline_heights = m.baseline_heights
+            rep.padded_height = rep.baseline_padded_height = padded_height(m.baseline_heights)
+        return
+    t = time.perf_counter()
+    measured: FunctionVerdict | None = None
+    if f.chosen:
+        new_lines = _spliced_lines(f, ours)
+        try:
+            cand = ours.harness(f.name, options.isa, override={f.name: new_lines})
+            v = check_function(
+                f.reference, cand, witnesses=options.witnesses, seed=options.seed + 2
+            )
+        except TasmSyntaxError as exc:  # a spliced candidate must parse; be safe anyway
+            v = FunctionVerdict(False, reason=f"spliced function does not assemble: {exc}")
+        if v.equivalent:  # differential agreement is not a proof: prove it by alignment
+            # the block stage's seed: its proofs of the chosen blocks are reused
+            proof = check_aligned(f.reference, cand, witnesses=options.witnesses, seed=options.seed)
+            if not proof.equivalent:
+                v = replace(v, equivalent=False, reason=f"not proven: {proof.reason}")
+        worse = v.equivalent and (
+            v.cycles > v.baseline_cycles or not no_taller(v.heights, v.baseline_heights)
+        )
+        if v.equivalent and not worse:
+            f.new_lines = new_lines
+            measured = v
+            rep.fallback = False
+            saved: dict[str, int] = defaultdict(int)
+            for j, (source, _lines, verdict) in f.chosen.items():
+                saved[source] += len(f.tasks[j].baseline) - verdict.cycles
+            # a source's name: one of the report's `Source` values for the sources we ship
+            rep.source = cast(Source, max(saved, key=lambda s: saved[s]))
+        else:
+            rep.reason = (
+                "whole-function re-verification failed: " + (v.reason or "")
+                if not v.equivalent
+                else "spliced function is not cheaper"
+            )
+            if not v.equivalent:
+                rep.rejections["function"] = rep.rejections.get("function", 0) + 1
+            log.warning("function %s falls back: %s", f.name, rep.reason)
+            for b in rep.blocks:
+                b.source, b.tasm, b.cycles, b.verified_by = (
+                    "compiler",
+                    b.baseline_tasm,
+                    b.baseline_cycles,
+                    None,
+                )
+                b.heights = dict(b.baseline_heights)
+            f.chosen.clear()
+    if measured is None:
+        measured = check_function(
+            f.reference, None, witnesses=options.witnesses, seed=options.seed + 2
+        )
+        rep.fallback = True
+        rep.reason = rep.reason or (
+            "no verified improvement" if measured.equivalent else measured.reason
+        )
+    rep.cycles, rep.baseline_cycles = measured.cycles, measured.baseline_cycles
+    rep.halted = measured.halted
+    rep.heights, rep.baseline_heights = measured.heights, measured.baseline_heights
+    rep.padded_height = padded_height(measured.heights)
+    rep.baseline_padded_height = padded_height(measured.baseline_heights)
+    rep.latency_s = time.perf_counter() - t
+
+
+def measure_with_callees(
+    fns: list[FunctionState], out: ModuleText, options: CompileOptions
+) -> None:
+    """Honest costs: a function whose callees were improved is measured again as it runs in
+    the returned module (its callees' improved code included) against its reference."""
+    improved = {f.name for f in fns if f.new_lines is not None}
+    if not improved:
+        return
+    for f in fns:
+        if f.passthrough or f.reference is None or f.name not in out.functions:
+            continue
+        if not (set(out.closure(f.name)[1:]) & improved):
+            continue
+        try:
+            final = out.harness(f.name, options.isa)
+        except TasmSyntaxError:
+            continue
+        v = check_function(
+            f.reference, final, witnesses=options.witnesses, seed=options.seed + 2
+        )  # the witnesses of the first measurement
+        if not v.equivalent:
+            if v.witness >= 0:  # each part was proven: this would be a verifier bug
+                log.error(
+                    "function %s differs from its reference in the assembled module: %s",
+                    f.name,
+                    v.reason,
+                )
+            continue  # keep the measurement with the callees' baseline code
+        rep = f.report
+        rep.own_cycles = rep.cycles
+        rep.cycles, rep.baseline_cycles = v.cycles, v.baseline_cycles
+        rep.halted = v.halted
+        rep.heights, rep.baseline_heights = v.heights, v.baseline_heights
+        rep.padded_height = padded_height(v.heights)
+        rep.baseline_padded_height = padded_height(v.baseline_heights)
+
+
+def assemble(
+    fns: list[FunctionState], low: Lowering, ours: ModuleText, client: ModuleText | None
+) -> str:
+    improved = {f.name: f for f in fns if f.new_lines is not None}
+    if client is None:
+        lines = list(low.lines)
+        edits = []
+        for f in improved.values():
+            for j, (_, cand, _) in f.chosen.items():
+                s, e = f.block_ranges[j]
+                edits.append((s, e, [INDENT + t for t in cand]))
+        for s, e, repl in sorted(edits, reverse=True):
+            lines[s:e] = repl
+        return "\n".join(lines)
+    # client mode: replace each improved function's section by our spliced sections
+    while True:
+        lines = []
+        i = 0
+        spans = sorted(
+            (client.functions[n].sections[0], n) for n in improved if n in client.functions
+        )
+        for (s, e), name in spans:
+            lines.extend(client.lines[i:s])
+            lines.extend(improved[name].new_lines or [])
+            i = e
+        lines.extend(client.lines[i:])
+        names = label_lines(lines)
+        dupes = {n for n in names if names.count(n) > 1}
+        if not dupes:
+            return "\n".join(lines)
+        # a label of ours collides with one of the client's: give those functions back
+        bad = [n for n, f in improved.items() if dupes & set(label_lines(f.new_lines or []))]
+        if not bad:
+            return "\n".join(client.lines)
+        for n in bad:
+            f = improved.pop(n)
+            f.new_lines = None
+            rep = f.report
+            rep.fallback, rep.source = True, "compiler"
+            rep.reason = "label collision with the client's text"
+            rep.cycles, rep.heights = rep.baseline_cycles, rep.baseline_heights
+            rep.padded_height = rep.baseline_padded_height
+            for b in rep.blocks:
+                b.source, b.tasm, b.cycles, b.verified_by = (
+                    "compiler",
+                    b.baseline_tasm,
+                    b.baseline_cycles,
+                    None,
+                )
+                b.heights = dict(b.baseline_heights)

@@ -1,6 +1,6 @@
 """Semantics of every Triton VM instruction, as Python source templates (Triton VM spec §5).
 
-The simulator turns these templates into code (`tasmopt.vm.compiler`): per instruction into a
+The simulator turns these templates into code (`tasmopt.vm.codegen`): per instruction into a
 handler closure, and for hot straight-line runs into one function per run. A template gets
 the instruction's *shape* (`Shape`: mnemonic, small argument, variant) and returns source
 lines that run with these names bound:

@@ -20,7 +20,7 @@ Conventions beyond the reference VM:
   plus program attestation; the reference VM produces no AET for a failed run.
 
 Speed: instructions are pre-decoded into handler closures once per program, and hot
-straight-line runs are compiled into one Python function each (`tasmopt.vm.compiler`).
+straight-line runs are compiled into one Python function each (`tasmopt.vm.codegen`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from tasmopt.errors import VmError
 from tasmopt.isa import P
 from tasmopt.tasm.program import Program
 from tasmopt.vm import tip5
-from tasmopt.vm.compiler import HOT_THRESHOLD, MIN_STACK, Fail, decoded, unpack_rows
+from tasmopt.vm.codegen import HOT_THRESHOLD, MIN_STACK, Fail, decoded, unpack_rows
 from tasmopt.vm.state import ExternalCall, RunState, VmInput, VmResult
 from tasmopt.vm.tables import TableHeights, attestation, measured_permutation, u32_height
 
@@ -115,7 +115,7 @@ def run(
     vm = RunState(vm_input, measured_permutation(limbs) if measure else tip5.permutation)
 
     steps, blocks, hot = dec.steps, dec.blocks, dec.hot
-    cycles = rows = 0  # rows: packed op-stack, RAM and Hash rows (compiler.pack_rows)
+    cycles = rows = 0  # rows: packed op-stack, RAM and Hash rows (codegen.pack_rows)
     error: VmError | None = None
     # Invariant for failure accounting: while code runs, ``ip`` is where it was entered
     # (a block's start or a handler's instruction), and `Fail` carries the offset from it.

@@ -6,7 +6,7 @@ import pytest
 
 from tasmopt.tasm import parse
 from tasmopt.vm import VmInput, VmResult, run
-from tasmopt.vm.compiler import decoded
+from tasmopt.vm.codegen import decoded
 
 
 def _fingerprint(r: VmResult) -> tuple:

@@ -11,7 +11,7 @@ from tasmopt.errors import IsaError, TasmSyntaxError
 from tasmopt.isa import P
 from tasmopt.tasm import Instr, Label, Program, parse
 from tasmopt.vm import ExternalCall, VmInput, run
-from tasmopt.vm.compiler import HOT_THRESHOLD, decoded
+from tasmopt.vm.codegen import HOT_THRESHOLD, decoded
 
 ZEROS = VmInput(initial_stack=[0] * 16)
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "trident-std"

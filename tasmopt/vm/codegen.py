@@ -1,4 +1,4 @@
-"""Pre-decoding for the simulator: per-instruction handlers and compiled hot blocks.
+"""Code generation for the simulator (`codegen`): per-instruction handlers and compiled hot blocks.
 
 Two tiers, both generated from the templates of `tasmopt.vm.instructions`:
 

@@ -29,7 +29,7 @@ from service.core.errors import (
     error_code,
 )
 from service.core.schemas import ErrorResponse
-from tasmopt.errors import LoweringError, TasmSyntaxError, TirError
+from tasmopt.errors import BaselineError, LoweringError, TasmSyntaxError, TirError
 from tasmopt.store.errors import Conflict, InvalidCheckpoint, NotFound
 
 __all__ = [
@@ -133,6 +133,14 @@ def _tasm_error(request: Request, exc: TasmSyntaxError) -> JSONResponse:
     )
 
 
+def _baseline_error(request: Request, exc: BaselineError) -> JSONResponse:
+    return _reply(
+        request,
+        422,
+        ErrorResponse(code="invalid_baseline_tasm", message=f"baseline_tasm: {exc}"),
+    )
+
+
 def _lowering_error(request: Request, exc: LoweringError) -> JSONResponse:
     return _reply(request, 422, ErrorResponse(code="unlowerable_tir", message=str(exc)))
 
@@ -166,6 +174,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(TirError, _tir_error)
     app.add_exception_handler(TasmSyntaxError, _tasm_error)
+    app.add_exception_handler(BaselineError, _baseline_error)
     app.add_exception_handler(LoweringError, _lowering_error)
     app.add_exception_handler(NotFound, _not_found)
     app.add_exception_handler(Conflict, _conflict)

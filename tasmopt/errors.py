@@ -57,6 +57,11 @@ class TirError(TasmoptError):
         super().__init__(f"{path}: {reason}")
 
 
+class BaselineError(TasmoptError):
+    """The client's ``baseline_tasm`` cannot be the baseline of this TIR: it defines none of
+    the TIR's functions (another module's text, or not compiler output at all)."""
+
+
 class LoweringError(TasmoptError):
     """TIR that validates but cannot be lowered to TASM for the selected ISA."""
 

@@ -173,6 +173,8 @@ class CompileOptions:
         search_budget_s: wall-clock budget of the block search per request, seconds.
         strict: reject (TirError) TIR with ops that cannot be lowered, instead of passing
             their functions through.
+        max_ops, max_nesting: request limits on TIR ops and body nesting (None: the
+            library's `tasmopt.lower.validate.MAX_OPS` / `MAX_NESTING`).
     """
 
     isa: IsaVariant = "release"
@@ -181,6 +183,8 @@ class CompileOptions:
     sources: tuple[str, ...] = ("rules", "search", "model")
     search_budget_s: float = 0.5
     strict: bool = False
+    max_ops: int | None = None
+    max_nesting: int | None = None
 
 
 @dataclass

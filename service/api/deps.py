@@ -15,7 +15,13 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.core.compiling import Compiler, DbBreaker, Verifier, parse_request
+from service.core.compiling import (
+    Compiler,
+    DbBreaker,
+    Verifier,
+    check_media_type,
+    parse_request,
+)
 from service.core.config import Settings
 from service.core.errors import Forbidden, Unauthorized
 from service.core.model_watcher import ModelWatcher
@@ -140,6 +146,7 @@ def require_admin(request: Request) -> str:
 
 async def get_compile_request(request: Request) -> CompileRequest:
     """Parse the body ourselves, for messages that name line/column and unknown fields."""
+    check_media_type(request.headers.get("content-type"))
     return parse_request(await request.body())
 
 

@@ -20,7 +20,13 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from service.core.config import Settings
-from service.core.errors import CLIENT_ERRORS, InvalidRequest, LimitExceeded, MalformedBody
+from service.core.errors import (
+    CLIENT_ERRORS,
+    InvalidRequest,
+    LimitExceeded,
+    MalformedBody,
+    UnsupportedMediaType,
+)
 from service.core.schemas import CompileOptionsIn, CompileRequest, CompileResponse
 from service.core.spool import Spool, is_connectivity_error, job_to_json
 from tasmopt.lower.validate import validate
@@ -36,6 +42,7 @@ __all__ = [
     "Served",
     "DbBreaker",
     "parse_request",
+    "check_media_type",
     "check_limits",
     "make_options",
     "precheck",
@@ -68,6 +75,22 @@ _REQUEST_FIELDS = tuple(CompileRequest.model_fields)
 _OPTION_FIELDS = tuple(CompileOptionsIn.model_fields)
 
 
+def check_media_type(content_type: str | None) -> None:
+    """A compile body is JSON: ``application/json`` or any ``+json`` type; a missing header is
+    taken as JSON.
+
+    Raises:
+        UnsupportedMediaType: any other declared type (``text/plain``, a form, ...).
+    """
+    if not content_type:
+        return
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        raise UnsupportedMediaType(
+            f"request body is declared as {media!r}; send the compile request as application/json"
+        )
+
+
 def parse_request(body: bytes) -> CompileRequest:
     """Bytes -> `CompileRequest`.
 
@@ -92,6 +115,8 @@ def parse_request(body: bytes) -> CompileRequest:
         ) from None
     except RecursionError:
         raise MalformedBody("JSON nested too deeply to parse") from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python's 4300 digits
+        raise MalformedBody(f"malformed JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise InvalidRequest(
             f"request body must be a JSON object with fields "
@@ -197,7 +222,12 @@ def make_options(given: CompileOptionsIn | None, settings: Settings) -> CompileO
     Raises:
         InvalidRequest: a search budget above MAX_SEARCH_BUDGET_S.
     """
-    opts = CompileOptions(witnesses=settings.witnesses, search_budget_s=settings.search_budget_s)
+    opts = CompileOptions(
+        witnesses=settings.witnesses,
+        search_budget_s=settings.search_budget_s,
+        max_ops=settings.max_tir_ops,
+        max_nesting=settings.max_tir_depth,
+    )
     if given is None:
         return opts
     overrides = given.model_dump(exclude_none=True)
@@ -221,7 +251,9 @@ def precheck(req: CompileRequest, settings: Settings) -> None:
     """
     check_limits(req.tir, max_ops=settings.max_tir_ops, max_depth=settings.max_tir_depth)
     make_options(req.options, settings)
-    validate(codec.decode(req.tir))
+    validate(
+        codec.decode(req.tir), max_ops=settings.max_tir_ops, max_nesting=settings.max_tir_depth
+    )
 
 
 # -- compile, with the baseline as the safety net -----------------------------------------------
@@ -370,6 +402,20 @@ def persist(
 # -- response ----------------------------------------------------------------------------------
 
 
+def _unlowerable_reason(unlowerable: list[tuple[str, list[str]]]) -> str | None:
+    if not unlowerable:
+        return None
+    names = ", ".join(name for name, _ in unlowerable[:5]) + (
+        ", ..." if len(unlowerable) > 5 else ""
+    )
+    first = unlowerable[0][1][0] if unlowerable[0][1] else ""
+    return (
+        f"TIR of {len(unlowerable)} function(s) ({names}) cannot be lowered to valid TASM "
+        f"(first: {first}); they are returned as the toolchain emits them, unoptimized, "
+        "and do not assemble"
+    )
+
+
 def to_response(served: Served, stored: Stored) -> CompileResponse:
     """Shape the response; every function and block carries the id of its stored row."""
     ids = [r["id"] for r in served.rows]
@@ -383,6 +429,9 @@ def to_response(served: Served, stored: Stored) -> CompileResponse:
             for b in d["blocks"]:
                 b["build_result_id"] = by_key.get((fn.name, b["index"]))
             functions.append(d)
+    unlowerable = (
+        [(f.name, f.unlowerable) for f in result.functions if f.unlowerable] if result else []
+    )
     return CompileResponse.model_validate(
         {
             "request_id": served.request_id,
@@ -393,8 +442,8 @@ def to_response(served: Served, stored: Stored) -> CompileResponse:
             "baseline_cycles": result.baseline_cycles if result is not None else None,
             "model_version": result.model_version if result is not None else None,
             "timings": served.timings,
-            "fallback": result is None,
-            "fallback_reason": served.fallback_reason,
+            "fallback": result is None or bool(unlowerable),
+            "fallback_reason": served.fallback_reason or _unlowerable_reason(unlowerable),
             "build_result_ids": ids,
             "stored": stored,
         }

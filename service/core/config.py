@@ -10,15 +10,31 @@ without an ``ADMIN_TOKEN`` (`Settings.check_deployable`).
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tasmopt.lower.validate import MAX_NESTING, MAX_OPS
+from tasmopt.tir.codec import MAX_DECODE_DEPTH
+
 __all__ = ["Settings"]
 
 #: ADMIN_TOKEN values refused outright (template placeholders).
 _UNSAFE_TOKENS = frozenset({"changethis", "changeme", "admin", "secret", "token"})
+#: Least estimated entropy of ADMIN_TOKEN, bits (length x the empirical entropy per character:
+#: ``aaaa…`` has none, ``abab…`` one bit per character, token_urlsafe(32) about 230).
+MIN_TOKEN_BITS = 64
+
+
+def token_bits(raw: str) -> float:
+    """Estimated entropy of a token, bits: its length times the Shannon entropy of its
+    character frequencies."""
+    counts = Counter(raw)
+    n = len(raw)
+    return -sum(c / n * math.log2(c / n) for c in counts.values()) * n if n else 0.0
 
 
 class Settings(BaseSettings):
@@ -72,10 +88,13 @@ class Settings(BaseSettings):
         8 * 1024 * 1024, ge=1024, description="Largest request body, bytes."
     )
     max_tir_ops: int = Field(
-        200_000, ge=1, description="Most TIR ops (nested ones included) per request."
+        MAX_OPS, ge=1, description="Most TIR ops (nested ones included) per request."
     )
     max_tir_depth: int = Field(
-        64, ge=1, description="Deepest nesting of op bodies (IfElse/IfOnly/Loop/ProofBlock)."
+        MAX_NESTING,
+        ge=1,
+        lt=MAX_DECODE_DEPTH,
+        description="Deepest nesting of op bodies (IfElse/IfOnly/Loop/ProofBlock).",
     )
 
     verify_deadline_s: float = Field(
@@ -163,10 +182,12 @@ class Settings(BaseSettings):
         if v is None:
             return v
         raw = v.get_secret_value()
-        if raw.lower() in _UNSAFE_TOKENS or len(raw) < 16:
+        if raw.lower() in _UNSAFE_TOKENS or len(raw) < 16 or token_bits(raw) < MIN_TOKEN_BITS:
             raise ValueError(
-                "ADMIN_TOKEN must be at least 16 characters and not a placeholder "
-                "(try: python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+                "ADMIN_TOKEN must be at least 16 characters, not a placeholder, and not "
+                f"guessable (estimated {token_bits(raw):.0f} bits of entropy, need "
+                f"{MIN_TOKEN_BITS}; try: python -c 'import secrets; "
+                "print(secrets.token_urlsafe(32))')"
             )
         return v
 

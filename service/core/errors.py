@@ -4,7 +4,7 @@ responses (`service.errors`), and by the worker's async compiles, which record t
 
 from __future__ import annotations
 
-from tasmopt.errors import LoweringError, TasmSyntaxError, TirError
+from tasmopt.errors import BaselineError, LoweringError, TasmSyntaxError, TirError
 
 __all__ = [
     "ServiceError",
@@ -12,6 +12,7 @@ __all__ = [
     "InvalidRequest",
     "LimitExceeded",
     "BodyTooLarge",
+    "UnsupportedMediaType",
     "Unauthorized",
     "Forbidden",
     "JobNotFound",
@@ -61,6 +62,12 @@ class LimitExceeded(ServiceError):
     status, code = 422, "limit_exceeded"
 
 
+class UnsupportedMediaType(ServiceError):
+    """The request body is declared as something other than JSON."""
+
+    status, code = 415, "unsupported_media_type"
+
+
 class BodyTooLarge(ServiceError):
     """The request body is larger than MAX_BODY_BYTES."""
 
@@ -96,7 +103,12 @@ class Unavailable(ServiceError):
 
 
 #: Exceptions raised by `tasmopt` that are the client's fault (never served as a fallback).
-CLIENT_ERRORS: tuple[type[Exception], ...] = (TirError, TasmSyntaxError, LoweringError)
+CLIENT_ERRORS: tuple[type[Exception], ...] = (
+    TirError,
+    TasmSyntaxError,
+    BaselineError,
+    LoweringError,
+)
 
 
 def error_code(exc: BaseException) -> tuple[str, str]:
@@ -107,6 +119,8 @@ def error_code(exc: BaseException) -> tuple[str, str]:
         return "invalid_tir", str(exc)
     if isinstance(exc, TasmSyntaxError):
         return "invalid_baseline_tasm", f"baseline_tasm:{exc.line}:{exc.column}: {exc.reason}"
+    if isinstance(exc, BaselineError):
+        return "invalid_baseline_tasm", f"baseline_tasm: {exc}"
     if isinstance(exc, LoweringError):
         return "unlowerable_tir", str(exc)
     return "internal_error", f"{type(exc).__name__}: {str(exc)[:300]}"

@@ -171,7 +171,11 @@ class CompileResponse(BaseModel):
     timings: dict[str, float] = Field(
         description="Seconds per stage, `total` (the compile) and `persist` (the rows)."
     )
-    fallback: bool = Field(description="The optimizer failed and the baseline was served as is.")
+    fallback: bool = Field(
+        description="The optimizer failed and the baseline was served as is, or the TIR of "
+        "some function cannot be lowered to valid TASM: that function is returned as the "
+        "toolchain emits it (it does not assemble). `fallback_reason` says which."
+    )
     fallback_reason: str | None = None
     build_result_ids: list[uuid.UUID] = Field(
         description="Stored rows: function rows each followed by its block rows."

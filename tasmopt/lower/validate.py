@@ -138,10 +138,18 @@ def _check_op(op: Op, path: str) -> None:
         )
 
 
-def validate(ops: Sequence[Op], *, root: str = "tir", single_function: bool = False) -> None:
+def validate(
+    ops: Sequence[Op],
+    *,
+    root: str = "tir",
+    single_function: bool = False,
+    max_ops: int | None = None,
+    max_nesting: int | None = None,
+) -> None:
     """Check decoded TIR against the request contract (design §2, spec/tir.md §1–§2).
 
-    Checks: at most `MAX_OPS` ops and `MAX_NESTING` body levels; ``Push`` and event tags
+    Checks: at most ``max_ops`` ops and ``max_nesting`` body levels (default `MAX_OPS`,
+    `MAX_NESTING`; the service passes its MAX_TIR_OPS / MAX_TIR_DEPTH); ``Push`` and event tags
     ``0 <= v < p``; names of ``FnStart``/``Entry``/``Loop``/``Call`` make TASM labels after the
     ``__`` rule (``Call`` may also be ``@module__function``); no line breaks in comments, Asm
     lines or proof hashes; ``FnStart``/``FnEnd`` balance; no duplicate function or loop labels,
@@ -158,16 +166,18 @@ def validate(ops: Sequence[Op], *, root: str = "tir", single_function: bool = Fa
     Raises:
         TirError: the first violation, naming the op path.
     """
+    most_ops = MAX_OPS if max_ops is None else max_ops
+    deepest = MAX_NESTING if max_nesting is None else max_nesting
     count = 0
     open_fns: list[tuple[str, str]] = []  # (name, path)
     labels: dict[str, str] = {}  # lowered label -> path of its definition
     entry_seen = False
     for path, op, depth in iter_ops(ops, root):
         count += 1
-        if count > MAX_OPS:
-            raise TirError(f"too many ops: more than {MAX_OPS} in one request", path)
-        if depth > MAX_NESTING:
-            raise TirError(f"bodies nested too deep: more than {MAX_NESTING} levels", path)
+        if count > most_ops:
+            raise TirError(f"too many ops: more than {most_ops} in one request", path)
+        if depth > deepest:
+            raise TirError(f"bodies nested too deep: more than {deepest} levels", path)
         _check_op(op, path)
         kind = op.kind
         if single_function and depth == 0:

@@ -29,7 +29,7 @@ from tasmopt.lower.triton import lower
 from tasmopt.lower.validate import find_unlowerable, validate
 from tasmopt.module import ModuleText
 from tasmopt.optimizer.candidates import build_checks, propose
-from tasmopt.optimizer.prepare import entry_hazard, prepare_functions
+from tasmopt.optimizer.prepare import check_client_text, entry_hazard, prepare_functions
 from tasmopt.optimizer.rank import rank
 from tasmopt.optimizer.splice import assemble, finish_function, measure_with_callees
 from tasmopt.optimizer.state import VerifyBackend, stage
@@ -96,6 +96,7 @@ def compile(
             (``options.strict``) ops that cannot be lowered.
         TasmSyntaxError: ``baseline_tasm`` does not parse outside functions whose TIR cannot
             be lowered anyway (line and column in the client's text).
+        BaselineError: ``baseline_tasm`` defines none of the TIR's functions.
     """
     options = options or CompileOptions()
     verify = verify or check_blocks
@@ -103,7 +104,7 @@ def compile(
     timings: dict[str, float] = {}
     with stage(timings, "decode"):
         ops = _decode(tir)
-        validate(ops)
+        validate(ops, max_ops=options.max_ops, max_nesting=options.max_nesting)
         if options.strict:
             find_unlowerable(ops, isa=options.isa, strict=True)
         request_hash = tir_hash(ops)
@@ -112,6 +113,8 @@ def compile(
         ours = ModuleText.from_lowering(low)
         labels = {name: f.label for name, f in ours.functions.items()}
         client = ModuleText.from_text(baseline_tasm, labels) if baseline_tasm is not None else None
+        if client is not None:
+            check_client_text(client, low, options.isa)
     fns = prepare_functions(low, ours, client, options, timings)  # times its own checks as "verify"
     chunks = {c.name: c.ops for c in split_functions(ops)}
     for f in fns:

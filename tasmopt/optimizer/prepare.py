@@ -9,7 +9,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 
-from tasmopt.errors import TasmSyntaxError
+from tasmopt.errors import BaselineError, TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.lower.triton import (
     LOOP_HEADER,
@@ -25,7 +25,7 @@ from tasmopt.report import (
     FunctionReport,
 )
 from tasmopt.sources import BlockTask
-from tasmopt.tasm.parser import parse_instructions
+from tasmopt.tasm.parser import parse, parse_instructions
 from tasmopt.tasm.program import Instr, Program
 from tasmopt.tir.codec import tir_hash
 from tasmopt.tir.ops import Op
@@ -34,9 +34,36 @@ from tasmopt.vm.equivalence import (
     check_function,
 )
 
-__all__ = ["prepare_functions", "entry_hazard"]
+__all__ = ["prepare_functions", "entry_hazard", "check_client_text"]
 
 log = logging.getLogger(__name__)
+
+
+def check_client_text(client: ModuleText, low: Lowering, isa: IsaVariant) -> None:
+    """Refuse a client baseline that cannot serve as this TIR's baseline, before any work.
+
+    The whole text must parse, except the sections of functions whose TIR cannot be lowered
+    (upstream emits those as they come, e.g. ``pop 0``; they are passed through): the
+    preamble included, so that garbage outside every function is not echoed back. And it must
+    define at least one of the TIR's functions.
+
+    Raises:
+        TasmSyntaxError: with the line and column in the client's text.
+        BaselineError: it defines none of the TIR's functions.
+    """
+    names = [f.name for f in low.functions if f.name]
+    if names and not any(n in client.functions for n in names):
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        raise BaselineError(
+            f"baseline_tasm defines none of this TIR's functions ({shown}); "
+            "is it another module's compiler output?"
+        )
+    lines = list(client.lines)
+    for lf in low.functions:
+        if lf.unlowerable and lf.name in client.functions:
+            for a, b in client.functions[lf.name].sections:
+                lines[a + 1 : b] = [""] * (b - a - 1)  # keep the label: calls to it resolve
+    parse("\n".join(lines), isa)
 
 
 def prepare_functions(

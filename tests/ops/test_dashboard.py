@@ -58,7 +58,7 @@ def test_every_query_names_an_exported_metric(tmp_path, pg_database_factory, red
         redis_url=redis_url,
         spool_dir=tmp_path / "spool",
         model_store=tmp_path / "store",
-        admin_token="x" * 24,
+        admin_token="dashboard-admin-token-0123456789",
         verify_deadline_s=0.05,
     )  # no workers: check in-process at once
     tir = [

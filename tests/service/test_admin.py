@@ -209,3 +209,25 @@ def test_finetune_trigger_on_rq(make_client, auth, redis_url, redis_conn, pg_url
     )
     last = c.get("/admin/phase", headers=auth).json()["last_finetune"]
     assert last["job_id"] == r.json()["job_id"] and last["trigger"] == "admin"
+
+
+@pytest.mark.parametrize(
+    "token", ["changeme", "short-token", "a" * 16, "x" * 64, "ab" * 12, "0123" * 6]
+)
+def test_weak_admin_tokens_are_refused(token, tmp_path):
+    from pydantic import ValidationError
+
+    from service.core.config import Settings
+
+    with pytest.raises(ValidationError, match="ADMIN_TOKEN"):
+        Settings(spool_dir=tmp_path, admin_token=token)
+
+
+def test_a_generated_admin_token_is_accepted(tmp_path):
+    import secrets
+
+    from service.core.config import Settings, token_bits
+
+    token = secrets.token_urlsafe(32)
+    assert token_bits(token) > 150
+    assert Settings(spool_dir=tmp_path, admin_token=token).admin_token is not None

@@ -185,6 +185,38 @@ CASES = [
         {},
     ),
     (
+        "integer-over-4300-digits",
+        b'{"tir": [{"FnStart": "f"}, {"Push": ' + b"9" * 5000 + b'}, "Return", "FnEnd"]}',
+        400,
+        "malformed_json",
+        ["malformed JSON", "4300"],
+        {},
+    ),
+    (
+        "baseline-garbage",
+        body(baseline_tasm="foo bar baz"),
+        422,
+        "invalid_baseline_tasm",
+        ["defines none of this TIR's functions", "f"],
+        {},
+    ),
+    (
+        "baseline-of-another-module",
+        body(baseline_tasm="__g:\n    push 1\n    pop 1\n    return\n"),
+        422,
+        "invalid_baseline_tasm",
+        ["defines none of this TIR's functions"],
+        {},
+    ),
+    (
+        "baseline-garbage-outside-functions",
+        body(baseline_tasm="    call __f\n    halt\n    foo bar\n__f:\n    return\n"),
+        422,
+        "invalid_baseline_tasm",
+        ["baseline_tasm:3:5", "unknown instruction 'foo'"],
+        {"line": 3, "column": 5},
+    ),
+    (
         "body-too-large",
         body([{"FnStart": "f"}, {"Comment": "x" * 70_000}, "FnEnd"]),
         413,
@@ -225,3 +257,45 @@ def test_streamed_body_over_the_limit_is_413(client):
     chunks = iter([b'{"tir": ["' + b"x" * 40_000, b"y" * 40_000 + b'"]}'])  # no Content-Length
     r = client.post("/compile", content=chunks, headers={"content-type": "application/json"})
     assert r.status_code == 413 and r.json()["code"] == "body_too_large"
+
+
+def test_text_plain_body_is_415(client):
+    for media in ("text/plain", "application/x-www-form-urlencoded", "text/json"):
+        r = client.post("/compile", content=body(), headers={"content-type": media})
+        assert r.status_code == 415, (media, r.text)
+        assert r.json()["code"] == "unsupported_media_type" and "application/json" in r.text
+    for media in ("application/json; charset=utf-8", "application/vnd.api+json"):
+        assert (
+            client.post("/compile", content=body(), headers={"content-type": media}).status_code
+            == 200
+        )
+    r = client.post("/compile/jobs", content=body(), headers={"content-type": "text/plain"})
+    assert r.status_code == 415
+
+
+def test_unlowerable_tir_is_a_documented_fallback(client):
+    tir = [{"FnStart": "f"}, {"Pop": 0}, "Return", "FnEnd"]
+    r = client.post("/compile", content=body(tir), headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert data["fallback"] is True
+    assert "cannot be lowered" in data["fallback_reason"] and "(f)" in data["fallback_reason"]
+    assert data["functions"][0]["fallback"] and data["functions"][0]["unlowerable"]
+
+
+def test_limits_come_from_the_settings_only(tmp_path):
+    # MAX_TIR_OPS / MAX_TIR_DEPTH are the only limits: the optimizer's own validation uses
+    # them too (it used a hard-coded 100000 while the service said 200000)
+    from service.core.compiling import make_options
+    from tasmopt.errors import TirError
+    from tasmopt.lower.validate import MAX_OPS, validate
+    from tasmopt.tir.codec import decode
+
+    settings = Settings(spool_dir=tmp_path, max_tir_ops=MAX_OPS + 50, max_tir_depth=70)
+    opts = make_options(None, settings)
+    assert (opts.max_ops, opts.max_nesting) == (MAX_OPS + 50, 70)
+    ops = decode([{"FnStart": "f"}, *["Add"] * (MAX_OPS + 10), "Return", "FnEnd"])
+    with pytest.raises(TirError, match=f"more than {MAX_OPS}"):
+        validate(ops)
+    validate(ops, max_ops=opts.max_ops)  # the service's limit is the one that counts
+    assert Settings().max_tir_ops == MAX_OPS  # one default

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from tasmopt.deadline import Deadline
 from tasmopt.isa import IsaVariant
 
 __all__ = [
@@ -175,6 +176,8 @@ class CompileOptions:
             their functions through.
         max_ops, max_nesting: request limits on TIR ops and body nesting (None: the
             library's `tasmopt.lower.validate.MAX_OPS` / `MAX_NESTING`).
+        deadline: when to stop and return what is proven (`tasmopt.deadline.Deadline`; the
+            service cancels it when the client disconnects); None: no limit.
     """
 
     isa: IsaVariant = "release"
@@ -185,6 +188,7 @@ class CompileOptions:
     strict: bool = False
     max_ops: int | None = None
     max_nesting: int | None = None
+    deadline: Deadline | None = field(default=None, compare=False, hash=False)
 
 
 @dataclass

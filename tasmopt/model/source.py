@@ -118,6 +118,8 @@ class ModelSource:
             )
             items.append((i, data, imms))
         for s in range(0, len(items), self.max_blocks):
+            if options.deadline is not None and options.deadline.expired:
+                break  # decoding is batched: the request's deadline is looked at per batch
             chunk = items[s : s + self.max_blocks]
             batch = batch_graphs([d for _, d, _ in chunk]).to(self.device)
             imms = [m for _, _, m in chunk]

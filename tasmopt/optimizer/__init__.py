@@ -32,7 +32,7 @@ from tasmopt.optimizer.candidates import build_checks, propose
 from tasmopt.optimizer.prepare import check_client_text, entry_hazard, prepare_functions
 from tasmopt.optimizer.rank import rank
 from tasmopt.optimizer.splice import assemble, finish_function, measure_with_callees
-from tasmopt.optimizer.state import VerifyBackend, stage
+from tasmopt.optimizer.state import VerifyBackend, out_of_time, stage, verify_within
 from tasmopt.report import CompileOptions, CompileResult
 from tasmopt.rules import RulesSource
 from tasmopt.search.source import SearchSource
@@ -121,10 +121,10 @@ def compile(
         f.report.tir_hash = tir_hash(chunks.get(f.name, ()))
     tasks = [t for f in fns for t in f.tasks]
     with stage(timings, "candidates"):
-        proposals = propose(tasks, options, sources)
+        proposals = propose(tasks, options, sources) if out_of_time(options) is None else {}
     with stage(timings, "verify"):
         checks, owners = build_checks(tasks, proposals, options)
-        verdicts = verify(checks) if checks else []
+        verdicts = verify_within(verify, checks, options)
         if len(verdicts) != len(checks):
             log.error(
                 "verify backend returned %d verdicts for %d checks", len(verdicts), len(checks)

@@ -17,7 +17,7 @@ from tasmopt.lower.triton import (
     Lowering,
 )
 from tasmopt.module import ModuleText, label_lines
-from tasmopt.optimizer.state import FunctionState
+from tasmopt.optimizer.state import FunctionState, out_of_time
 from tasmopt.report import (
     CompileOptions,
     Source,
@@ -54,7 +54,7 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
     rep = f.report
     if f.passthrough or f.reference is None:
         rep.fallback = True
-        if f.reference is not None:  # e.g. the client's baseline, returned unchanged
+        if f.reference is not None and out_of_time(options) is None:  # e.g. the client's
             m = check_function(
                 f.reference, None, witnesses=options.witnesses, seed=options.seed + 2
             )
@@ -65,6 +65,18 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
         return
     t = time.perf_counter()
     measured: FunctionVerdict | None = None
+    why = out_of_time(options)
+    if f.chosen and why is not None:  # no time to prove the spliced function: fail closed
+        rep.reason = f"{why} before the whole-function proof"
+        for b in rep.blocks:
+            b.source, b.tasm, b.cycles, b.verified_by = (
+                "compiler",
+                b.baseline_tasm,
+                b.baseline_cycles,
+                None,
+            )
+            b.heights = dict(b.baseline_heights)
+        f.chosen.clear()
     if f.chosen:
         new_lines = _spliced_lines(f, ours)
         try:
@@ -109,6 +121,11 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
                 )
                 b.heights = dict(b.baseline_heights)
             f.chosen.clear()
+    if measured is None and out_of_time(options) is not None:
+        rep.fallback = True
+        rep.reason = rep.reason or f"{out_of_time(options)}; returned unchanged, not measured"
+        rep.latency_s = time.perf_counter() - t
+        return
     if measured is None:
         measured = check_function(
             f.reference, None, witnesses=options.witnesses, seed=options.seed + 2
@@ -131,7 +148,7 @@ def measure_with_callees(
     """Honest costs: a function whose callees were improved is measured again as it runs in
     the returned module (its callees' improved code included) against its reference."""
     improved = {f.name for f in fns if f.new_lines is not None}
-    if not improved:
+    if not improved or out_of_time(options) is not None:
         return
     for f in fns:
         if f.passthrough or f.reference is None or f.name not in out.functions:

@@ -1,4 +1,5 @@
-"""Shared pieces of the optimizer's stages: the per-function working state and the stage timer."""
+"""Shared pieces of the optimizer's stages: the per-function working state, the stage timer,
+and the deadline checks (`tasmopt.deadline`): past the deadline a stage returns what is proven."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from tasmopt.report import (
-    FunctionReport,
-)
+from tasmopt.report import CompileOptions, FunctionReport
 from tasmopt.sources import BlockTask
 from tasmopt.tasm.program import Program
 from tasmopt.vm.equivalence import (
@@ -18,12 +17,43 @@ from tasmopt.vm.equivalence import (
     Verdict,
 )
 
-__all__ = ["VerifyBackend", "stage", "FunctionState"]
+__all__ = ["VerifyBackend", "stage", "FunctionState", "out_of_time", "verify_within"]
 
 log = logging.getLogger(__name__)
 
 
 VerifyBackend = Callable[[list[BlockCheck]], list[Verdict]]
+
+
+def out_of_time(options: CompileOptions) -> str | None:
+    """Why the compile must stop now (``"request deadline reached"``, ``"request cancelled
+    (client disconnected)"``), or None while its `Deadline` has time left."""
+    dl = options.deadline
+    if dl is None or not dl.expired:
+        return None
+    why = dl.why()
+    return "request deadline reached" if why == "deadline" else f"request cancelled ({why})"
+
+
+#: Checks sent to the verify backend at a time, so that a deadline can stop between chunks.
+VERIFY_CHUNK = 16
+
+
+def verify_within(
+    verify: VerifyBackend, checks: list[BlockCheck], options: CompileOptions
+) -> list[Verdict]:
+    """Run ``checks`` through ``verify`` in chunks while the deadline allows; the checks left
+    when it expires are answered unverified (so their blocks keep the baseline: fail closed)."""
+    if options.deadline is None:
+        return verify(checks) if checks else []
+    out: list[Verdict] = []
+    for k in range(0, len(checks), VERIFY_CHUNK):
+        why = out_of_time(options)
+        if why is not None:
+            out += [Verdict(False, "rejected", f"unverified: {why}")] * (len(checks) - k)
+            break
+        out += verify(checks[k : k + VERIFY_CHUNK])
+    return out
 
 
 @contextmanager

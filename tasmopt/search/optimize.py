@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from tasmopt.deadline import Deadline
 from tasmopt.isa import IsaVariant
 from tasmopt.search.algebra import simplify
 from tasmopt.search.dataflow import UnsupportedBlock, extract
@@ -40,6 +41,7 @@ class SearchConfig:
         exact_max_length: blocks up to this many instructions get the exact search first.
         stoke_share: fraction of the budget given to the STOKE chain (one proposal evaluated
             on the test inputs costs about one schedule state: ~50 us here).
+        deadline: the request's deadline: every loop stops when it expires.
     """
 
     states: int = 20_000
@@ -47,6 +49,7 @@ class SearchConfig:
     isa: IsaVariant = "release"
     exact_max_length: int = 14
     stoke_share: float = 0.2
+    deadline: Deadline | None = field(default=None, compare=False, hash=False)
 
 
 def optimize_block(
@@ -64,9 +67,9 @@ def optimize_block(
     found: list[list[Instr]] = []
     sched_states = int(cfg.states * (1 - cfg.stoke_share))
     for k, flow in enumerate(flows):
-        budget = Budget(sched_states // (2 if k == 0 else 4))
+        budget = Budget(sched_states // (2 if k == 0 else 4), cfg.deadline)
         if len(instrs) <= cfg.exact_max_length:
-            part = Budget(budget.left // 2)
+            part = budget.part(budget.left // 2)
             best = exact(flow, max_length=len(instrs) - 1, budget=part)
             budget.spend(budget.left // 2 - part.left)
             if best is not None:
@@ -79,7 +82,14 @@ def optimize_block(
     shortest = min(found, key=len) if found else instrs
     iterations = int(cfg.states * cfg.stoke_share)
     if iterations > 0:
-        better = stoke(instrs, shortest, iterations=iterations, seed=cfg.seed, isa=cfg.isa)
+        better = stoke(
+            instrs,
+            shortest,
+            iterations=iterations,
+            seed=cfg.seed,
+            isa=cfg.isa,
+            deadline=cfg.deadline,
+        )
         if better is not None:
             found.append(better)
     out: list[list[Instr]] = []

@@ -25,6 +25,7 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tasmopt.deadline import Deadline
 from tasmopt.isa import names_where
 from tasmopt.search.dataflow import Dataflow, Node
 from tasmopt.tasm.program import Instr
@@ -37,18 +38,40 @@ SHUFFLES = names_where(lambda i: i.is_stack_shuffle)
 
 
 class Budget:
-    """A deterministic effort budget: counts expanded states."""
+    """An effort budget: counts expanded states (deterministic), and stops early when the
+    request's `Deadline` expires (looked at every `DEADLINE_EVERY` states).
 
-    def __init__(self, states: int) -> None:
+    Args:
+        states: states to expand at most.
+        deadline: the request's deadline, if any.
+    """
+
+    DEADLINE_EVERY = 64
+
+    def __init__(self, states: int, deadline: Deadline | None = None) -> None:
         self.left = states
+        self.deadline = deadline
+        self._tick = 0
 
     def spend(self, n: int = 1) -> bool:
-        """Take ``n`` states; False (and nothing taken) once the budget is exhausted."""
+        """Take ``n`` states; False (and nothing taken) once the budget is exhausted or the
+        deadline has passed."""
         if self.left < n:
             self.left = 0
             return False
+        if self.deadline is not None:
+            self._tick += n
+            if self._tick >= self.DEADLINE_EVERY:
+                self._tick = 0
+                if self.deadline.expired:
+                    self.left = 0
+                    return False
         self.left -= n
         return True
+
+    def part(self, states: int) -> Budget:
+        """A sub-budget of ``states`` under the same deadline (nothing is taken here)."""
+        return Budget(states, self.deadline)
 
     @property
     def exhausted(self) -> bool:
@@ -286,8 +309,10 @@ def beam(
         seen: dict[tuple, int] = {}
         nxt = []
         if budget.exhausted:  # out of budget: finish greedily from the best state so far
+            if budget.deadline is not None and budget.deadline.expired:
+                return None  # out of time: nothing more
             layer, width = layer[:1], 1
-            budget = Budget(10 * (len(p.nodes) + 1) * (_MAX_INDEX + 2))
+            budget = budget.part(10 * (len(p.nodes) + 1) * (_MAX_INDEX + 2))
         for _cost, _tie, stack, done, code in layer:
             if budget.exhausted or not budget.spend():
                 break
@@ -323,7 +348,7 @@ def beam(
     closest = sorted(layer, key=lambda e: (e[0] + _distance(e[2], p.final), e[1]))[:finals]
     share = max(50, min(2000, budget.left) // max(1, len(closest)))
     for _cost, _tie, stack, _done, code in closest:
-        part = Budget(share)
+        part = budget.part(share)
         tail = arrange(stack, p.final, p.constants, p.low, budget=part)
         budget.spend(share - max(part.left, 0))
         if tail is None:

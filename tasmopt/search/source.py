@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from tasmopt.deadline import Deadline
 from tasmopt.report import CompileOptions
 from tasmopt.search.optimize import SearchConfig, optimize_block
 from tasmopt.sources import BlockTask
 from tasmopt.tasm.program import Instr
 
-__all__ = ["SearchSource", "STATES_PER_SECOND"]
+__all__ = ["SearchSource", "STATES_PER_SECOND", "MAX_SEARCH_INSTRS"]
 
 log = logging.getLogger(__name__)
+
+#: Longest block the search works on, instructions: each STOKE proposal runs the simulator
+#: on every test input, so a 10,000-instruction block costs seconds per proposal.
+MAX_SEARCH_INSTRS = 400
 
 #: Conversion of a time budget into search states (calibrated on this project's CI machine:
 #: one state is one expansion of the exact search or of the beam).
@@ -43,11 +47,16 @@ class SearchSource:
     ) -> list[list[list[Instr]]]:
         if not tasks:
             return []
-        total = max(1, sum(len(t.baseline) for t in tasks))
+        total = max(1, sum(len(t.baseline) for t in tasks if len(t.baseline) <= MAX_SEARCH_INSTRS))
         states = int(options.search_budget_s * STATES_PER_SECOND)
-        deadline = time.monotonic() + 3 * options.search_budget_s + 1.0
+        # the search's own budget, within the request's deadline
+        deadline = Deadline(3 * options.search_budget_s + 1.0)
+        request = options.deadline
         out: list[list[list[Instr]]] = []
         for task in tasks:
+            if len(task.baseline) > MAX_SEARCH_INSTRS:
+                out.append([])  # one proposal of a long block costs a simulator run per test
+                continue
             share = max(200, states * len(task.baseline) // total)
             key = (tuple(str(i) for i in task.baseline), options.isa, options.seed, share)
             with self._lock:
@@ -55,18 +64,43 @@ class SearchSource:
                 if hit is not None:
                     self._cache.move_to_end(key)
             if hit is None:
-                if time.monotonic() > deadline:
+                if deadline.expired or (request is not None and request.expired):
                     out.append([])
                     continue
-                cfg = SearchConfig(states=share, seed=options.seed, isa=options.isa)
+                stop = _earliest(deadline, request)
+                cfg = SearchConfig(states=share, seed=options.seed, isa=options.isa, deadline=stop)
                 try:
                     hit = optimize_block(list(task.baseline), cfg)
                 except Exception:  # the search must never break a compile
                     log.exception("search failed on block %s of %s", task.index, task.function)
                     hit = []
-                with self._lock:
-                    self._cache[key] = hit
-                    if len(self._cache) > self._cache_size:
-                        self._cache.popitem(last=False)
+                if not stop.expired:  # a search cut short is not the block's answer: no cache
+                    with self._lock:
+                        self._cache[key] = hit
+                        if len(self._cache) > self._cache_size:
+                            self._cache.popitem(last=False)
             out.append(hit)
         return out
+
+
+def _earliest(own: Deadline, request: Deadline | None) -> Deadline:
+    """The search's own budget, cut at the request's deadline and cancelled with it."""
+    if request is None:
+        return own
+    if request.at <= own.at:
+        return request
+    return _Linked(own.remaining(), request)
+
+
+class _Linked(Deadline):
+    """A time limit of its own that also expires with ``request`` (e.g. cancelled later)."""
+
+    __slots__ = ("_request",)
+
+    def __init__(self, seconds: float, request: Deadline) -> None:
+        super().__init__(seconds)
+        self._request = request
+
+    @property
+    def expired(self) -> bool:
+        return super().expired or self._request.expired

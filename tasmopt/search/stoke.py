@@ -18,6 +18,7 @@ import math
 import random
 from collections.abc import Sequence
 
+from tasmopt.deadline import Deadline
 from tasmopt.isa import IsaVariant, instruction_set, names_where
 from tasmopt.tasm.program import Instr, Program
 from tasmopt.vm.equivalence import BlockCheck, check_block, compare_symbolic
@@ -117,6 +118,7 @@ def stoke(
     isa: IsaVariant = "release",
     beta: float = 1.0,
     tests: int = 4,
+    deadline: Deadline | None = None,
 ) -> list[Instr] | None:
     """Run the chain from ``start``; the shortest program shorter than ``start`` that matched
     every test and passed the symbolic check, or None.
@@ -127,6 +129,8 @@ def stoke(
         iterations: proposals to make.
         seed: chain and test-input seed.
         tests: concrete test inputs for the cost function.
+        deadline: stop proposing when it expires (looked at every iteration: one proposal
+            runs the simulator on every test input, which is long for a long block).
     """
     rng = random.Random(seed)
     sym_base = run_symbolic(baseline, ctx := ExprContext(), isa)
@@ -153,6 +157,8 @@ def stoke(
     best: list[Instr] | None = None
     best_len = len(start)
     for _ in range(iterations):
+        if deadline is not None and deadline.expired:
+            break
         cand = _mutate(cur, pool, rng)
         cost = len(cand) + _penalty(_observe(cand, cases, isa), want)
         if cost <= cur_cost or rng.random() < math.exp(-beta * (cost - cur_cost)):

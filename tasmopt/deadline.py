@@ -1,0 +1,69 @@
+"""Deadlines and cancellation shared by every stage of a compile (design §1: every stage has a
+deadline; no candidate source may make a request wait past its budget).
+
+A `Deadline` is a point on the monotonic clock plus a cancel flag. The service creates one per
+request (``COMPILE_DEADLINE_S``) and cancels it when the client disconnects; the optimizer and
+the candidate sources look at it inside their loops and return what is proven by then (at worst
+the baseline, unchanged). It is thread-safe and survives pickling (a copy has its own flag).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Any
+
+__all__ = ["Deadline"]
+
+
+class Deadline:
+    """A wall-clock budget that can also be cancelled.
+
+    Args:
+        seconds: budget from now, seconds; None or ``inf`` for no time limit (cancellation
+            still works).
+    """
+
+    __slots__ = ("at", "_cancelled", "reason")
+
+    def __init__(self, seconds: float | None = None) -> None:
+        self.at = math.inf if seconds is None else time.monotonic() + max(0.0, seconds)
+        self._cancelled = threading.Event()
+        self.reason: str | None = None
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Stop all work under this deadline as soon as it next looks (e.g. the client left)."""
+        self.reason = self.reason or reason
+        self._cancelled.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    @property
+    def expired(self) -> bool:
+        """True once cancelled or past the time limit."""
+        return self._cancelled.is_set() or time.monotonic() >= self.at
+
+    def remaining(self) -> float:
+        """Seconds left (0 when expired; ``inf`` without a time limit)."""
+        if self._cancelled.is_set():
+            return 0.0
+        return max(0.0, self.at - time.monotonic())
+
+    def why(self) -> str:
+        """Why work stopped: ``cancelled`` (with the reason given) or ``deadline``."""
+        return (self.reason or "cancelled") if self.cancelled else "deadline"
+
+    def __getstate__(self) -> dict[str, Any]:
+        left = self.remaining()
+        return {"left": None if math.isinf(left) else left, "cancelled": self.cancelled}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["left"])  # type: ignore[misc]  # re-initialise a fresh copy
+        if state["cancelled"]:
+            self.cancel()
+
+    def __repr__(self) -> str:
+        return f"Deadline(remaining={self.remaining():.3f}s, cancelled={self.cancelled})"

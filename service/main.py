@@ -21,6 +21,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from prometheus_client import CollectorRegistry
@@ -30,6 +31,7 @@ from service.api.routes import admin, health, jobs
 from service.api.routes import compile as compile_routes
 from service.api.routes import metrics as metrics_routes
 from service.core import metrics
+from service.core.admission import Admission
 from service.core.compiling import DbBreaker
 from service.core.config import Settings
 from service.core.db import engine_from_settings, migrate
@@ -90,9 +92,11 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
         if state.migrated:  # serve the production model from the first request on
             await asyncio.to_thread(_try_refresh, state.watcher)
         state.redis, state.verifier = verifier_from_settings(settings)
-        state.compile_slots = threading.BoundedSemaphore(
-            settings.compile_slots or os.cpu_count() or 1
-        )
+        slots = settings.compile_slots or os.cpu_count() or 1
+        state.compile_slots = threading.BoundedSemaphore(slots)
+        state.admission = Admission(slots, settings.compile_queue, settings.retry_after_s)
+        state.admission.thread_limiter()  # created in the event loop
+        state.control_threads = anyio.CapacityLimiter(4)  # /readyz, never behind compiles
         threads = ThreadRunner(settings.async_threads)
         state.runner = (
             RqRunner(state.redis, settings, threads) if state.redis is not None else threads

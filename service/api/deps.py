@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
+from service.core.admission import Admission
 from service.core.compiling import (
     Compiler,
     DbBreaker,
@@ -56,6 +57,8 @@ __all__ = [
     "require_admin",
     "get_slots",
     "SlotsDep",
+    "AdmissionDep",
+    "get_admission",
 ]
 
 
@@ -108,6 +111,11 @@ def get_session_factory(request: Request) -> sessionmaker[Session]:
 def get_slots(request: Request) -> threading.Semaphore:
     """Admission control of compiles in this process (COMPILE_SLOTS)."""
     return request.app.state.compile_slots
+
+
+def get_admission(request: Request) -> Admission:
+    """Admission control of synchronous compiles (COMPILE_SLOTS + COMPILE_QUEUE)."""
+    return request.app.state.admission
 
 
 def get_watcher(request: Request) -> ModelWatcher:
@@ -163,3 +171,4 @@ WatcherDep = Annotated[ModelWatcher, Depends(get_watcher)]
 RunnerDep = Annotated[ThreadRunner | RqRunner, Depends(get_runner)]
 AdminDep = Annotated[str, Depends(require_admin)]
 SlotsDep = Annotated[threading.Semaphore, Depends(get_slots)]
+AdmissionDep = Annotated[Admission, Depends(get_admission)]

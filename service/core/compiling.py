@@ -29,6 +29,7 @@ from service.core.errors import (
 )
 from service.core.schemas import CompileOptionsIn, CompileRequest, CompileResponse
 from service.core.spool import Spool, is_connectivity_error, job_to_json
+from tasmopt.deadline import Deadline
 from tasmopt.lower.validate import validate
 from tasmopt.report import CompileOptions, CompileResult
 from tasmopt.store import build_records, fallback_records, insert_build_results, save_compile_job
@@ -281,6 +282,7 @@ def serve(
     settings: Settings,
     baseline: Callable[[list[Any], str | None], str],
     slots: threading.Semaphore | None = None,
+    deadline: Deadline | None = None,
 ) -> Served:
     """Run the optimizer; if it fails for a reason that is not the client's, serve the baseline.
 
@@ -288,6 +290,8 @@ def serve(
         baseline: ``(tir, baseline_tasm) -> TASM``: the client's baseline, else our lowering.
         slots: admission control: the compile waits for a slot (first come, first served);
             the wait is reported as the ``queue`` timing, seconds.
+        deadline: the request's deadline (it counts the wait for a slot too); the optimizer
+            returns what is proven when it expires or is cancelled.
 
     Raises:
         LimitExceeded, InvalidRequest: checked before the optimizer runs.
@@ -295,7 +299,7 @@ def serve(
         Exception: not even the baseline could be produced (500).
     """
     check_limits(req.tir, max_ops=settings.max_tir_ops, max_depth=settings.max_tir_depth)
-    options = make_options(req.options, settings)
+    options = replace(make_options(req.options, settings), deadline=deadline)
     queued = time.perf_counter()
     failure: Exception | None = None
     with slots if slots is not None else contextlib.nullcontext():

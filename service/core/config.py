@@ -140,6 +140,20 @@ class Settings(BaseSettings):
         "(0: the number of CPUs). Compiles are CPU-bound: time-slicing "
         "many at once only stretches every one of them.",
     )
+    compile_queue: int = Field(
+        8,
+        ge=0,
+        le=4096,
+        description="Compiles that may wait for a slot; beyond that `POST /compile` answers "
+        "503 with Retry-After at once instead of queueing without bound.",
+    )
+    compile_deadline_s: float = Field(
+        30.0,
+        gt=0,
+        description="Wall-clock budget of one synchronous compile, seconds: past it every "
+        "stage returns what is proven (at worst the baseline, unchanged).",
+    )
+    retry_after_s: int = Field(2, ge=1, description="Retry-After of a 503 on overload, seconds.")
     async_threads: int = Field(
         2,
         ge=1,

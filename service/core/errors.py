@@ -13,6 +13,7 @@ __all__ = [
     "LimitExceeded",
     "BodyTooLarge",
     "UnsupportedMediaType",
+    "Overloaded",
     "Unauthorized",
     "Forbidden",
     "JobNotFound",
@@ -60,6 +61,16 @@ class LimitExceeded(ServiceError):
     """TIR with more ops or deeper nesting than the service accepts."""
 
     status, code = 422, "limit_exceeded"
+
+
+class Overloaded(ServiceError):
+    """This process already holds as many compiles as it may (running and waiting)."""
+
+    status, code = 503, "overloaded"
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.headers = {"Retry-After": str(retry_after_s)}
 
 
 class UnsupportedMediaType(ServiceError):

@@ -8,6 +8,7 @@ import uuid
 from fastapi import APIRouter, Request
 
 from service.api.deps import (
+    AdmissionDep,
     BaselineDep,
     BreakerDep,
     CompileBody,
@@ -19,9 +20,11 @@ from service.api.deps import (
     VerifierDep,
 )
 from service.core import compiling
+from service.core.admission import run_watched
 from service.core.metrics import observe_compile
 from service.core.schemas import CompileResponse
 from service.errors import ERROR_RESPONSES
+from tasmopt.deadline import Deadline
 
 router = APIRouter(tags=["compile"])
 
@@ -38,7 +41,7 @@ BODY_DOC = {
 @router.post(
     "/compile", response_model=CompileResponse, responses=ERROR_RESPONSES, openapi_extra=BODY_DOC
 )
-def compile_tir(
+async def compile_tir(
     request: Request,
     body: CompileBody,
     settings: SettingsDep,
@@ -49,25 +52,44 @@ def compile_tir(
     spool: SpoolDep,
     breaker: BreakerDep,
     slots: SlotsDep,
+    admission: AdmissionDep,
 ) -> CompileResponse:
     """Optimize a TIR program or module.
 
     The response's `build_result_ids` name the stored BuildResult rows (also when they were
-    spooled because the database was down: the same ids reach the database later).
+    spooled because the database was down: the same ids reach the database later). Refused
+    with 503 and Retry-After when the process already holds COMPILE_SLOTS + COMPILE_QUEUE
+    compiles; bounded by COMPILE_DEADLINE_S; cancelled when the client disconnects.
     """
     request_id: uuid.UUID = request.state.request_id
-    served = compiling.serve(
-        body,
-        request_id=request_id,
-        compiler=compiler,
-        verify=verify,
-        settings=settings,
-        baseline=baseline,
-        slots=slots,
-    )
-    t0 = time.perf_counter()
-    stored = compiling.persist(served.rows, session=session, spool=spool, breaker=breaker)
-    served.timings["persist"] = time.perf_counter() - t0
+    deadline = Deadline(settings.compile_deadline_s)
+
+    def work() -> tuple[compiling.Served, str]:
+        served = compiling.serve(
+            body,
+            request_id=request_id,
+            compiler=compiler,
+            verify=verify,
+            settings=settings,
+            baseline=baseline,
+            slots=slots,
+            deadline=deadline,
+        )
+        t0 = time.perf_counter()
+        stored = compiling.persist(served.rows, session=session, spool=spool, breaker=breaker)
+        served.timings["persist"] = time.perf_counter() - t0
+        return served, stored
+
+    admission.enter()
+    try:
+        served, stored = await run_watched(
+            work,
+            deadline=deadline,
+            disconnected=request.is_disconnected,
+            limiter=admission.thread_limiter(),
+        )
+    finally:
+        admission.leave()
     observe_compile(
         result=served.result,
         timings=served.timings,

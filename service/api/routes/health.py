@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
@@ -12,8 +13,9 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", response_model=HealthResponse)
-def healthz() -> HealthResponse:
-    """The process is up (no dependency is consulted)."""
+async def healthz() -> HealthResponse:
+    """The process is up (no dependency is consulted). Answered on the event loop: it never
+    waits for a thread, so compiles cannot starve it."""
     return HealthResponse()
 
 
@@ -22,8 +24,15 @@ def healthz() -> HealthResponse:
     response_model=ReadyResponse,
     responses={503: {"model": ReadyResponse, "description": "A dependency is down."}},
 )
-def readyz(request: Request) -> JSONResponse:
-    """The database is reachable and at the Alembic head; Redis answers, if configured."""
+async def readyz(request: Request) -> JSONResponse:
+    """The database is reachable and at the Alembic head; Redis answers, if configured. The
+    checks run on the control plane's own threads, never behind compiles."""
+    return await anyio.to_thread.run_sync(
+        _ready, request, limiter=request.app.state.control_threads
+    )
+
+
+def _ready(request: Request) -> JSONResponse:
     state = request.app.state
     ready = ReadyResponse(
         ready=False, database=CheckOut(ok=False), spooled_rows=state.spool.pending_rows()

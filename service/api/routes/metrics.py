@@ -11,6 +11,6 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/metrics", response_class=Response, include_in_schema=False)
-def metrics(request: Request) -> Response:
+async def metrics(request: Request) -> Response:
     """Counters, histograms and gauges of this process, for Prometheus to scrape."""
     return Response(render(request.app.state.metrics_registry), media_type=CONTENT_TYPE_LATEST)

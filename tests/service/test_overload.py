@@ -1,0 +1,116 @@
+"""Overload and abandoned requests (issue 15): a bounded number of compiles per process (503
+with Retry-After beyond it), a deadline per compile, cancellation when the client leaves, and a
+control plane (/healthz, /readyz, /metrics) that answers while every compile slot is taken."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import anyio
+import pytest
+
+from service.api.deps import get_compiler
+from service.core.admission import Admission, run_watched
+from service.core.errors import Overloaded
+from tasmopt.deadline import Deadline
+from tasmopt.optimizer import compile as compile_tir
+
+FN = [{"Entry": "main"}, {"FnStart": "main"}, {"Push": 1}, {"Pop": 1}, "Return", "FnEnd"]
+
+
+def test_admission_counts_running_and_waiting_compiles():
+    a = Admission(slots=1, queue=1, retry_after_s=3)
+    a.enter()
+    a.enter()
+    with pytest.raises(Overloaded) as info:
+        a.enter()
+    assert info.value.status == 503 and info.value.headers == {"Retry-After": "3"}
+    assert "COMPILE_SLOTS=1" in info.value.message and a.refused == 1
+    a.leave()
+    a.enter()  # a place is free again
+
+
+def test_a_disconnected_client_cancels_its_compile():
+    deadline = Deadline(60)
+    looked = threading.Event()
+
+    def work() -> str:
+        t = time.monotonic()
+        while not deadline.expired and time.monotonic() - t < 10:
+            looked.set()
+            time.sleep(0.01)
+        return deadline.why() if deadline.expired else "ran to the end"
+
+    async def gone() -> bool:
+        return looked.is_set()  # the client leaves once the compile has started
+
+    async def main() -> str:
+        return await run_watched(
+            work, deadline=deadline, disconnected=gone, limiter=anyio.CapacityLimiter(1)
+        )
+
+    t = time.monotonic()
+    assert anyio.run(main) == "client disconnected"
+    assert time.monotonic() - t < 3
+
+
+def test_errors_of_the_compile_thread_keep_their_type():
+    async def main() -> None:
+        await run_watched(
+            lambda: (_ for _ in ()).throw(KeyError("x")),
+            deadline=Deadline(5),
+            disconnected=_never,
+            limiter=anyio.CapacityLimiter(1),
+        )
+
+    with pytest.raises(KeyError):
+        anyio.run(main)
+
+
+async def _never() -> bool:
+    return False
+
+
+def test_overload_is_503_with_retry_after_and_health_still_answers(make_client):
+    started, release = threading.Event(), threading.Event()
+
+    def slow(tir, baseline_tasm=None, *, options, verify=None):
+        started.set()
+        release.wait(20)
+        return compile_tir(tir, baseline_tasm, options=options, verify=verify)
+
+    http = make_client(compile_slots=1, compile_queue=0, retry_after_s=7)
+    http.app.dependency_overrides[get_compiler] = lambda: slow
+    first: dict = {}
+    t = threading.Thread(target=lambda: first.update(r=http.post("/compile", json={"tir": FN})))
+    t.start()
+    try:
+        assert started.wait(20)
+        r = http.post("/compile", json={"tir": FN})
+        assert r.status_code == 503, r.text
+        assert r.json()["code"] == "overloaded" and r.headers["retry-after"] == "7"
+        for path in ("/healthz", "/readyz", "/metrics"):  # the control plane is not queued
+            assert http.get(path).status_code == 200, path
+    finally:
+        release.set()
+        t.join(30)
+        http.app.dependency_overrides.clear()
+    assert first["r"].status_code == 200, first["r"].text
+    assert http.post("/compile", json={"tir": FN}).status_code == 200  # the slot is free
+
+
+def test_the_compile_deadline_comes_from_the_settings(make_client):
+    seen: list[Deadline] = []
+
+    def spy(tir, baseline_tasm=None, *, options, verify=None):
+        seen.append(options.deadline)
+        return compile_tir(tir, baseline_tasm, options=options, verify=verify)
+
+    http = make_client(compile_deadline_s=12.5)
+    http.app.dependency_overrides[get_compiler] = lambda: spy
+    try:
+        assert http.post("/compile", json={"tir": FN}).status_code == 200
+    finally:
+        http.app.dependency_overrides.clear()
+    assert seen and 10 < seen[0].remaining() <= 12.5

@@ -6,6 +6,15 @@ spool is empty), and prints throughput and P50/P90/P99 latency. Usage::
     python benchmarks/load.py --database-url postgresql://postgres@127.0.0.1/tasmopt
     python benchmarks/load.py --url http://127.0.0.1:8000 --database-url postgresql://...
     python benchmarks/load.py --requests 2000 --concurrency 32 --out var/load.json
+    python benchmarks/load.py --levels 4,16,60 --duration 20    # overload and abandonment
+
+With ``--levels``, each level runs ``--duration`` seconds of closed-loop clients (three small
+requests to one real module of ``../shared/data/trident-std`` with its compiler baseline), while
+a prober asks ``/healthz`` every 50 ms; then every client disconnects with its request in
+flight, and the API process's CPU is sampled for 10 s (target: idle, since an abandoned compile
+is cancelled). It prints per level throughput, P50/P90/P99 of answered requests, the 503s
+(overload, with Retry-After), the slowest ``/healthz`` (target < 100 ms) and the CPU share
+left busy after the disconnect.
 
 Loopback only. The request mix is small real TIR functions (spec/tir.md §2.1 example A and
 variants) with 16 witness seeds: every request is compiled and verified, while the block
@@ -259,6 +268,137 @@ def spawn_api(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("uvicorn did not start")
 
 
+# -- levels: health under load, and abandoned requests --------------------------------------
+
+
+@dataclass
+class LevelReport:
+    """One concurrency level (seconds; CPU as a share of one core)."""
+
+    concurrency: int
+    seconds: float
+    answered: int
+    throughput_rps: float
+    p50_s: float
+    p90_s: float
+    p99_s: float
+    overloaded_503: int
+    server_errors: int
+    transport_errors: int
+    healthz_max_s: float
+    healthz_p99_s: float
+    cpu_after_disconnect: float | None
+
+
+def _real_bodies(data: Path, limit: int = 6) -> list[dict]:
+    out = []
+    for path in sorted(data.glob("*.json"))[:limit]:
+        d = json.loads(path.read_text())
+        out.append({"tir": d["tir"], "baseline_tasm": d.get("compiler_tasm")})
+    return out
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _level(url: str, concurrency: int, duration: float, real: list[dict]) -> dict:
+    latencies: list[float] = []
+    health: list[float] = []
+    counts = {"503": 0, "5xx": 0, "transport": 0}
+    stop = time.monotonic() + duration
+    limits = httpx.Limits(max_connections=concurrency + 1, max_keepalive_connections=concurrency)
+
+    async def client_loop(client: httpx.AsyncClient, k: int) -> None:
+        i = k
+        while time.monotonic() < stop:
+            i += concurrency
+            req = real[i % len(real)] if real and i % 4 == 3 else body(i)
+            t0 = time.perf_counter()
+            try:
+                r = await client.post("/compile", json=req)
+            except httpx.HTTPError:
+                counts["transport"] += 1
+                continue
+            if r.status_code == 503:
+                counts["503"] += 1
+                await asyncio.sleep(float(r.headers.get("retry-after", "1")))
+            elif r.status_code >= 500:
+                counts["5xx"] += 1
+            else:
+                latencies.append(time.perf_counter() - t0)
+
+    async def prober() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=30) as probe:
+            while time.monotonic() < stop:
+                t0 = time.perf_counter()
+                await probe.get("/healthz")
+                health.append(time.perf_counter() - t0)
+                await asyncio.sleep(0.05)
+
+    async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
+        tasks = [asyncio.create_task(client_loop(client, k)) for k in range(concurrency)]
+        await prober()
+        for t in tasks:  # every client leaves with its request in flight
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return {"latencies": latencies, "health": health, **counts}
+
+
+def run_levels(
+    url: str, levels: list[int], duration: float, data: Path, pid: int | None
+) -> list[LevelReport]:
+    real = _real_bodies(data)
+    warm_up(url, DISTINCT)
+    out = []
+    for c in levels:
+        t0 = time.perf_counter()
+        res = asyncio.run(_level(url, c, duration, real))
+        wall = time.perf_counter() - t0
+        cpu = None
+        if pid is not None:  # what the abandoned compiles still burn
+            time.sleep(1.0)
+            before = _cpu_seconds(pid)
+            time.sleep(10.0)
+            cpu = round((_cpu_seconds(pid) - before) / 10.0, 3)
+        lat, health = res["latencies"], res["health"]
+        out.append(
+            LevelReport(
+                concurrency=c,
+                seconds=round(wall, 1),
+                answered=len(lat),
+                throughput_rps=round(len(lat) / wall, 2),
+                p50_s=round(quantile(lat, 0.5), 3) if lat else 0.0,
+                p90_s=round(quantile(lat, 0.9), 3) if lat else 0.0,
+                p99_s=round(quantile(lat, 0.99), 3) if lat else 0.0,
+                overloaded_503=res["503"],
+                server_errors=res["5xx"],
+                transport_errors=res["transport"],
+                healthz_max_s=round(max(health), 4) if health else 0.0,
+                healthz_p99_s=round(quantile(health, 0.99), 4) if health else 0.0,
+                cpu_after_disconnect=cpu,
+            )
+        )
+    return out
+
+
+def format_levels(rows: list[LevelReport]) -> str:
+    head = (
+        "| clients | answered | req/s | P50 s | P90 s | P99 s | 503 | 5xx | /healthz max ms "
+        "| CPU busy 1-11 s after disconnect |\n|---|---|---|---|---|---|---|---|---|---|"
+    )
+    lines = [head]
+    for r in rows:
+        cpu = "n/a" if r.cpu_after_disconnect is None else f"{100 * r.cpu_after_disconnect:.0f}%"
+        lines.append(
+            f"| {r.concurrency} | {r.answered} | {r.throughput_rps} | {r.p50_s} | {r.p90_s} | "
+            f"{r.p99_s} | {r.overloaded_503} | {r.server_errors} | "
+            f"{1000 * r.healthz_max_s:.1f} | {cpu} |"
+        )
+    return "\n".join(lines)
+
+
 def format_report(r: LoadReport) -> str:
     lost = "n/a" if r.rows_lost is None else str(r.rows_lost)
     return (
@@ -283,6 +423,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--warmup", type=int, default=DISTINCT, help="Sequential requests before the timed run."
     )
+    ap.add_argument("--levels", help="Comma-separated concurrency levels, e.g. 4,16,60.")
+    ap.add_argument("--duration", type=float, default=20.0, help="Seconds per level.")
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "trident-std")
     ap.add_argument(
         "--out",
         type=Path,
@@ -306,6 +449,14 @@ def main(argv: list[str] | None = None) -> int:
             env["ADMIN_TOKEN"] = "load-benchmark-admin-token"
         proc, url = spawn_api(env)
     try:
+        if args.levels:
+            levels = [int(x) for x in args.levels.split(",")]
+            pid = proc.pid if proc is not None else None
+            rows = run_levels(url, levels, args.duration, args.data, pid)
+            print(format_levels(rows))
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+            return 0 if all(r.server_errors == 0 for r in rows) else 1
         report = run(
             url,
             requests=args.requests,

@@ -141,7 +141,7 @@ class Settings(BaseSettings):
         "many at once only stretches every one of them.",
     )
     compile_queue: int = Field(
-        8,
+        64,
         ge=0,
         le=4096,
         description="Compiles that may wait for a slot; beyond that `POST /compile` answers "

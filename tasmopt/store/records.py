@@ -13,7 +13,14 @@ from typing import Any
 
 from tasmopt.report import CompileResult, FunctionReport
 
-__all__ = ["build_records", "fallback_records", "function_tasm", "rows_to_json", "rows_from_json"]
+__all__ = [
+    "build_records",
+    "fallback_records",
+    "function_tasm",
+    "label_index",
+    "rows_to_json",
+    "rows_from_json",
+]
 
 
 def _label(name: str) -> str:
@@ -21,29 +28,41 @@ def _label(name: str) -> str:
     return f"{name}:" if name.startswith("__") else f"__{name}:"
 
 
-def function_tasm(result: CompileResult, function: FunctionReport) -> str:
+def function_tasm(
+    result: CompileResult, function: FunctionReport, index: dict[str, int] | None = None
+) -> str:
     """The section of ``result.tasm`` that belongs to `function`.
 
-    Uses ``function.tasm`` when the optimizer provides it; otherwise slices the module text
-    from the function's label line to the next function's label line (deferred branch
-    subroutines are emitted at ``FnEnd``, so they stay with their function). Returns ``""``
-    if the label is not found.
+    Uses ``function.tasm`` (its lines in the returned module) when the optimizer provides
+    them; otherwise slices the module text from the function's label line to the next
+    function's label line (deferred branch subroutines are emitted at ``FnEnd``, so they stay
+    with their function). Returns ``""`` if the label is not found.
+
+    Args:
+        index: `label_index` of ``result``, when slicing many functions of one result (linear
+            instead of quadratic in the number of functions).
     """
-    own = getattr(function, "tasm", None)
-    if isinstance(own, str):
-        return own
+    own = function.tasm
+    if own:
+        return "\n".join(own).rstrip("\n")
     lines = result.tasm.split("\n")
-    starts = {line: i for i, line in reversed(list(enumerate(lines))) if line.endswith(":")}
+    starts = index if index is not None else label_index(result)
     begin = starts.get(_label(function.name))
     if begin is None:
         return ""
-    others = [
-        starts[_label(f.name)]
-        for f in result.functions
-        if _label(f.name) in starts and starts[_label(f.name)] > begin
-    ]
-    end = min(others, default=len(lines))
+    after = [v for v in starts.values() if v > begin]
+    end = min(after, default=len(lines))
     return "\n".join(lines[begin:end]).rstrip("\n")
+
+
+def label_index(result: CompileResult) -> dict[str, int]:
+    """First line of each function's label in ``result.tasm`` (function labels only)."""
+    labels = {_label(f.name) for f in result.functions}
+    out: dict[str, int] = {}
+    for i, line in enumerate(result.tasm.split("\n")):
+        if line in labels and line not in out:
+            out[line] = i
+    return out
 
 
 def build_records(
@@ -72,6 +91,7 @@ def build_records(
     rid = uuid.UUID(str(request_id))
     when = created_at or datetime.now(UTC)
     rows: list[dict[str, Any]] = []
+    index = label_index(result)
     for fn in result.functions:
         latency_s = fn.latency_s or total_latency_s or 0.0
         rows.append(
@@ -81,7 +101,7 @@ def build_records(
                 "tir_hash": fn.tir_hash or result.tir_hash,
                 "function": fn.name,
                 "block_index": None,
-                "tasm": function_tasm(result, fn),
+                "tasm": function_tasm(result, fn, index),
                 "valid": fn.mismatch is None and fn.source != "client",
                 "clock_cycles": fn.cycles,
                 "compiler_cycles": fn.baseline_cycles,

@@ -125,7 +125,7 @@ def test_one_row_per_function_and_block():
 def test_function_tasm_prefers_the_reports_own_text():
     result = make_result()
     fn = result.functions[0]
-    fn.tasm = "__main:\n    nop"  # what an optimizer that knows its sections would give
+    fn.tasm = ["__main:", "    nop"]  # what the optimizer gives: the function's own lines
     assert function_tasm(result, fn) == "__main:\n    nop"
 
 

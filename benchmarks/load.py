@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import socket
 import subprocess
@@ -329,21 +330,34 @@ async def _level(url: str, concurrency: int, duration: float, real: list[dict]) 
             else:
                 latencies.append(time.perf_counter() - t0)
 
-    async def prober() -> None:
-        async with httpx.AsyncClient(base_url=url, timeout=30) as probe:
-            while time.monotonic() < stop:
-                t0 = time.perf_counter()
-                await probe.get("/healthz")
-                health.append(time.perf_counter() - t0)
-                await asyncio.sleep(0.05)
-
+    # the prober is a process of its own: in this event loop, beside the clients, it would
+    # measure this process's delays too
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    probe = ctx.Process(target=_probe, args=(url, duration, results))
+    probe.start()
     async with httpx.AsyncClient(base_url=url, timeout=600, limits=limits) as client:
         tasks = [asyncio.create_task(client_loop(client, k)) for k in range(concurrency)]
-        await prober()
+        await asyncio.sleep(max(0.0, stop - time.monotonic()))
+        health.extend(await asyncio.to_thread(results.get))
+        probe.join()
         for t in tasks:  # every client leaves with its request in flight
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     return {"latencies": latencies, "health": health, **counts}
+
+
+def _probe(url: str, duration: float, out: multiprocessing.Queue) -> None:
+    """``GET /healthz`` every 50 ms for ``duration`` seconds; puts the latencies on ``out``."""
+    lat: list[float] = []
+    stop = time.monotonic() + duration
+    with httpx.Client(base_url=url, timeout=30) as probe:
+        while time.monotonic() < stop:
+            t0 = time.perf_counter()
+            probe.get("/healthz")
+            lat.append(time.perf_counter() - t0)
+            time.sleep(0.05)
+    out.put(lat)
 
 
 def run_levels(

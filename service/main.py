@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 import threading
 import time
 import uuid
@@ -71,6 +72,10 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Compiles are CPU-bound Python threads; the event loop (which answers /healthz) needs
+        # the GIL between their bytecodes. A 1 ms switch interval (default 5 ms) lets it in
+        # sooner; `benchmarks/load.py --levels` measures the effect.
+        sys.setswitchinterval(settings.gil_switch_interval_s)
         state = app.state
         state.engine = engine_from_settings(settings)
         state.session_factory = make_sessionmaker(state.engine)

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
+import anyio.to_thread
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -155,7 +156,9 @@ def require_admin(request: Request) -> str:
 async def get_compile_request(request: Request) -> CompileRequest:
     """Parse the body ourselves, for messages that name line/column and unknown fields."""
     check_media_type(request.headers.get("content-type"))
-    return parse_request(await request.body())
+    body = await request.body()
+    # parsed on a thread: a large body would hold the event loop (and /healthz) meanwhile
+    return await anyio.to_thread.run_sync(parse_request, body)
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]

@@ -25,6 +25,7 @@ from service.core.errors import (
     InvalidRequest,
     LimitExceeded,
     MalformedBody,
+    RequestCancelled,
     UnsupportedMediaType,
 )
 from service.core.schemas import CompileOptionsIn, CompileRequest, CompileResponse
@@ -296,6 +297,8 @@ def serve(
     Raises:
         LimitExceeded, InvalidRequest: checked before the optimizer runs.
         TirError, TasmSyntaxError, LoweringError: the client's input is wrong (4xx).
+        RequestCancelled: the deadline was cancelled (the client left) while the request
+            waited for a slot: nothing is compiled or stored for nobody.
         Exception: not even the baseline could be produced (500).
     """
     check_limits(req.tir, max_ops=settings.max_tir_ops, max_depth=settings.max_tir_depth)
@@ -303,6 +306,8 @@ def serve(
     queued = time.perf_counter()
     failure: Exception | None = None
     with slots if slots is not None else contextlib.nullcontext():
+        if deadline is not None and deadline.cancelled:  # the client left while it waited
+            raise RequestCancelled(f"request {request_id}: {deadline.why()} before it started")
         t0 = time.perf_counter()
         try:
             result = compiler(req.tir, req.baseline_tasm, options=options, verify=verify)

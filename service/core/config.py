@@ -154,6 +154,13 @@ class Settings(BaseSettings):
         "stage returns what is proven (at worst the baseline, unchanged).",
     )
     retry_after_s: int = Field(2, ge=1, description="Retry-After of a 503 on overload, seconds.")
+    gil_switch_interval_s: float = Field(
+        0.001,
+        gt=0,
+        le=0.1,
+        description="sys.setswitchinterval of the API process: how soon the event loop gets "
+        "the GIL back from compile threads (Python's default is 0.005).",
+    )
     async_threads: int = Field(
         2,
         ge=1,

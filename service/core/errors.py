@@ -14,6 +14,7 @@ __all__ = [
     "BodyTooLarge",
     "UnsupportedMediaType",
     "Overloaded",
+    "RequestCancelled",
     "Unauthorized",
     "Forbidden",
     "JobNotFound",
@@ -61,6 +62,12 @@ class LimitExceeded(ServiceError):
     """TIR with more ops or deeper nesting than the service accepts."""
 
     status, code = 422, "limit_exceeded"
+
+
+class RequestCancelled(ServiceError):
+    """The client disconnected before its compile started (nobody reads this answer)."""
+
+    status, code = 499, "client_closed_request"
 
 
 class Overloaded(ServiceError):

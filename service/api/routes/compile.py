@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
 from service.api.deps import (
     AdmissionDep,
@@ -53,7 +53,7 @@ async def compile_tir(
     breaker: BreakerDep,
     slots: SlotsDep,
     admission: AdmissionDep,
-) -> CompileResponse:
+) -> Response:
     """Optimize a TIR program or module.
 
     The response's `build_result_ids` name the stored BuildResult rows (also when they were
@@ -64,7 +64,7 @@ async def compile_tir(
     request_id: uuid.UUID = request.state.request_id
     deadline = Deadline(settings.compile_deadline_s)
 
-    def work() -> tuple[compiling.Served, str]:
+    def work() -> tuple[compiling.Served, str, bytes]:
         served = compiling.serve(
             body,
             request_id=request_id,
@@ -78,11 +78,12 @@ async def compile_tir(
         t0 = time.perf_counter()
         stored = compiling.persist(served.rows, session=session, spool=spool, breaker=breaker)
         served.timings["persist"] = time.perf_counter() - t0
-        return served, stored
+        # serialized here, on the compile thread: a large response would hold the event loop
+        return served, stored, compiling.to_response(served, stored).model_dump_json().encode()
 
     admission.enter()
     try:
-        served, stored = await run_watched(
+        served, stored, payload = await run_watched(
             work,
             deadline=deadline,
             disconnected=request.is_disconnected,
@@ -97,4 +98,4 @@ async def compile_tir(
         stored=stored,
         mode="sync",
     )
-    return compiling.to_response(served, stored)
+    return Response(payload, media_type="application/json")  # a `CompileResponse`

@@ -23,9 +23,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from prometheus_client import CollectorRegistry
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service import errors
 from service.api.routes import admin, health, jobs
@@ -145,23 +147,7 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
     app.include_router(health.router)
     app.include_router(metrics_routes.router)
 
-    @app.middleware("http")
-    async def request_id(request: Request, call_next: Any) -> Any:
-        request.state.request_id = uuid.uuid4()
-        start = time.perf_counter()
-        status = 500
-        try:
-            response = await call_next(request)
-            status = response.status_code
-        finally:
-            route = request.scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
-            metrics.HTTP_REQUESTS.labels(request.method, template, str(status)).inc()
-            metrics.HTTP_SECONDS.labels(request.method, template).observe(
-                time.perf_counter() - start
-            )
-        response.headers["X-Request-ID"] = str(request.state.request_id)
-        return response
+    app.add_middleware(RequestId)
 
     def openapi() -> dict[str, Any]:
         # The compile body is parsed by hand (for line/column errors); publish its schema.
@@ -240,6 +226,42 @@ async def _watch_forever(app: FastAPI, settings: Settings) -> None:
                 "production checkpoint not read (%s); will retry", str(exc).splitlines()[0][:200]
             )
         await asyncio.sleep(settings.model_poll_s)
+
+
+class RequestId:
+    """Gives every request its id (``request.state.request_id``, the ``X-Request-ID`` header)
+    and counts it in the HTTP metrics. A plain ASGI middleware: Starlette's ``BaseHTTPMiddleware``
+    (``@app.middleware("http")``) hides the client's disconnect from the route, so an
+    abandoned compile would never be cancelled."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = uuid.uuid4()
+        scope.setdefault("state", {})["request_id"] = rid
+        start = time.perf_counter()
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = MutableHeaders(scope=message)
+                headers["X-Request-ID"] = str(rid)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            method = scope.get("method", "")
+            metrics.HTTP_REQUESTS.labels(method, template, str(status)).inc()
+            metrics.HTTP_SECONDS.labels(method, template).observe(time.perf_counter() - start)
 
 
 def _try_migrate(engine: Any) -> bool:

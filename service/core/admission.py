@@ -10,6 +10,7 @@ the work stops at the next look (nothing keeps burning CPU for nobody).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -23,6 +24,8 @@ from tasmopt.deadline import Deadline
 __all__ = ["Admission", "run_watched"]
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 #: Seconds between two looks at the client connection while a compile runs.
 WATCH_EVERY_S = 0.25
@@ -92,6 +95,7 @@ async def run_watched(
             while not deadline.expired:
                 if await disconnected():
                     deadline.cancel("client disconnected")
+                    log.info("client disconnected: its compile is cancelled")
                     return
                 await anyio.sleep(WATCH_EVERY_S)
 

@@ -114,3 +114,69 @@ def test_the_compile_deadline_comes_from_the_settings(make_client):
     finally:
         http.app.dependency_overrides.clear()
     assert seen and 10 < seen[0].remaining() <= 12.5
+
+
+def test_a_disconnect_reaches_the_route_through_the_middleware_stack(pg_url, tmp_path):
+    """The whole app (middlewares included) over raw ASGI: the client sends its body, then
+    disconnects; the running compile sees its deadline cancelled within a second. (Starlette's
+    BaseHTTPMiddleware used to hide the disconnect from the route.)"""
+    import asyncio
+    import json
+
+    from service.core.config import Settings
+    from service.main import create_app
+
+    ended: dict[str, float] = {}
+
+    def spin(tir, baseline_tasm=None, *, options, verify=None):
+        t = time.monotonic()
+        while not options.deadline.expired and time.monotonic() - t < 20:
+            time.sleep(0.01)
+        ended["at"] = time.monotonic()
+        ended["why"] = options.deadline.why()
+        return compile_tir(tir, baseline_tasm, options=options, verify=verify)
+
+    app = create_app(
+        Settings(database_url=pg_url, spool_dir=tmp_path, admin_token="x-admin-token-0123456789")
+    )
+    app.dependency_overrides[get_compiler] = lambda: spin
+    body = json.dumps({"tir": FN}).encode()
+
+    async def main() -> float:
+        async with app.router.lifespan_context(app):
+            gone = asyncio.Event()
+            calls = {"n": 0}
+
+            async def receive():
+                calls["n"] += 1
+                if calls["n"] == 1:
+                    return {"type": "http.request", "body": body, "more_body": False}
+                await gone.wait()
+                return {"type": "http.disconnect"}
+
+            async def send(message):
+                pass
+
+            scope = {
+                "type": "http",
+                "method": "POST",
+                "path": "/compile",
+                "query_string": b"",
+                "headers": [(b"content-type", b"application/json")],
+                "http_version": "1.1",
+                "scheme": "http",
+                "server": ("test", 80),
+                "client": ("test", 1),
+                "root_path": "",
+                "app": app,
+            }
+            task = asyncio.create_task(app(scope, receive, send))
+            await asyncio.sleep(0.5)
+            gone.set()
+            left = time.monotonic()
+            await asyncio.wait_for(task, 30)
+            return left
+
+    left = anyio.run(main)
+    assert ended["why"] == "client disconnected"
+    assert ended["at"] - left < 1.0

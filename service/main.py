@@ -101,7 +101,9 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
         state.redis, state.verifier = verifier_from_settings(settings)
         slots = settings.compile_slots or os.cpu_count() or 1
         state.compile_slots = threading.BoundedSemaphore(slots)
-        state.admission = Admission(slots, settings.compile_queue, settings.retry_after_s)
+        state.admission = Admission(
+            slots, settings.compile_queue, settings.retry_after_s, settings.compile_per_client
+        )
         state.admission.thread_limiter()  # created in the event loop
         state.control_threads = anyio.CapacityLimiter(4)  # /readyz, never behind compiles
         threads = ThreadRunner(settings.async_threads)

@@ -18,7 +18,7 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
-from service.core.errors import Overloaded
+from service.core.errors import Overloaded, TooManyRequests
 from tasmopt.deadline import Deadline
 
 __all__ = ["Admission", "run_watched"]
@@ -37,23 +37,36 @@ class Admission:
     Args:
         slots: compiles that run at once (the semaphore inside `service.core.compiling.serve`).
         queue: compiles that may wait for a slot.
-        retry_after_s: the ``Retry-After`` given with a 503, seconds.
+        retry_after_s: the ``Retry-After`` given with a 503 or 429, seconds.
+        per_client: compiles one client (its address) may hold at once; 0: no limit. One
+            client cannot take every place: beyond its share it gets 429.
     """
 
-    def __init__(self, slots: int, queue: int, retry_after_s: int) -> None:
+    def __init__(self, slots: int, queue: int, retry_after_s: int, per_client: int = 0) -> None:
         self.slots, self.queue, self.retry_after_s = slots, queue, retry_after_s
+        self.per_client = per_client
         self.held = 0
         self.refused = 0
+        self._by_client: dict[str, int] = {}
         self._lock = threading.Lock()
         self.limiter: anyio.CapacityLimiter | None = None  # made in the event loop (lifespan)
 
-    def enter(self) -> None:
-        """Take a place, or refuse.
+    def enter(self, client: str = "") -> None:
+        """Take a place for ``client``, or refuse.
 
         Raises:
+            TooManyRequests: ``client`` already holds ``per_client`` compiles (429).
             Overloaded: ``slots + queue`` compiles are already held (503, Retry-After).
         """
         with self._lock:
+            mine = self._by_client.get(client, 0)
+            if self.per_client and mine >= self.per_client:
+                self.refused += 1
+                raise TooManyRequests(
+                    f"client {client or '?'} already has {mine} compiles running or waiting "
+                    f"(COMPILE_PER_CLIENT={self.per_client}); retry in {self.retry_after_s} s",
+                    retry_after_s=self.retry_after_s,
+                )
             if self.held >= self.slots + self.queue:
                 self.refused += 1
                 raise Overloaded(
@@ -62,10 +75,16 @@ class Admission:
                     retry_after_s=self.retry_after_s,
                 )
             self.held += 1
+            self._by_client[client] = mine + 1
 
-    def leave(self) -> None:
+    def leave(self, client: str = "") -> None:
         with self._lock:
             self.held -= 1
+            left = self._by_client.get(client, 1) - 1
+            if left > 0:
+                self._by_client[client] = left
+            else:
+                self._by_client.pop(client, None)
 
     def thread_limiter(self) -> anyio.CapacityLimiter:
         """The compiles' own threads (one per held compile): created on first use, inside

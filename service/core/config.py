@@ -153,7 +153,15 @@ class Settings(BaseSettings):
         description="Wall-clock budget of one synchronous compile, seconds: past it every "
         "stage returns what is proven (at worst the baseline, unchanged).",
     )
-    retry_after_s: int = Field(2, ge=1, description="Retry-After of a 503 on overload, seconds.")
+    retry_after_s: int = Field(
+        2, ge=1, description="Retry-After of a 503 (overload) or 429 (per client), seconds."
+    )
+    compile_per_client: int = Field(
+        0,
+        ge=0,
+        description="Compiles one client address may hold at once in one API process "
+        "(0: no limit); beyond: 429 with Retry-After.",
+    )
     gil_switch_interval_s: float = Field(
         0.001,
         gt=0,

@@ -14,6 +14,7 @@ __all__ = [
     "BodyTooLarge",
     "UnsupportedMediaType",
     "Overloaded",
+    "TooManyRequests",
     "RequestCancelled",
     "Unauthorized",
     "Forbidden",
@@ -68,6 +69,16 @@ class RequestCancelled(ServiceError):
     """The client disconnected before its compile started (nobody reads this answer)."""
 
     status, code = 499, "client_closed_request"
+
+
+class TooManyRequests(ServiceError):
+    """One client already holds its share of this process's compiles."""
+
+    status, code = 429, "too_many_requests"
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.headers = {"Retry-After": str(retry_after_s)}
 
 
 class Overloaded(ServiceError):

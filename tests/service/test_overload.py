@@ -31,6 +31,21 @@ def test_admission_counts_running_and_waiting_compiles():
     a.enter()  # a place is free again
 
 
+def test_one_client_cannot_take_every_place():
+    from service.core.errors import TooManyRequests
+
+    a = Admission(slots=2, queue=8, retry_after_s=1, per_client=2)
+    a.enter("10.0.0.1")
+    a.enter("10.0.0.1")
+    with pytest.raises(TooManyRequests) as info:
+        a.enter("10.0.0.1")
+    assert info.value.status == 429 and "COMPILE_PER_CLIENT=2" in info.value.message
+    a.enter("10.0.0.2")  # another client still gets in
+    a.leave("10.0.0.1")
+    a.enter("10.0.0.1")
+    assert a.held == 3
+
+
 def test_a_disconnected_client_cancels_its_compile():
     deadline = Deadline(60)
     looked = threading.Event()

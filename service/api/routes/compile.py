@@ -81,7 +81,8 @@ async def compile_tir(
         # serialized here, on the compile thread: a large response would hold the event loop
         return served, stored, compiling.to_response(served, stored).model_dump_json().encode()
 
-    admission.enter()
+    client = request.client.host if request.client is not None else ""
+    admission.enter(client)
     try:
         served, stored, payload = await run_watched(
             work,
@@ -90,7 +91,7 @@ async def compile_tir(
             limiter=admission.thread_limiter(),
         )
     finally:
-        admission.leave()
+        admission.leave(client)
     observe_compile(
         result=served.result,
         timings=served.timings,

@@ -46,6 +46,7 @@ from service.runners import RqRunner, ThreadRunner
 from tasmopt.store import make_sessionmaker
 from worker import context as worker_context
 from worker.queue import QUEUES, named_queue
+from worker.reaper import reap
 from worker.verifier import verifier_from_settings
 
 __all__ = ["create_app"]
@@ -114,6 +115,8 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
             asyncio.create_task(_drain_forever(app, settings.spool_retry_s)),
             asyncio.create_task(_watch_forever(app, settings)),
         ]
+        if state.redis is not None:  # jobs of killed workers go back to the queue in seconds
+            tasks.append(asyncio.create_task(_reap_forever(state.redis, REAP_EVERY_S)))
         log.info(
             "tasmopt service up: database %s, verification %s",
             state.engine.url.render_as_string(hide_password=True),
@@ -276,6 +279,20 @@ def _try_migrate(engine: Any) -> bool:
             str(exc).splitlines()[0][:200],
         )
         return False
+
+
+#: Seconds between two passes of the abandoned-job reaper (`worker.reaper.reap`).
+REAP_EVERY_S = 3.0
+
+
+async def _reap_forever(connection: Any, every_s: float) -> None:
+    """Re-queue the started jobs of dead workers (see `worker.reaper`), every `every_s`."""
+    while True:
+        try:
+            await asyncio.to_thread(reap, connection, QUEUES)
+        except Exception as exc:  # Redis down: the next pass tries again
+            log.debug("reaper pass failed: %s", exc)
+        await asyncio.sleep(every_s)
 
 
 async def _drain_forever(app: FastAPI, every_s: float) -> None:

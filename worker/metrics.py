@@ -18,6 +18,7 @@ from rq.job import Job, JobStatus
 from rq.queue import Queue
 
 from worker.queue import QUEUES
+from worker.reaper import Liveness
 
 __all__ = [
     "JOB_SECONDS",
@@ -75,7 +76,20 @@ for _o in FINETUNE_OUTCOMES:
 
 
 class MeteredWorkerMixin:
-    """Times every job and counts failures, from the worker's main process."""
+    """Times every job and counts failures, from the worker's main process, and keeps the
+    worker's liveness key (`worker.reaper.Liveness`) while it lives."""
+
+    _liveness: Liveness | None = None
+
+    def register_birth(self) -> None:
+        super().register_birth()  # type: ignore[misc]  # rq's Worker/SimpleWorker mixin: register_birth exists on the concrete base
+        self._liveness = Liveness(self.connection, self.name)  # type: ignore[attr-defined]  # rq's Worker attributes
+        self._liveness.start()
+
+    def register_death(self) -> None:
+        if self._liveness is not None:
+            self._liveness.stop()
+        super().register_death()  # type: ignore[misc]  # rq's Worker/SimpleWorker mixin: register_death exists on the concrete base
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         start = time.perf_counter()

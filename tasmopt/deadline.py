@@ -23,12 +23,16 @@ class Deadline:
     Args:
         seconds: budget from now, seconds; None or ``inf`` for no time limit (cancellation
             still works).
+        within: an enclosing deadline (e.g. the request's around a search's own budget):
+            this one is never later, and is cancelled with it.
     """
 
-    __slots__ = ("at", "_cancelled", "reason")
+    __slots__ = ("at", "_cancelled", "reason", "_within")
 
-    def __init__(self, seconds: float | None = None) -> None:
-        self.at = math.inf if seconds is None else time.monotonic() + max(0.0, seconds)
+    def __init__(self, seconds: float | None = None, *, within: Deadline | None = None) -> None:
+        at = math.inf if seconds is None else time.monotonic() + max(0.0, seconds)
+        self.at = at if within is None else min(at, within.at)
+        self._within = within
         self._cancelled = threading.Event()
         self.reason: str | None = None
 
@@ -39,29 +43,35 @@ class Deadline:
 
     @property
     def cancelled(self) -> bool:
-        return self._cancelled.is_set()
+        """Cancelled itself, or with the deadline it lies within."""
+        return self._cancelled.is_set() or (self._within is not None and self._within.cancelled)
 
     @property
     def expired(self) -> bool:
         """True once cancelled or past the time limit."""
-        return self._cancelled.is_set() or time.monotonic() >= self.at
+        return self.cancelled or time.monotonic() >= self.at
 
     def remaining(self) -> float:
         """Seconds left (0 when expired; ``inf`` without a time limit)."""
-        if self._cancelled.is_set():
+        if self.cancelled:
             return 0.0
         return max(0.0, self.at - time.monotonic())
 
     def why(self) -> str:
-        """Why work stopped: ``cancelled`` (with the reason given) or ``deadline``."""
-        return (self.reason or "cancelled") if self.cancelled else "deadline"
+        """Why work stopped: the cancel reason (``cancelled`` if none was given), or
+        ``deadline``."""
+        if self._cancelled.is_set():
+            return self.reason or "cancelled"
+        if self._within is not None and self._within.cancelled:
+            return self._within.why()
+        return "deadline"
 
     def __getstate__(self) -> dict[str, Any]:
         left = self.remaining()
         return {"left": None if math.isinf(left) else left, "cancelled": self.cancelled}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["left"])  # type: ignore[misc]  # re-initialise a fresh copy
+        self.__init__(state["left"])  # type: ignore[misc]  # re-initialise a fresh copy (an enclosing deadline does not travel)
         if state["cancelled"]:
             self.cancel()
 

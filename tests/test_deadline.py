@@ -105,3 +105,23 @@ def test_a_huge_block_is_bounded_by_the_request_deadline():
     )
     assert time.perf_counter() - t < 15.0  # the deadline plus the baseline's measurement
     assert result.functions[0].source in ("compiler", "rules")
+
+
+def test_verification_is_chunked_only_for_backends_without_their_own_deadline():
+    from tasmopt.optimizer.state import VERIFY_CHUNK, verify_within
+    from tasmopt.vm.equivalence import BlockCheck, Verdict
+
+    checks = [BlockCheck(("push 1",), ("push 1",))] * (2 * VERIFY_CHUNK + 3)
+    calls: list[int] = []
+
+    def in_process(batch):
+        calls.append(len(batch))
+        return [Verdict(True, "symbolic")] * len(batch)
+
+    opts = CompileOptions(deadline=Deadline(60))
+    assert len(verify_within(in_process, checks, opts)) == len(checks)
+    assert calls == [VERIFY_CHUNK, VERIFY_CHUNK, 3]  # a deadline can stop between chunks
+    calls.clear()
+    in_process.bounded = True  # e.g. the RQ pool: one fan-out, its own deadlines
+    assert len(verify_within(in_process, checks, opts)) == len(checks)
+    assert calls == [len(checks)]

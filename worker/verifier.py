@@ -55,6 +55,10 @@ class RqVerifier:
         Whatever `local` raises for a check it cannot run; Redis errors never escape.
     """
 
+    #: It keeps its own deadlines (VERIFY_DEADLINE_S, VERIFY_HARD_DEADLINE_S): the optimizer
+    #: calls it once per compile instead of in deadline-checked chunks.
+    bounded = True
+
     def __init__(
         self,
         connection: Redis,

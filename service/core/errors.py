@@ -71,24 +71,24 @@ class RequestCancelled(ServiceError):
     status, code = 499, "client_closed_request"
 
 
-class TooManyRequests(ServiceError):
+class _RetryLater(ServiceError):
+    """A refusal that tells the client when to come back (the ``Retry-After`` header)."""
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.headers = {"Retry-After": str(retry_after_s)}
+
+
+class TooManyRequests(_RetryLater):
     """One client already holds its share of this process's compiles."""
 
     status, code = 429, "too_many_requests"
 
-    def __init__(self, message: str, *, retry_after_s: int) -> None:
-        super().__init__(message)
-        self.headers = {"Retry-After": str(retry_after_s)}
 
-
-class Overloaded(ServiceError):
+class Overloaded(_RetryLater):
     """This process already holds as many compiles as it may (running and waiting)."""
 
     status, code = 503, "overloaded"
-
-    def __init__(self, message: str, *, retry_after_s: int) -> None:
-        super().__init__(message)
-        self.headers = {"Retry-After": str(retry_after_s)}
 
 
 class UnsupportedMediaType(ServiceError):

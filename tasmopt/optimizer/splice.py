@@ -68,15 +68,7 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
     why = out_of_time(options)
     if f.chosen and why is not None:  # no time to prove the spliced function: fail closed
         rep.reason = f"{why} before the whole-function proof"
-        for b in rep.blocks:
-            b.source, b.tasm, b.cycles, b.verified_by = (
-                "compiler",
-                b.baseline_tasm,
-                b.baseline_cycles,
-                None,
-            )
-            b.heights = dict(b.baseline_heights)
-        f.chosen.clear()
+        f.give_back_blocks()
     if f.chosen:
         new_lines = _spliced_lines(f, ours)
         try:
@@ -112,18 +104,11 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
             if not v.equivalent:
                 rep.rejections["function"] = rep.rejections.get("function", 0) + 1
             log.warning("function %s falls back: %s", f.name, rep.reason)
-            for b in rep.blocks:
-                b.source, b.tasm, b.cycles, b.verified_by = (
-                    "compiler",
-                    b.baseline_tasm,
-                    b.baseline_cycles,
-                    None,
-                )
-                b.heights = dict(b.baseline_heights)
-            f.chosen.clear()
-    if measured is None and out_of_time(options) is not None:
+            f.give_back_blocks()
+    late = out_of_time(options) if measured is None else None
+    if late is not None:
         rep.fallback = True
-        rep.reason = rep.reason or f"{out_of_time(options)}; returned unchanged, not measured"
+        rep.reason = rep.reason or f"{late}; returned unchanged, not measured"
         rep.latency_s = time.perf_counter() - t
         return
     if measured is None:
@@ -221,11 +206,4 @@ def assemble(
             rep.reason = "label collision with the client's text"
             rep.cycles, rep.heights = rep.baseline_cycles, rep.baseline_heights
             rep.padded_height = rep.baseline_padded_height
-            for b in rep.blocks:
-                b.source, b.tasm, b.cycles, b.verified_by = (
-                    "compiler",
-                    b.baseline_tasm,
-                    b.baseline_cycles,
-                    None,
-                )
-                b.heights = dict(b.baseline_heights)
+            f.give_back_blocks()

@@ -43,8 +43,11 @@ def verify_within(
     verify: VerifyBackend, checks: list[BlockCheck], options: CompileOptions
 ) -> list[Verdict]:
     """Run ``checks`` through ``verify`` in chunks while the deadline allows; the checks left
-    when it expires are answered unverified (so their blocks keep the baseline: fail closed)."""
-    if options.deadline is None:
+    when it expires are answered unverified (so their blocks keep the baseline: fail closed).
+
+    A backend with its own deadlines (``bounded = True``, e.g. the RQ pool's, which fans one
+    call out over the workers) gets every check in one call: chunks would wait in turn."""
+    if options.deadline is None or getattr(verify, "bounded", False):
         return verify(checks) if checks else []
     out: list[Verdict] = []
     for k in range(0, len(checks), VERIFY_CHUNK):
@@ -92,4 +95,17 @@ class FunctionState:
     tasks: list[BlockTask] = field(default_factory=list)
     block_ranges: list[tuple[int, int]] = field(default_factory=list)
     chosen: dict[int, tuple[str, list[str], Verdict]] = field(default_factory=dict)
-    new_lines: list[str] | None = None  # our sections with chosen blocks spliced
+    new_lines: list[str] | None = None
+
+    def give_back_blocks(self) -> None:
+        """Every block back to the baseline: its report says ``compiler`` with the baseline's
+        code and costs, and the chosen candidates are forgotten."""
+        for b in self.report.blocks:
+            b.source, b.tasm, b.cycles, b.verified_by = (
+                "compiler",
+                b.baseline_tasm,
+                b.baseline_cycles,
+                None,
+            )
+            b.heights = dict(b.baseline_heights)
+        self.chosen.clear()  # our sections with chosen blocks spliced

@@ -50,8 +50,7 @@ class SearchSource:
         total = max(1, sum(len(t.baseline) for t in tasks if len(t.baseline) <= MAX_SEARCH_INSTRS))
         states = int(options.search_budget_s * STATES_PER_SECOND)
         # the search's own budget, within the request's deadline
-        deadline = Deadline(3 * options.search_budget_s + 1.0)
-        request = options.deadline
+        stop = Deadline(3 * options.search_budget_s + 1.0, within=options.deadline)
         out: list[list[list[Instr]]] = []
         for task in tasks:
             if len(task.baseline) > MAX_SEARCH_INSTRS:
@@ -64,10 +63,9 @@ class SearchSource:
                 if hit is not None:
                     self._cache.move_to_end(key)
             if hit is None:
-                if deadline.expired or (request is not None and request.expired):
+                if stop.expired:
                     out.append([])
                     continue
-                stop = _earliest(deadline, request)
                 cfg = SearchConfig(states=share, seed=options.seed, isa=options.isa, deadline=stop)
                 try:
                     hit = optimize_block(list(task.baseline), cfg)
@@ -81,26 +79,3 @@ class SearchSource:
                             self._cache.popitem(last=False)
             out.append(hit)
         return out
-
-
-def _earliest(own: Deadline, request: Deadline | None) -> Deadline:
-    """The search's own budget, cut at the request's deadline and cancelled with it."""
-    if request is None:
-        return own
-    if request.at <= own.at:
-        return request
-    return _Linked(own.remaining(), request)
-
-
-class _Linked(Deadline):
-    """A time limit of its own that also expires with ``request`` (e.g. cancelled later)."""
-
-    __slots__ = ("_request",)
-
-    def __init__(self, seconds: float, request: Deadline) -> None:
-        super().__init__(seconds)
-        self._request = request
-
-    @property
-    def expired(self) -> bool:
-        return super().expired or self._request.expired

@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
+from lowerkit import EXAMPLE_B
+
 from tasmopt.lower.blocks import blocks, split_functions
 from tasmopt.lower.effects import sequence_effect
 from tasmopt.tir.codec import decode, tir_hash
 from tasmopt.tir.ops import STRUCTURE_KINDS, Op
-
-EXAMPLE_B = [
-    {"FnStart": "demo"},
-    {"Dup": 0},
-    {"Push": 0},
-    "Eq",
-    {
-        "IfElse": {
-            "then_body": [{"Push": 10}, {"WriteIo": 1}],
-            "else_body": [{"Dup": 0}, {"IfOnly": {"then_body": [{"Push": 99}, {"WriteIo": 1}]}}],
-        }
-    },
-    {"Dup": 0},
-    {"Call": "loop__1"},
-    {"Pop": 1},
-    {"Loop": {"label": "loop__1", "body": [{"Hint": 1}, {"WriteIo": 1}]}},
-    {"Pop": 1},
-    "Return",
-    "FnEnd",
-]
 
 
 def test_split_real_data(trident_std):

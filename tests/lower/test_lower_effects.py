@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from lowerkit import EXAMPLE_A
 
 from tasmopt.lower.effects import (
     NO_EFFECT,
@@ -175,21 +176,7 @@ def test_asm_effect_is_derived_not_declared():
 
 
 def test_example_a():
-    ops = decode(
-        [
-            {"FnStart": "add_mul"},
-            {"Dup": 1},
-            {"Dup": 1},
-            "Add",
-            {"Dup": 0},
-            {"Dup": 3},
-            "Mul",
-            {"Swap": 3},
-            {"Pop": 3},
-            "Return",
-            "FnEnd",
-        ]
-    )
+    ops = decode(EXAMPLE_A)
     # `_ a b` -> `_ r`: reads 2, net -1; the stack never sinks below `_ a`
     eff = sequence_effect(ops)
     assert eff == StackEffect(1, 0, 2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from lowerkit import EXAMPLE_A, EXAMPLE_B
 
 from tasmopt.errors import TirError
 from tasmopt.lower.blocks import blocks, split_functions
@@ -15,19 +16,6 @@ from tasmopt.tasm.parser import parse
 from tasmopt.tir.codec import decode
 from tasmopt.tir.ops import Op
 
-EXAMPLE_A = [
-    {"FnStart": "add_mul"},
-    {"Dup": 1},
-    {"Dup": 1},
-    "Add",
-    {"Dup": 0},
-    {"Dup": 3},
-    "Mul",
-    {"Swap": 3},
-    {"Pop": 3},
-    "Return",
-    "FnEnd",
-]
 EXAMPLE_A_TASM = """__add_mul:
     dup 1
     dup 1
@@ -40,25 +28,6 @@ EXAMPLE_A_TASM = """__add_mul:
     return
     """
 
-EXAMPLE_B = [
-    {"FnStart": "demo"},
-    {"Dup": 0},
-    {"Push": 0},
-    "Eq",
-    {
-        "IfElse": {
-            "then_body": [{"Push": 10}, {"WriteIo": 1}],
-            "else_body": [{"Dup": 0}, {"IfOnly": {"then_body": [{"Push": 99}, {"WriteIo": 1}]}}],
-        }
-    },
-    {"Dup": 0},
-    {"Call": "loop__1"},
-    {"Pop": 1},
-    {"Loop": {"label": "loop__1", "body": [{"Hint": 1}, {"WriteIo": 1}]}},
-    {"Pop": 1},
-    "Return",
-    "FnEnd",
-]
 _HEAD = """__demo:
     dup 0
     push 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from lowerkit import EXAMPLE_B
 
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.lower.blocks import split_functions
@@ -299,27 +300,6 @@ def test_if_else_both_branches_and_if_only():
     res = call(only, [3])
     returns(res, [])
     assert res.public_output == [9]
-
-
-EXAMPLE_B = [
-    {"FnStart": "demo"},
-    {"Dup": 0},
-    {"Push": 0},
-    "Eq",
-    {
-        "IfElse": {
-            "then_body": [{"Push": 10}, {"WriteIo": 1}],
-            "else_body": [{"Dup": 0}, {"IfOnly": {"then_body": [{"Push": 99}, {"WriteIo": 1}]}}],
-        }
-    },
-    {"Dup": 0},
-    {"Call": "loop__1"},
-    {"Pop": 1},
-    {"Loop": {"label": "loop__1", "body": [{"Hint": 1}, {"WriteIo": 1}]}},
-    {"Pop": 1},
-    "Return",
-    "FnEnd",
-]
 
 
 @pytest.mark.parametrize("x, output", [(0, [10]), (1, [99, 501]), (3, [99, 501, 502, 503])])

@@ -38,13 +38,16 @@ from service.core.admission import Admission
 from service.core.compiling import DbBreaker
 from service.core.config import Settings
 from service.core.db import engine_from_settings, migrate
+from service.core.deepen import Deepener, Followup, LocalDeepener
 from service.core.model_watcher import Loader, ModelWatcher, bootstrap_embedded, default_loader
+from service.core.result_cache import ResultCache
 from service.core.schemas import CompileRequest
 from service.core.spool import Spool
 from service.limits import BodyLimit
 from service.runners import RqRunner, ThreadRunner
 from tasmopt.store import make_sessionmaker
 from worker import context as worker_context
+from worker.deepen import RqDeepener
 from worker.queue import QUEUES, named_queue
 from worker.reaper import reap
 from worker.verifier import verifier_from_settings
@@ -111,6 +114,16 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
         state.runner = (
             RqRunner(state.redis, settings, threads) if state.redis is not None else threads
         )
+        state.result_cache = ResultCache(state.session_factory) if settings.result_cache else None
+        deepener: Deepener | None = None
+        if settings.deepen and settings.result_cache:
+            deepener = (
+                RqDeepener(state.redis, settings)
+                if state.redis is not None
+                else LocalDeepener(settings)
+            )
+        state.deepener = deepener
+        state.followup = Followup(settings, state.result_cache, deepener)
         tasks = [
             asyncio.create_task(_drain_forever(app, settings.spool_retry_s)),
             asyncio.create_task(_watch_forever(app, settings)),
@@ -118,9 +131,15 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
         if state.redis is not None:  # jobs of killed workers go back to the queue in seconds
             tasks.append(asyncio.create_task(_reap_forever(state.redis, REAP_EVERY_S)))
         log.info(
-            "tasmopt service up: database %s, verification %s",
+            "tasmopt service up: database %s, verification %s, model %s (store %s), "
+            "result cache %s, deepening %s, deadline %d ms",
             state.engine.url.render_as_string(hide_password=True),
             "RQ" if state.redis is not None else "in-process",
+            state.watcher.version or "none",
+            settings.model_store,
+            "on" if state.result_cache is not None else "off",
+            repr(deepener) if deepener is not None else "off",
+            settings.default_deadline_ms,
         )
         try:
             yield
@@ -130,6 +149,9 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await asyncio.to_thread(threads.shutdown)
+            state.followup.close()
+            if isinstance(deepener, LocalDeepener):
+                deepener.close()
             if state.watcher.version is not None:
                 state.watcher.sources.remove("model")
             if state.redis is not None:

@@ -7,8 +7,9 @@ serialize them without knowing how they were produced. Units: cycles are clock c
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from tasmopt.deadline import Deadline
 from tasmopt.isa import IsaVariant
@@ -21,6 +22,10 @@ __all__ = [
     "CompileResult",
     "CompileOptions",
     "BaselineMismatch",
+    "Status",
+    "CacheUse",
+    "CachedFunction",
+    "FunctionCache",
 ]
 
 #: Where the TASM of a block or function came from. ``compiler``: our baseline lowering (or
@@ -28,6 +33,17 @@ __all__ = [
 #: superoptimizer; ``model``: the neural model; ``client``: the client's baseline_tasm, returned
 #: unchanged because it disagrees with our lowering.
 Source = Literal["compiler", "rules", "search", "model", "client"]
+
+#: Whether a function's answer can still get better (design §1, anytime optimization).
+#: ``final``: nothing left to try at the budgets we run (a complete search at the deepening
+#: budget, no rewritable block, or a baseline passed through for a reason time cannot
+#: change); ``improving``: the answer was cut by the request's deadline or searched at less
+#: than the deepening budget; a later build of the same function may get a better one.
+Status = Literal["final", "improving"]
+
+#: How the per-function result cache served a function: ``hit`` (the stored best verified
+#: program), ``miss`` (computed now), ``off`` (no cache consulted).
+CacheUse = Literal["hit", "miss", "off"]
 
 
 @dataclass
@@ -124,6 +140,10 @@ class FunctionReport:
         rejections: verifier rejections of this function's candidates, counted by reason
             class (``guards``: too few witnesses pass the baseline's guards, ``degree``,
             ``different``, ``unprovable``, ``function``: whole-function re-verification).
+        status: ``final`` or ``improving`` (see `Status`).
+        cache: how the result cache served it (see `CacheUse`).
+        cache_key: its result-cache key (`tasmopt.optimizer.keys`); ``""`` when it has none
+            (no cache consulted, TIR that cannot be lowered, missing from the baseline).
     """
 
     name: str
@@ -146,6 +166,9 @@ class FunctionReport:
     own_cycles: int | None = None
     notes: list[str] = field(default_factory=list)
     rejections: dict[str, int] = field(default_factory=dict)
+    status: Status = "final"
+    cache: CacheUse = "off"
+    cache_key: str = ""
 
     @property
     def cycle_reduction(self) -> float:
@@ -160,6 +183,30 @@ class FunctionReport:
         out = asdict(self)
         out["cycle_reduction"] = self.cycle_reduction
         return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FunctionReport:
+        """Inverse of `to_dict` (derived keys such as ``cycle_reduction`` are ignored).
+
+        Raises:
+            TypeError, KeyError: ``d`` is not a `to_dict` of this class.
+        """
+        known = set(cls.__dataclass_fields__)
+        kw = {k: copy.deepcopy(v) for k, v in d.items() if k in known}
+        kw["blocks"] = [
+            BlockReport(
+                **{
+                    **b,
+                    "candidates": {
+                        n: CandidateStats(**c) for n, c in (b.get("candidates") or {}).items()
+                    },
+                }
+            )
+            for b in d.get("blocks", [])
+        ]
+        if d.get("mismatch") is not None:
+            kw["mismatch"] = BaselineMismatch(**d["mismatch"])
+        return cls(**kw)
 
 
 @dataclass
@@ -178,6 +225,13 @@ class CompileOptions:
             library's `tasmopt.lower.validate.MAX_OPS` / `MAX_NESTING`).
         deadline: when to stop and return what is proven (`tasmopt.deadline.Deadline`; the
             service cancels it when the client disconnects); None: no limit.
+        final_budget_s: search budget, seconds, at which a complete run counts as ``final``
+            (below it the function's status is ``improving``: worth deepening).
+        only: optimize just these functions (the others are passed through unmeasured),
+            and compute them afresh even when the result cache has them (deepening); None:
+            every function.
+        use_cache: consult and feed the caller's result cache (`tasmopt.optimizer.compile`'s
+            ``cache``); False computes every function afresh and stores nothing.
     """
 
     isa: IsaVariant = "release"
@@ -189,6 +243,9 @@ class CompileOptions:
     max_ops: int | None = None
     max_nesting: int | None = None
     deadline: Deadline | None = field(default=None, compare=False, hash=False)
+    final_budget_s: float = 2.0
+    only: frozenset[str] | None = None
+    use_cache: bool = True
 
 
 @dataclass
@@ -203,6 +260,8 @@ class CompileResult:
         timings: seconds spent per stage (``decode``, ``lower``, ``candidates``, ``verify``,
             ``rank``, ``splice``).
         model_version: checkpoint version that proposed candidates, if the model ran.
+        cache_entries: results worth keeping in the per-function result cache (complete
+            runs, computed now, not served from it); the caller stores them.
     """
 
     tasm: str
@@ -211,6 +270,7 @@ class CompileResult:
     baseline_tasm: str
     timings: dict[str, float] = field(default_factory=dict)
     model_version: str | None = None
+    cache_entries: list[CachedFunction] = field(default_factory=list)
 
     @property
     def cycles(self) -> int:
@@ -230,3 +290,46 @@ class CompileResult:
             "cycles": self.cycles,
             "baseline_cycles": self.baseline_cycles,
         }
+
+
+@dataclass
+class CachedFunction:
+    """The best verified program known for one function in one context (design §1, result
+    cache).
+
+    Attributes:
+        key: hex sha256 of everything the function's semantics and our output depend on
+            (`tasmopt.optimizer.keys.function_key`: its TIR and its callees', our lowering's
+            and the client's text of its call closure, ISA variant, witnesses, verifier
+            version).
+        name: the function's name.
+        lines: its sections as returned (label, body, deferred blocks) when improved; None
+            when the best known answer is the baseline itself.
+        report: the function's `FunctionReport.to_dict`, costs measured with its callees'
+            baseline code (``cycles`` are its own).
+        final: see `Status`; a final entry is not deepened again.
+        budget_s: search budget of the run that produced it, seconds.
+        source: the candidate source that produced it (or ``compiler``/``client``).
+    """
+
+    key: str
+    name: str
+    lines: list[str] | None
+    report: dict[str, Any]
+    final: bool
+    budget_s: float
+    source: str
+
+    @property
+    def cycles(self) -> int:
+        return int(self.report.get("cycles", 0))
+
+
+class FunctionCache(Protocol):
+    """Where `tasmopt.optimizer.compile` looks up functions it has answered before (the
+    service's database table; a dict in tests). Lookups must be fast and must not raise:
+    a cache that cannot answer returns no hits."""
+
+    def get_many(self, keys: list[str]) -> dict[str, CachedFunction]:
+        """The entries stored under ``keys`` (missing keys are absent)."""
+        ...

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.core import compiling
 from service.core.config import Settings
+from service.core.deepen import Followup
 from service.core.errors import CLIENT_ERRORS, ServiceError, error_code
 from service.core.metrics import observe_compile
 from service.core.model_watcher import ModelWatcher
@@ -52,6 +53,7 @@ class JobContext:
     baseline: Callable[[list[Any], str | None], str]
     watcher: ModelWatcher | None = None
     slots: threading.Semaphore | None = None
+    followup: Followup | None = None
 
 
 def record_status(
@@ -140,6 +142,8 @@ def execute(
         stored = compiling.persist(
             served.rows, session=session, spool=ctx.spool, breaker=ctx.breaker, job=final
         )
+    if ctx.followup is not None:
+        ctx.followup.after_compile(req, served.result)
     observe_compile(
         result=served.result,
         timings=served.timings,
@@ -179,8 +183,11 @@ def _worker_context() -> JobContext:
         if _CONTEXT is None:
             from service.core.baseline import baseline_tasm
             from service.core.db import engine_from_settings
+            from service.core.result_cache import ResultCache
             from tasmopt.optimizer import compile as compile_tir
             from tasmopt.store import make_sessionmaker
+            from worker.deepen import RqDeepener
+            from worker.queue import connect
 
             settings = Settings()
             factory = make_sessionmaker(engine_from_settings(settings))
@@ -190,12 +197,19 @@ def _worker_context() -> JobContext:
                 device=settings.model_device,
                 poll_s=settings.model_poll_s,
             )
+            cache = ResultCache(factory) if settings.result_cache else None
+            deepener = (
+                RqDeepener(connect(settings.redis_url), settings)
+                if settings.redis_url and settings.deepen and cache is not None
+                else None
+            )
             _CONTEXT = JobContext(
                 settings=settings,
                 session_factory=factory,
                 spool=Spool(settings.spool_dir),
                 breaker=compiling.DbBreaker(cooldown_s=settings.spool_retry_s),
-                compiler=functools.partial(compile_tir, sources=watcher.sources),
+                compiler=functools.partial(compile_tir, sources=watcher.sources, cache=cache),
+                followup=Followup(settings, cache, deepener),
                 # a worker verifies in its own process (it is one of the verifiers)
                 verify=verifier_from_settings(settings, in_process=True)[1],
                 baseline=baseline_tasm,

@@ -16,6 +16,7 @@ __all__ = [
     "VERIFY_QUEUE",
     "COMPILE_QUEUE",
     "LEARN_QUEUE",
+    "DEEPEN_QUEUE",
     "QUEUES",
     "SERIALIZER",
     "connect",
@@ -32,8 +33,12 @@ COMPILE_QUEUE = "compile"
 #: The learning loop: `worker.jobs.finetune_job`, enqueued by the scheduler and the admin API.
 LEARN_QUEUE = "learn"
 
-#: The queues a worker listens on, in priority order (verification is on a request's path).
-QUEUES = (VERIFY_QUEUE, COMPILE_QUEUE, LEARN_QUEUE)
+#: Background deepening and cache spot checks: `worker.deepen.deepen_job`.
+DEEPEN_QUEUE = "deepen"
+
+#: The queues a worker listens on, in priority order (verification is on a request's path;
+#: deepening only improves later builds).
+QUEUES = (VERIFY_QUEUE, COMPILE_QUEUE, DEEPEN_QUEUE, LEARN_QUEUE)
 
 #: Serializer of every tasmopt job (arguments and results are JSON).
 SERIALIZER = JSONSerializer

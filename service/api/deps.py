@@ -25,6 +25,7 @@ from service.core.compiling import (
     parse_request,
 )
 from service.core.config import Settings
+from service.core.deepen import Followup
 from service.core.errors import Forbidden, Unauthorized
 from service.core.model_watcher import ModelWatcher
 from service.core.schemas import CompileRequest
@@ -60,6 +61,8 @@ __all__ = [
     "SlotsDep",
     "AdmissionDep",
     "get_admission",
+    "FollowupDep",
+    "get_followup",
 ]
 
 
@@ -87,9 +90,16 @@ def get_compiler(request: Request) -> Compiler:
     from tasmopt.optimizer import compile as compile_tir  # imported on first use: heavy
 
     watcher = getattr(request.app.state, "watcher", None)
+    cache = getattr(request.app.state, "result_cache", None)
     if watcher is None:
-        return compile_tir
-    return functools.partial(compile_tir, sources=watcher.sources)
+        return functools.partial(compile_tir, cache=cache)
+    return functools.partial(compile_tir, sources=watcher.sources, cache=cache)
+
+
+def get_followup(request: Request) -> Followup | None:
+    """After-response work: result cache writes, deepening, spot checks (None in apps built
+    without a lifespan)."""
+    return getattr(request.app.state, "followup", None)
 
 
 def get_verifier(request: Request) -> Verifier:
@@ -175,3 +185,4 @@ RunnerDep = Annotated[ThreadRunner | RqRunner, Depends(get_runner)]
 AdminDep = Annotated[str, Depends(require_admin)]
 SlotsDep = Annotated[threading.Semaphore, Depends(get_slots)]
 AdmissionDep = Annotated[Admission, Depends(get_admission)]
+FollowupDep = Annotated[Followup | None, Depends(get_followup)]

@@ -47,6 +47,7 @@ __all__ = [
     "check_media_type",
     "check_limits",
     "make_options",
+    "deadline_s",
     "precheck",
     "serve",
     "persist",
@@ -229,10 +230,17 @@ def make_options(given: CompileOptionsIn | None, settings: Settings) -> CompileO
         search_budget_s=settings.search_budget_s,
         max_ops=settings.max_tir_ops,
         max_nesting=settings.max_tir_depth,
+        final_budget_s=settings.deepen_budget_s,
+        use_cache=settings.result_cache,
     )
     if given is None:
         return opts
     overrides = given.model_dump(exclude_none=True)
+    overrides.pop("deadline_ms", None)  # the service's, see `deadline_s`
+    if "sources" in overrides and "use_cache" not in overrides:
+        # the cache holds the best program of every source: a request that picks its
+        # sources gets what those sources find now
+        overrides["use_cache"] = False
     if "sources" in overrides:
         overrides["sources"] = tuple(overrides["sources"])
     budget = overrides.get("search_budget_s")
@@ -242,6 +250,24 @@ def make_options(given: CompileOptionsIn | None, settings: Settings) -> CompileO
             f"limit of {settings.max_search_budget_s:g} s"
         )
     return replace(opts, **overrides)
+
+
+def deadline_s(given: CompileOptionsIn | None, settings: Settings) -> float:
+    """Seconds a synchronous compile may take: ``options.deadline_ms``, else
+    DEFAULT_DEADLINE_MS.
+
+    Raises:
+        InvalidRequest: ``deadline_ms`` above COMPILE_DEADLINE_S.
+    """
+    ms = given.deadline_ms if given is not None else None
+    if ms is None:
+        return settings.default_deadline_ms / 1000
+    if ms > settings.compile_deadline_s * 1000:
+        raise InvalidRequest(
+            f"options.deadline_ms: {ms} ms is above the server's limit of "
+            f"{settings.compile_deadline_s * 1000:g} ms (COMPILE_DEADLINE_S)"
+        )
+    return ms / 1000
 
 
 def precheck(req: CompileRequest, settings: Settings) -> None:

@@ -153,6 +153,49 @@ class Settings(BaseSettings):
         description="Wall-clock budget of one synchronous compile, seconds: past it every "
         "stage returns what is proven (at worst the baseline, unchanged).",
     )
+    default_deadline_ms: int = Field(
+        200,
+        ge=1,
+        description="Deadline of a synchronous compile whose request sets no "
+        "`options.deadline_ms`, milliseconds: past it each function gets what is verified, at "
+        "worst its baseline, and is deepened in the background. Chosen so that P90 per request "
+        "stays under 300 ms on the real modules (benchmarks/latency.py).",
+    )
+    result_cache: bool = Field(
+        True, description="Serve and store per-function results (table function_results)."
+    )
+    cache_spot_check: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="Share of cache hits proven again on fresh witnesses in the background "
+        "(a failure deletes the entry and logs an error).",
+    )
+    deepen: bool = Field(
+        True,
+        description="Deepen functions answered before their search was complete: in the "
+        "background (RQ queue `deepen` with REDIS_URL, else one thread of this process).",
+    )
+    deepen_budget_s: float = Field(
+        2.0,
+        gt=0,
+        description="Search budget per function of a deepening run, seconds; a complete run at "
+        "this budget makes a function `final` (not deepened again).",
+    )
+    deepen_timeout_s: float = Field(
+        120.0, gt=0, description="Deadline of one deepening run, seconds."
+    )
+    deepen_queue: int = Field(
+        256,
+        ge=1,
+        description="Deepening runs that may wait; beyond that new ones are dropped (counted).",
+    )
+    deepen_claim_s: int = Field(
+        3600,
+        ge=1,
+        description="Seconds a function stays claimed by a deepening run (no duplicate run "
+        "meanwhile; a run that failed is retried after this).",
+    )
     retry_after_s: int = Field(
         2, ge=1, description="Retry-After of a 503 (overload) or 429 (per client), seconds."
     )
@@ -249,4 +292,6 @@ class Settings(BaseSettings):
             raise ValueError("VERIFY_HARD_DEADLINE_S must be >= VERIFY_DEADLINE_S")
         if self.max_search_budget_s < self.search_budget_s:
             raise ValueError("MAX_SEARCH_BUDGET_S must be >= SEARCH_BUDGET_S")
+        if self.default_deadline_ms > self.compile_deadline_s * 1000:
+            raise ValueError("DEFAULT_DEADLINE_MS must be <= COMPILE_DEADLINE_S * 1000")
         return self

@@ -40,6 +40,10 @@ __all__ = [
     "BASELINE_MISMATCHES",
     "BUILD_RESULTS",
     "MODEL_LOAD_FAILURES",
+    "CACHE_HITS",
+    "CACHE_MISSES",
+    "DEEPEN",
+    "SPOT_CHECKS",
     "observe_compile",
     "StateCollector",
     "render",
@@ -49,7 +53,18 @@ log = logging.getLogger(__name__)
 
 #: Compile stages timed: ``queue`` (waiting for a compile slot), `CompileResult.timings`,
 #: ``persist`` (the rows) and ``total`` (the compile, queue excluded).
-STAGES = ("queue", "decode", "lower", "candidates", "verify", "rank", "splice", "persist", "total")
+STAGES = (
+    "queue",
+    "decode",
+    "lower",
+    "cache",
+    "candidates",
+    "verify",
+    "rank",
+    "splice",
+    "persist",
+    "total",
+)
 
 #: Candidate sources and report sources pre-declared so that their series exist at zero.
 CANDIDATE_SOURCES = ("rules", "search", "model")
@@ -99,6 +114,27 @@ COMPILES = Counter(
     "outcome optimized (fewer cycles), baseline (nothing better verified) or fallback "
     "(the optimizer failed; baseline served as is).",
     ["mode", "outcome"],
+)
+CACHE_HITS = Counter(
+    "tasmopt_cache_hits_total",
+    "Functions answered from the per-function result cache.",
+)
+CACHE_MISSES = Counter(
+    "tasmopt_cache_misses_total",
+    "Functions looked up in the result cache and computed afresh.",
+)
+DEEPEN = Counter(
+    "tasmopt_deepen_total",
+    "Background deepening, per function: queued, duplicate (already queued), full (queue "
+    "at its cap), unavailable (Redis down: deepening off for a while), and the outcome of "
+    "a deepening run: inserted, improved, finalized, kept, cut (ran out of time), failed.",
+    ["outcome"],
+)
+SPOT_CHECKS = Counter(
+    "tasmopt_cache_spot_checks_total",
+    "Cache hits verified again on fresh witnesses: passed, failed (entry deleted), "
+    "unfinished (out of time, or the entry was gone).",
+    ["outcome"],
 )
 CANDIDATES_GENERATED = Counter(
     "tasmopt_candidates_generated_total", "Candidate blocks proposed, by source.", ["source"]
@@ -190,6 +226,10 @@ def observe_compile(
             COMPILES.labels(mode, "fallback").inc()
             return
         for fn in result.functions:
+            if fn.cache == "hit":
+                CACHE_HITS.inc()
+            elif fn.cache == "miss":
+                CACHE_MISSES.inc()
             ACCEPTED.labels("function", fn.source).inc()
             CYCLE_REDUCTION.observe(min(1.0, max(0.0, fn.cycle_reduction)))
             if fn.fallback:

@@ -56,6 +56,18 @@ class CompileOptionsIn(BaseModel):
     )
     search_budget_s: float | None = Field(None, ge=0, description="Block-search budget, seconds.")
     strict: bool | None = Field(None, description="Reject TIR with ops that cannot be lowered.")
+    deadline_ms: int | None = Field(
+        None,
+        ge=1,
+        description="Milliseconds the synchronous answer may take (default DEFAULT_DEADLINE_MS, "
+        "at most COMPILE_DEADLINE_S): each function gets what is verified by then, at worst its "
+        "baseline; functions cut short are deepened in the background (`status: improving`).",
+    )
+    use_cache: bool | None = Field(
+        None,
+        description="Answer from, and store into, the per-function result cache (default "
+        "true); false computes every function afresh.",
+    )
 
 
 class CompileRequest(BaseModel):
@@ -155,6 +167,14 @@ class FunctionOut(BaseModel):
     )
     blocks: list[BlockOut] = []
     tir_hash: str = Field("", description="sha256 of the function's canonical TIR JSON.")
+    status: Literal["final", "improving"] = Field(
+        "final",
+        description="`improving`: cut by the deadline or searched briefly; a better program "
+        "may be served for the same function later (background deepening).",
+    )
+    cache: Literal["hit", "miss", "off"] = Field(
+        "off", description="Served from the per-function result cache (`hit`) or computed."
+    )
     build_result_id: uuid.UUID | None = None
 
 

@@ -16,45 +16,68 @@ Stages (each timed in `CompileResult.timings`, seconds):
 
 The verifier is the authority: nothing reaches the output unless it was proven equivalent
 to the baseline (or is the baseline).
+
+With a result cache (`FunctionCache`), functions answered before in the same context
+(`tasmopt.optimizer.keys`) are served from it after ``lower`` and skip every later stage;
+`CompileResult.cache_entries` holds what this run computed for the caller to store. With a
+deadline, the candidate sources get at most `CANDIDATE_SHARE` of the time left, so that the
+proofs and measurements after them still fit; whatever the deadline cuts keeps its baseline
+and is reported ``improving``.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
+from dataclasses import replace
 from typing import Any
 
+from tasmopt.deadline import Deadline
 from tasmopt.lower.blocks import split_functions
 from tasmopt.lower.triton import lower
 from tasmopt.lower.validate import find_unlowerable, validate
 from tasmopt.module import ModuleText
 from tasmopt.optimizer.candidates import build_checks, propose
-from tasmopt.optimizer.prepare import check_client_text, entry_hazard, prepare_functions
+from tasmopt.optimizer.keys import function_keys
+from tasmopt.optimizer.prepare import (
+    check_client_text,
+    decode_tir,
+    entry_hazard,
+    prepare_functions,
+)
 from tasmopt.optimizer.rank import rank
+from tasmopt.optimizer.recheck import recheck
 from tasmopt.optimizer.splice import assemble, finish_function, measure_with_callees
-from tasmopt.optimizer.state import VerifyBackend, out_of_time, stage, verify_within
-from tasmopt.report import CompileOptions, CompileResult
+from tasmopt.optimizer.state import (
+    FunctionState,
+    VerifyBackend,
+    out_of_time,
+    stage,
+    verify_within,
+)
+from tasmopt.report import CachedFunction, CompileOptions, CompileResult, FunctionCache
 from tasmopt.rules import RulesSource
 from tasmopt.search.source import SearchSource
 from tasmopt.sources import SourceSet
-from tasmopt.tir import codec
 from tasmopt.tir.codec import tir_hash
-from tasmopt.tir.ops import Op
 from tasmopt.vm.equivalence import REJECTION_CLASSES, Verdict, check_blocks
 
-__all__ = ["compile", "default_sources", "VerifyBackend", "REJECTION_CLASSES", "entry_hazard"]
+__all__ = [
+    "compile",
+    "default_sources",
+    "VerifyBackend",
+    "REJECTION_CLASSES",
+    "entry_hazard",
+    "CANDIDATE_SHARE",
+    "recheck",
+]
 
 log = logging.getLogger(__name__)
 
-
-def _decode(tir: Any) -> tuple[Op, ...]:
-    if isinstance(tir, (str, bytes)):
-        return codec.loads(tir)
-    if isinstance(tir, tuple) and all(isinstance(o, Op) for o in tir):
-        return tir
-    if isinstance(tir, list) and tir and all(isinstance(o, Op) for o in tir):
-        return tuple(tir)
-    return codec.decode(tir)
+#: Share of the time left before a deadline that the candidate sources may use (the rest is
+#: for verification, the whole-function proofs and the measurements).
+CANDIDATE_SHARE = 0.5
 
 
 @functools.cache
@@ -76,6 +99,7 @@ def compile(
     options: CompileOptions | None = None,
     verify: VerifyBackend | None = None,
     sources: SourceSet | None = None,
+    cache: FunctionCache | None = None,
 ) -> CompileResult:
     """Optimize a TIR module or function.
 
@@ -87,6 +111,8 @@ def compile(
         verify: the block verification backend (default: in-process `check_blocks`).
         sources: the candidate sources that may propose, by name (default:
             `default_sources()`, rules and search); ``options.sources`` picks among them.
+        cache: the per-function result cache to answer from (None: compute everything).
+            Lookups that raise are logged and count as misses.
 
     Returns:
         CompileResult with the module TASM and one FunctionReport per function.
@@ -103,7 +129,7 @@ def compile(
     sources = sources if sources is not None else default_sources()
     timings: dict[str, float] = {}
     with stage(timings, "decode"):
-        ops = _decode(tir)
+        ops = decode_tir(tir)
         validate(ops, max_ops=options.max_ops, max_nesting=options.max_nesting)
         if options.strict:
             find_unlowerable(ops, isa=options.isa, strict=True)
@@ -115,16 +141,38 @@ def compile(
         client = ModuleText.from_text(baseline_tasm, labels) if baseline_tasm is not None else None
         if client is not None:
             check_client_text(client, low, options.isa)
-    fns = prepare_functions(low, ours, client, options, timings)  # times its own checks as "verify"
+    keys: dict[str, str] = {}
+    hits: dict[str, CachedFunction] = {}
+    if cache is not None and options.use_cache:
+        with stage(timings, "cache"):
+            keys = function_keys(ops, low, ours, client, options)
+            wanted = [k for n, k in keys.items() if options.only is None or n not in options.only]
+            try:
+                hits = cache.get_many(wanted) if wanted else {}
+            except Exception:  # the cache must never break a compile
+                log.exception("result cache lookup failed; computing every function")
+    fns = prepare_functions(low, ours, client, options, timings, keys, hits)
     chunks = {c.name: c.ops for c in split_functions(ops)}
     for f in fns:
         f.report.tir_hash = tir_hash(chunks.get(f.name, ()))
     tasks = [t for f in fns for t in f.tasks]
     with stage(timings, "candidates"):
-        proposals = propose(tasks, options, sources) if out_of_time(options) is None else {}
+        proposals: dict[str, Any] = {}
+        if tasks and out_of_time(options) is None:
+            share = _candidate_deadline(options)
+            proposals = propose(tasks, replace(options, deadline=share), sources)
+            if share is not None and share.expired:
+                for f in fns:
+                    if f.tasks:
+                        f.cut = f.cut or "candidate sources stopped by the deadline"
     with stage(timings, "verify"):
         checks, owners = build_checks(tasks, proposals, options)
         verdicts = verify_within(verify, checks, options)
+        for (ti, _), v in zip(owners, verdicts, strict=False):
+            if not v.equivalent and (v.reason or "").startswith("unverified"):
+                for f in fns:
+                    if tasks[ti] in f.tasks:
+                        f.cut = f.cut or "checks left unverified at the deadline"
         if len(verdicts) != len(checks):
             log.error(
                 "verify backend returned %d verdicts for %d checks", len(verdicts), len(checks)
@@ -135,12 +183,14 @@ def compile(
     with stage(timings, "splice"):
         for f in fns:
             finish_function(f, ours, options)
+        entries = [_settle(f, options) for f in fns]
         text = assemble(fns, low, ours, client)
         out = ModuleText.from_text(text, labels)
         for f in fns:
             if f.name in out.functions:
                 f.report.tasm = out.section_lines(f.name)
         measure_with_callees(fns, out, options)
+        _costs_as_returned(fns, entries, out)
     reference_text = baseline_tasm if baseline_tasm is not None else low.text()
     model = sources.get("model") if "model" in proposals else None
     return CompileResult(
@@ -150,4 +200,79 @@ def compile(
         reference_text,
         timings,
         model_version=getattr(model, "version", None),
+        cache_entries=[e for e in entries if e is not None] if keys else [],
+    )
+
+
+#: Cost fields of a `FunctionReport` that depend on the callees' returned code.
+_CALL_COSTS = (
+    "cycles",
+    "baseline_cycles",
+    "halted",
+    "heights",
+    "baseline_heights",
+    "padded_height",
+    "baseline_padded_height",
+    "own_cycles",
+)
+
+
+def _costs_as_returned(
+    fns: list[FunctionState], entries: list[CachedFunction | None], out: ModuleText
+) -> None:
+    """Cache entries keep the costs as returned (callees' returned code included) with a
+    hash of the closure they were measured on; a hit reuses them where the closure returned
+    now is the same, else it reports its own costs (callees at their baseline code) and says
+    so."""
+    for f, entry in zip(fns, entries, strict=True):
+        if f.name not in out.functions:
+            continue
+        closure = hashlib.sha256(out.closure_text(f.name)[0].encode()).hexdigest()
+        if entry is not None:
+            entry.report["as_returned"] = {
+                "closure": closure,
+                **{k: getattr(f.report, k) for k in _CALL_COSTS},
+            }
+        elif f.cached is not None:
+            kept = f.cached.report.get("as_returned")
+            if kept is not None and kept.get("closure") == closure:
+                for k in _CALL_COSTS:
+                    setattr(f.report, k, kept[k])
+            elif out.closure(f.name)[1:]:
+                f.report.own_cycles = f.report.cycles
+                f.report.notes.append(
+                    "costs measured with the callees' baseline code (cached before the callees "
+                    "were improved)"
+                )
+
+
+def _candidate_deadline(options: CompileOptions) -> Deadline | None:
+    dl = options.deadline
+    if dl is None or dl.remaining() == float("inf"):
+        return dl
+    return Deadline(dl.remaining() * CANDIDATE_SHARE, within=dl)
+
+
+def _settle(f: FunctionState, options: CompileOptions) -> CachedFunction | None:
+    """Set the function's `Status`; return the cache entry of a result computed in full
+    (None for one served from the cache, cut by the deadline, outside ``options.only``,
+    or with no key). Its report is its own measurement (callees at their baseline code)."""
+    rep = f.report
+    if f.cached is not None:
+        return None
+    if f.skipped:
+        rep.status = "improving"
+        return None
+    searched = options.search_budget_s >= options.final_budget_s
+    rep.status = "improving" if f.cut is not None or (f.tasks and not searched) else "final"
+    if f.cut is not None or f.key is None or f.reference is None:
+        return None
+    return CachedFunction(
+        key=f.key,
+        name=f.name,
+        lines=list(f.new_lines) if f.new_lines is not None else None,
+        report={**rep.to_dict(), "cache": "off", "latency_s": 0.0},
+        final=rep.status == "final",
+        budget_s=options.search_budget_s,
+        source=rep.source,
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from tasmopt.errors import BaselineError, TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set
@@ -21,12 +22,14 @@ from tasmopt.module import ModuleText
 from tasmopt.optimizer.state import FunctionState, out_of_time, stage
 from tasmopt.report import (
     BaselineMismatch,
+    CachedFunction,
     CompileOptions,
     FunctionReport,
 )
 from tasmopt.sources import BlockTask
 from tasmopt.tasm.parser import parse, parse_instructions
 from tasmopt.tasm.program import Instr, Program
+from tasmopt.tir import codec
 from tasmopt.tir.codec import tir_hash
 from tasmopt.tir.ops import Op
 from tasmopt.vm.equivalence import (
@@ -34,9 +37,24 @@ from tasmopt.vm.equivalence import (
     check_function,
 )
 
-__all__ = ["prepare_functions", "entry_hazard", "check_client_text"]
+__all__ = ["prepare_functions", "entry_hazard", "check_client_text", "decode_tir"]
 
 log = logging.getLogger(__name__)
+
+
+def decode_tir(tir: Any) -> tuple[Op, ...]:
+    """TIR as ops, from ops (tuple or list), their JSON value (list) or JSON text.
+
+    Raises:
+        TirError: malformed TIR (with the op's path).
+    """
+    if isinstance(tir, (str, bytes)):
+        return codec.loads(tir)
+    if isinstance(tir, tuple) and all(isinstance(o, Op) for o in tir):
+        return tir
+    if isinstance(tir, list) and tir and all(isinstance(o, Op) for o in tir):
+        return tuple(tir)
+    return codec.decode(tir)
 
 
 def check_client_text(client: ModuleText, low: Lowering, isa: IsaVariant) -> None:
@@ -72,7 +90,17 @@ def prepare_functions(
     client: ModuleText | None,
     options: CompileOptions,
     timings: dict[str, float],
+    keys: dict[str, str] | None = None,
+    hits: dict[str, CachedFunction] | None = None,
 ) -> list[FunctionState]:
+    """One `FunctionState` per function of the lowering, in order.
+
+    Args:
+        keys: result-cache key per function name (`tasmopt.optimizer.keys`).
+        hits: cache entries found for those keys, by key: such a function is answered from
+            its entry (report and lines) and no stage works on it.
+    """
+    keys, hits = keys or {}, hits or {}
     fns: list[FunctionState] = []
     for lf in low.functions:
         if not lf.name:
@@ -81,7 +109,24 @@ def prepare_functions(
             lf.name, FunctionReport(name=lf.name, source="compiler", cycles=0, baseline_cycles=0)
         )
         f.report.unlowerable = list(lf.unlowerable)
+        f.key = keys.get(lf.name)
         fns.append(f)
+        if options.only is not None and lf.name not in options.only:
+            f.passthrough = f.skipped = True
+            f.report.reason = "not among the functions this run works on; returned unchanged"
+            continue
+        entry = hits.get(f.key) if f.key is not None else None
+        if entry is not None:
+            f.cached = entry
+            f.report = FunctionReport.from_dict(entry.report)
+            f.report.cache, f.report.latency_s = "hit", 0.0
+            f.report.status = "final" if entry.final else "improving"
+            f.report.cache_key = entry.key
+            f.new_lines = list(entry.lines) if entry.lines is not None else None
+            f.passthrough = entry.lines is None
+            continue
+        if f.key is not None:
+            f.report.cache, f.report.cache_key = "miss", f.key
         if lf.unlowerable:
             f.passthrough = True
             f.report.reason = "TIR contains ops that cannot be lowered to valid TASM: " + "; ".join(
@@ -91,7 +136,9 @@ def prepare_functions(
         why = out_of_time(options)
         if why is not None:  # not even the reference is checked: the baseline, unchanged
             f.passthrough = True
-            f.report.reason = f"{why} before this function was looked at; returned unchanged"
+            f.cut = f.report.reason = (
+                f"{why} before this function was looked at; returned unchanged"
+            )
             continue
         try:
             our_prog = ours.harness(lf.name, options.isa)
@@ -189,7 +236,11 @@ def _client_reference(
     client_prog = client.harness(name, options.isa)  # raises TasmSyntaxError -> 422
     with stage(timings, "verify"):
         proof = check_aligned(
-            client_prog, our_prog, witnesses=options.witnesses, seed=options.seed + 1
+            client_prog,
+            our_prog,
+            witnesses=options.witnesses,
+            seed=options.seed + 1,
+            deadline=options.deadline,
         )
     if proof.equivalent:  # our lowering is proven equal to the client's program
         f.reference = client_prog
@@ -200,9 +251,20 @@ def _client_reference(
     # shape we cannot prove either way.
     with stage(timings, "verify"):
         v = check_function(
-            client_prog, our_prog, witnesses=options.witnesses, seed=options.seed + 1
+            client_prog,
+            our_prog,
+            witnesses=options.witnesses,
+            seed=options.seed + 1,
+            deadline=options.deadline,
         )
     f.passthrough = True
+    why = out_of_time(options)
+    if why is not None and v.witness < 0:  # not decided: the client's program, as sent
+        f.report.source = "client"
+        f.cut = f.report.reason = (
+            f"{why} before the client's baseline was checked; returned unchanged"
+        )
+        return False
     f.reference = client_prog  # measured, returned unchanged
     f.report.source = "client"
     if v.witness >= 0:

@@ -51,36 +51,48 @@ def _spliced_lines(f: FunctionState, ours: ModuleText) -> list[str]:
 
 
 def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions) -> None:
+    """Prove the spliced function as a whole and measure it (or measure the baseline); past
+    the deadline the function keeps its baseline and is marked `FunctionState.cut`."""
     rep = f.report
+    if f.cached is not None or f.skipped:
+        return  # answered from the result cache / not worked on in this run
+    dl = options.deadline
     if f.passthrough or f.reference is None:
         rep.fallback = True
         if f.reference is not None and out_of_time(options) is None:  # e.g. the client's
             m = check_function(
-                f.reference, None, witnesses=options.witnesses, seed=options.seed + 2
+                f.reference, None, witnesses=options.witnesses, seed=options.seed + 2, deadline=dl
             )
+            if _unfinished(m.reason):
+                f.cut = f.cut or f"{out_of_time(options)}; not measured"
+                return
             rep.cycles = rep.baseline_cycles = m.baseline_cycles
             rep.halted = m.halted
             rep.heights = rep.baseline_heights = m.baseline_heights
             rep.padded_height = rep.baseline_padded_height = padded_height(m.baseline_heights)
+        elif f.reference is not None:
+            f.cut = f.cut or f"{out_of_time(options)}; not measured"
         return
     t = time.perf_counter()
     measured: FunctionVerdict | None = None
     why = out_of_time(options)
     if f.chosen and why is not None:  # no time to prove the spliced function: fail closed
-        rep.reason = f"{why} before the whole-function proof"
+        f.cut = rep.reason = f"{why} before the whole-function proof"
         f.give_back_blocks()
     if f.chosen:
         new_lines = _spliced_lines(f, ours)
         try:
             cand = ours.harness(f.name, options.isa, override={f.name: new_lines})
             v = check_function(
-                f.reference, cand, witnesses=options.witnesses, seed=options.seed + 2
+                f.reference, cand, witnesses=options.witnesses, seed=options.seed + 2, deadline=dl
             )
         except TasmSyntaxError as exc:  # a spliced candidate must parse; be safe anyway
             v = FunctionVerdict(False, reason=f"spliced function does not assemble: {exc}")
         if v.equivalent:  # differential agreement is not a proof: prove it by alignment
             # the block stage's seed: its proofs of the chosen blocks are reused
-            proof = check_aligned(f.reference, cand, witnesses=options.witnesses, seed=options.seed)
+            proof = check_aligned(
+                f.reference, cand, witnesses=options.witnesses, seed=options.seed, deadline=dl
+            )
             if not proof.equivalent:
                 v = replace(v, equivalent=False, reason=f"not proven: {proof.reason}")
         worse = v.equivalent and (
@@ -95,6 +107,9 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
                 saved[source] += len(f.tasks[j].baseline) - verdict.cycles
             # a source's name: one of the report's `Source` values for the sources we ship
             rep.source = cast(Source, max(saved, key=lambda s: saved[s]))
+        elif _unfinished(v.reason):
+            f.cut = rep.reason = f"{out_of_time(options)} during the whole-function proof"
+            f.give_back_blocks()
         else:
             rep.reason = (
                 "whole-function re-verification failed: " + (v.reason or "")
@@ -106,25 +121,34 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
             log.warning("function %s falls back: %s", f.name, rep.reason)
             f.give_back_blocks()
     late = out_of_time(options) if measured is None else None
-    if late is not None:
+    if measured is None and late is None:
+        measured = check_function(
+            f.reference, None, witnesses=options.witnesses, seed=options.seed + 2, deadline=dl
+        )
+        if _unfinished(measured.reason):
+            late, measured = out_of_time(options) or "request deadline reached", None
+        else:
+            rep.fallback = True
+            rep.reason = rep.reason or (
+                "no verified improvement" if measured.equivalent else measured.reason
+            )
+    if measured is None:
         rep.fallback = True
+        f.cut = f.cut or f"{late}; not measured"
         rep.reason = rep.reason or f"{late}; returned unchanged, not measured"
         rep.latency_s = time.perf_counter() - t
         return
-    if measured is None:
-        measured = check_function(
-            f.reference, None, witnesses=options.witnesses, seed=options.seed + 2
-        )
-        rep.fallback = True
-        rep.reason = rep.reason or (
-            "no verified improvement" if measured.equivalent else measured.reason
-        )
     rep.cycles, rep.baseline_cycles = measured.cycles, measured.baseline_cycles
     rep.halted = measured.halted
     rep.heights, rep.baseline_heights = measured.heights, measured.baseline_heights
     rep.padded_height = padded_height(measured.heights)
     rep.baseline_padded_height = padded_height(measured.baseline_heights)
     rep.latency_s = time.perf_counter() - t
+
+
+def _unfinished(reason: str | None) -> bool:
+    """A check stopped by the deadline (`check_function`/`check_aligned` say ``unverified:``)."""
+    return reason is not None and "unverified: deadline" in reason
 
 
 def measure_with_callees(
@@ -145,8 +169,14 @@ def measure_with_callees(
         except TasmSyntaxError:
             continue
         v = check_function(
-            f.reference, final, witnesses=options.witnesses, seed=options.seed + 2
+            f.reference,
+            final,
+            witnesses=options.witnesses,
+            seed=options.seed + 2,
+            deadline=options.deadline,
         )  # the witnesses of the first measurement
+        if _unfinished(v.reason):
+            return  # out of time: the costs measured with the callees' baseline code stand
         if not v.equivalent:
             if v.witness >= 0:  # each part was proven: this would be a verifier bug
                 log.error(
@@ -172,6 +202,11 @@ def assemble(
         lines = list(low.lines)
         edits = []
         for f in improved.values():
+            if not f.chosen:  # answered from the result cache: its whole sections
+                secs = sorted(ours.functions[f.name].sections)
+                edits.append((*secs[0], list(f.new_lines or [])))
+                edits.extend((a, b, []) for a, b in secs[1:])
+                continue
             for j, (_, cand, _) in f.chosen.items():
                 s, e = f.block_ranges[j]
                 edits.append((s, e, [INDENT + t for t in cand]))

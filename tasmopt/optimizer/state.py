@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from tasmopt.report import CompileOptions, FunctionReport
+from tasmopt.report import CachedFunction, CompileOptions, FunctionReport
 from tasmopt.sources import BlockTask
 from tasmopt.tasm.program import Program
 from tasmopt.vm.equivalence import (
@@ -85,6 +85,11 @@ class FunctionState:
         block_ranges: ``(start, end)`` line range of each task in our lowering's text.
         chosen: per task index, the accepted ``(source, candidate lines, verdict)`` (rank).
         new_lines: our sections with the chosen blocks spliced in, once re-verified (splice).
+        key: its result-cache key (`tasmopt.optimizer.keys`), if it may be cached.
+        cached: the cache entry it was answered from (then no stage works on it).
+        cut: why a stage did less for it than it would have with time left (the deadline),
+            else None: a cut result is served but is not final.
+        skipped: outside ``CompileOptions.only``: passed through, not measured.
     """
 
     name: str
@@ -96,6 +101,10 @@ class FunctionState:
     block_ranges: list[tuple[int, int]] = field(default_factory=list)
     chosen: dict[int, tuple[str, list[str], Verdict]] = field(default_factory=dict)
     new_lines: list[str] | None = None
+    key: str | None = None
+    cached: CachedFunction | None = None
+    cut: str | None = None
+    skipped: bool = False
 
     def give_back_blocks(self) -> None:
         """Every block back to the baseline: its report says ``compiler`` with the baseline's

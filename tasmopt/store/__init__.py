@@ -5,6 +5,15 @@ offers keyword-only query functions over a caller-provided `Session`. It never d
 sessions start or end, and it imports nothing from the service or the worker.
 """
 
+from tasmopt.store.cache import (
+    count_function_results,
+    delete_function_result,
+    get_function_results,
+    purge_function_results,
+    put_function_result,
+    record_cache_hits,
+    record_spot_check,
+)
 from tasmopt.store.checkpoints import (
     CheckpointInfo,
     describe_checkpoint,
@@ -28,6 +37,7 @@ from tasmopt.store.models import (
     Checkpoint,
     CompileJob,
     FinetuneRun,
+    FunctionResult,
 )
 from tasmopt.store.queries import (
     count_build_results,
@@ -55,6 +65,14 @@ __all__ = [
     "AdminAction",
     "CompileJob",
     "FinetuneRun",
+    "FunctionResult",
+    "get_function_results",
+    "put_function_result",
+    "delete_function_result",
+    "count_function_results",
+    "purge_function_results",
+    "record_cache_hits",
+    "record_spot_check",
     "StoreError",
     "NotFound",
     "Conflict",

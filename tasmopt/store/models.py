@@ -10,6 +10,8 @@
 * `AdminAction` — audit log of the admin endpoints and commands (who, when, why, what).
 * `CompileJob` — ``POST /compile/jobs``: request, status and the response, kept for good.
 * `FinetuneRun` — one run of the scheduled finetune check (design §4 Stage 3).
+* `FunctionResult` — the per-function result cache: the best verified program known for a
+  function in a context (`tasmopt.optimizer.keys`), shared by every API process and worker.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "AdminAction",
     "CompileJob",
     "FinetuneRun",
+    "FunctionResult",
     "SOURCES",
     "CHECKPOINT_STATUSES",
     "JOB_STATUSES",
@@ -251,3 +254,45 @@ class FinetuneRun(Base):
 
     def __repr__(self) -> str:
         return f"FinetuneRun({self.id}, {self.trigger}, {self.outcome})"
+
+
+class FunctionResult(Base):
+    """One entry of the per-function result cache (`tasmopt.report.CachedFunction`).
+
+    Attributes:
+        key: hex sha256 of the function's context (`tasmopt.optimizer.keys.function_key`);
+            it includes the verifier version, so entries of another version never match.
+        name: the function's name.
+        verifier_version: `tasmopt.vm.equivalence.VERIFIER_VERSION` that proved it (kept to
+            purge stale entries: `purge_function_results`).
+        lines: the function's returned sections when improved; NULL: the baseline is best.
+        report: the function's report (`FunctionReport.to_dict`, its own costs).
+        cycles: its clock cycles (``report["cycles"]``), for ordering and "better than".
+        final: not worth deepening again (`tasmopt.report.Status`).
+        budget_s: search budget of the run that produced it, seconds.
+        source: what produced it (``rules``/``search``/``model``/``compiler``/``client``).
+        hits: times it was served from the cache.
+        spot_checks: times a served copy was verified again on fresh witnesses.
+        created_at, updated_at: first stored; last improved or marked final (UTC).
+    """
+
+    __tablename__ = "function_results"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(256))
+    verifier_version: Mapped[str] = mapped_column(String(32), index=True)
+    lines: Mapped[list | None] = mapped_column(JsonDict, nullable=True)
+    report: Mapped[dict] = mapped_column(JsonDict)
+    cycles: Mapped[int] = mapped_column(Integer)
+    final: Mapped[bool] = mapped_column(Boolean, default=False)
+    budget_s: Mapped[float] = mapped_column(Float, default=0.0)
+    source: Mapped[str] = mapped_column(String(16))
+    hits: Mapped[int] = mapped_column(Integer, default=0)
+    spot_checks: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), index=True, server_default=func.now()
+    )
+
+    def __repr__(self) -> str:
+        return f"FunctionResult({self.key[:12]}, {self.name}, cycles={self.cycles}, final={self.final})"

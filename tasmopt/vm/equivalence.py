@@ -44,6 +44,7 @@ from functools import lru_cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from tasmopt.deadline import Deadline
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.tasm.parser import parse, parse_instructions
@@ -80,7 +81,13 @@ __all__ = [
     "ACCEPTANCE_TABLES",
     "no_taller",
     "padded_height",
+    "VERIFIER_VERSION",
 ]
+
+#: Version of what this module accepts. Bump it with every change that could accept a program
+#: an earlier version rejected (or the reverse): results proven by another version are not
+#: reused (the per-function result cache keys on it, `tasmopt.optimizer.keys`).
+VERIFIER_VERSION = "2026.11.25"
 
 #: Design §2: at least this many differential witnesses per check, each of which must run
 #: the baseline to its end (witnesses on which it fails do not count).
@@ -576,6 +583,7 @@ def check_function(
     step_limit: int = 50_000,
     max_tries: int | None = None,
     budget_s: float = FUNCTION_BUDGET_S,
+    deadline: Deadline | None = None,
 ) -> FunctionVerdict:
     """Differential check of two harness programs (see `harness`) on fresh witnesses.
 
@@ -596,10 +604,13 @@ def check_function(
         step_limit: clock cycles after which a baseline run is inconclusive (skipped).
         max_tries: random witnesses tried at most (default ``6 * witnesses``).
         budget_s: seconds the guard-directed phase may take (a deadline, not a target).
+        deadline: the caller's deadline, looked at before every witness run: once it
+            expires the check stops, not equivalent (``reason`` says so). One run may
+            overshoot it (at most ``step_limit`` cycles).
 
     Returns:
-        FunctionVerdict; ``equivalent`` is False if a witness distinguishes them or fewer
-        than ``witnesses`` runs halted. ``cycles`` are measured on halting runs only; with
+        FunctionVerdict; ``equivalent`` is False if a witness distinguishes them, fewer
+        than ``witnesses`` runs halted, or the deadline expired first. ``cycles`` are measured on halting runs only; with
         none, ``halted`` is 0 and the cycles are those of the failing runs (no claim).
     """
     tries = max_tries if max_tries is not None else 6 * witnesses
@@ -610,7 +621,10 @@ def check_function(
     hc: dict[str, int] = {}
     for i, w, rb in _baseline_runs(
         baseline, depth, witnesses, seed, step_limit, tries, budget_s
-    ).runs():
+    ).runs(deadline):
+        if deadline is not None and deadline.expired:
+            verdict.reason = f"unverified: deadline ({deadline.why()}) before the check ended"
+            return verdict
         verdict.conclusive += 1
         rc = rb if candidate is None else _run(candidate, w, 10 * rb.cycles + 1000)
         ob, oc = observe(rb), observe(rc)
@@ -642,6 +656,10 @@ def check_function(
     return verdict
 
 
+#: What the producer of `_BaselineRuns` yields when the caller's deadline stopped it early.
+_PAUSED = object()
+
+
 class _BaselineRuns:
     """The witnesses of a function check and the baseline's run on each, produced lazily
     and kept: ``(index, witness, VmResult)`` for every conclusive run (runs past the step
@@ -661,24 +679,30 @@ class _BaselineRuns:
         budget_s: float,
     ) -> None:
         self._done: list[tuple[int, Witness, VmResult]] = []
+        self._stop: Deadline | None = None
         self._more = self._produce(baseline, depth, witnesses, seed, step_limit, tries, budget_s)
         self._lock = threading.Lock()
 
-    def runs(self) -> Iterator[tuple[int, Witness, VmResult]]:
+    def runs(self, stop: Deadline | None = None) -> Iterator[tuple[int, Witness, VmResult]]:
+        """The runs, produced on demand; producing more stops once ``stop`` expires (the
+        runs produced so far are kept for the next caller)."""
         k = 0
         while True:
             with self._lock:
                 if k == len(self._done):
+                    if stop is not None and stop.expired:
+                        return
+                    self._stop = stop
                     nxt = next(self._more, None)
-                    if nxt is None:
+                    if not isinstance(nxt, tuple):  # exhausted, or paused at the deadline
                         return
                     self._done.append(nxt)
                 item = self._done[k]
             yield item
             k += 1
 
-    @staticmethod
     def _produce(
+        self,
         baseline: Program,
         depth: int,
         witnesses: int,
@@ -686,7 +710,7 @@ class _BaselineRuns:
         step_limit: int,
         tries: int,
         budget_s: float,
-    ) -> Iterator[tuple[int, Witness, VmResult]]:
+    ) -> Iterator[tuple[int, Witness, VmResult] | object]:
         halted = 0
 
         def make(i: int) -> Witness:
@@ -699,6 +723,8 @@ class _BaselineRuns:
         for i in range(tries):
             if halted >= witnesses:
                 return
+            if self._stop is not None and self._stop.expired:
+                yield _PAUSED
             rb = conclusive(w := make(i))
             if rb is not None:
                 halted += rb.error is None
@@ -712,6 +738,9 @@ class _BaselineRuns:
         misses = 0
         j = tries
         while halted < witnesses and time.perf_counter() < deadline:
+            if self._stop is not None and self._stop.expired:
+                yield _PAUSED  # the caller's deadline: a later caller resumes here
+                continue
             directed = directed_witness(
                 baseline,
                 make(j),
@@ -786,14 +815,20 @@ def _segments(program: Program) -> list[tuple[str, object]]:
 
 
 def check_aligned(
-    baseline: Program, candidate: Program, *, witnesses: int = MIN_WITNESSES, seed: int = 0
+    baseline: Program,
+    candidate: Program,
+    *,
+    witnesses: int = MIN_WITNESSES,
+    seed: int = 0,
+    deadline: Deadline | None = None,
 ) -> AlignedVerdict:
     """Prove two whole programs equivalent by alignment: identical labels and control-flow
     instructions in the same order, and every pair of straight-line runs between them
     either identical or accepted by `check_block` (which is universal over entry states, so
     the proof holds whatever path reaches the run). Sound for any control flow, loops and
     calls included; incomplete where the two differ in control structure (then not
-    equivalent, with the reason).
+    equivalent, with the reason). ``deadline``: looked at before each block proof; once it
+    expires the programs are not proven equivalent.
     """
     a, b = _segments(baseline), _segments(candidate)
     if len(a) != len(b):
@@ -808,6 +843,8 @@ def check_aligned(
             continue
         if ka == "ctl":
             return AlignedVerdict(False, f"segment {k}: `{vb}` where the baseline has `{va}`")
+        if deadline is not None and deadline.expired:
+            return AlignedVerdict(False, f"unverified: deadline ({deadline.why()}) at segment {k}")
         v = _check_block_cached(BlockCheck(va, vb, baseline.isa, witnesses, seed))  # type: ignore[arg-type]  # segments are tuples of instruction lines
         if not v.equivalent:
             return AlignedVerdict(

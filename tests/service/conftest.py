@@ -37,7 +37,9 @@ def make_client(pg_url, tmp_path):
     after the test.
 
     Defaults: the session's PostgreSQL, no Redis, a spool under tmp_path retried every 0.2 s,
-    an empty MODEL_STORE under tmp_path, ADMIN_TOKEN `ADMIN_TOKEN`.
+    an empty MODEL_STORE under tmp_path, ADMIN_TOKEN `ADMIN_TOKEN`; and, so that tests do not
+    see each other's results through the shared database, no result cache and no deepening,
+    with a 30 s deadline (tests/service/test_result_cache.py turns them on).
     """
     stack = contextlib.ExitStack()
 
@@ -49,6 +51,9 @@ def make_client(pg_url, tmp_path):
             "spool_retry_s": 0.2,
             "model_store": tmp_path / "model_store",
             "admin_token": ADMIN_TOKEN,
+            "result_cache": False,
+            "deepen": False,
+            "default_deadline_ms": 30_000,
             **overrides,
         }
         app = create_app(Settings(**values), model_loader=model_loader)

@@ -115,20 +115,27 @@ def test_overload_is_503_with_retry_after_and_health_still_answers(make_client):
     assert http.post("/compile", json={"tir": FN}).status_code == 200  # the slot is free
 
 
-def test_the_compile_deadline_comes_from_the_settings(make_client):
+def test_the_compile_deadline_comes_from_the_settings_or_the_request(make_client):
     seen: list[Deadline] = []
 
     def spy(tir, baseline_tasm=None, *, options, verify=None):
         seen.append(options.deadline)
         return compile_tir(tir, baseline_tasm, options=options, verify=verify)
 
-    http = make_client(compile_deadline_s=12.5)
+    http = make_client(compile_deadline_s=20, default_deadline_ms=12_500)
     http.app.dependency_overrides[get_compiler] = lambda: spy
     try:
         assert http.post("/compile", json={"tir": FN}).status_code == 200
+        opts = {"deadline_ms": 3000}
+        assert http.post("/compile", json={"tir": FN, "options": opts}).status_code == 200
+        too_long = {"tir": FN, "options": {"deadline_ms": 20_001}}
+        r = http.post("/compile", json=too_long)
     finally:
         http.app.dependency_overrides.clear()
-    assert seen and 10 < seen[0].remaining() <= 12.5
+    assert len(seen) == 2
+    assert 10 < seen[0].remaining() <= 12.5  # DEFAULT_DEADLINE_MS
+    assert 1 < seen[1].remaining() <= 3.0  # options.deadline_ms
+    assert r.status_code == 422 and "COMPILE_DEADLINE_S" in r.json()["message"]
 
 
 def test_a_disconnect_reaches_the_route_through_the_middleware_stack(pg_url, tmp_path):
@@ -152,7 +159,13 @@ def test_a_disconnect_reaches_the_route_through_the_middleware_stack(pg_url, tmp
         return compile_tir(tir, baseline_tasm, options=options, verify=verify)
 
     app = create_app(
-        Settings(database_url=pg_url, spool_dir=tmp_path, admin_token="x-admin-token-0123456789")
+        Settings(
+            database_url=pg_url,
+            spool_dir=tmp_path,
+            admin_token="x-admin-token-0123456789",
+            default_deadline_ms=30_000,
+            deepen=False,
+        )
     )
     app.dependency_overrides[get_compiler] = lambda: spin
     body = json.dumps({"tir": FN}).encode()

@@ -36,7 +36,7 @@ def test_upgrade_downgrade_upgrade(empty_engine):
     assert not schema_status(empty_engine).migrated
     migrate(empty_engine)
     status = schema_status(empty_engine)
-    assert status.migrated and status.current == status.head == "0003"
+    assert status.migrated and status.current == status.head == "0004"
     insp = inspect(empty_engine)
     assert set(insp.get_table_names()) >= {"build_results", *OPERATIONS_TABLES}
     assert EXPECTED_INDEXES <= {ix["name"] for ix in insp.get_indexes("build_results")}

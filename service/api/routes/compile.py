@@ -13,6 +13,7 @@ from service.api.deps import (
     BreakerDep,
     CompileBody,
     CompilerDep,
+    FollowupDep,
     SessionDep,
     SettingsDep,
     SlotsDep,
@@ -53,16 +54,20 @@ async def compile_tir(
     breaker: BreakerDep,
     slots: SlotsDep,
     admission: AdmissionDep,
+    followup: FollowupDep,
 ) -> Response:
     """Optimize a TIR program or module.
 
     The response's `build_result_ids` name the stored BuildResult rows (also when they were
     spooled because the database was down: the same ids reach the database later). Refused
     with 503 and Retry-After when the process already holds COMPILE_SLOTS + COMPILE_QUEUE
-    compiles; bounded by COMPILE_DEADLINE_S; cancelled when the client disconnects.
+    compiles; bounded by `options.deadline_ms` (default DEFAULT_DEADLINE_MS, at most
+    COMPILE_DEADLINE_S): functions cut short are answered `status: improving` and deepened in
+    the background; cancelled when the client disconnects. Functions answered before in the
+    same context come from the per-function result cache (`cache: hit`).
     """
     request_id: uuid.UUID = request.state.request_id
-    deadline = Deadline(settings.compile_deadline_s)
+    deadline = Deadline(compiling.deadline_s(body.options, settings))
 
     def work() -> tuple[compiling.Served, str, bytes]:
         served = compiling.serve(
@@ -78,6 +83,8 @@ async def compile_tir(
         t0 = time.perf_counter()
         stored = compiling.persist(served.rows, session=session, spool=spool, breaker=breaker)
         served.timings["persist"] = time.perf_counter() - t0
+        if followup is not None:  # cache writes and deepening, after the response
+            followup.after_compile(body, served.result)
         # serialized here, on the compile thread: a large response would hold the event loop
         return served, stored, compiling.to_response(served, stored).model_dump_json().encode()
 

@@ -14,6 +14,7 @@ from service.api.deps import (
     CompileBody,
     CompilerDep,
     FactoryDep,
+    FollowupDep,
     RunnerDep,
     SettingsDep,
     SlotsDep,
@@ -49,6 +50,7 @@ def submit_compile_job(
     baseline: BaselineDep,
     runner: RunnerDep,
     slots: SlotsDep,
+    followup: FollowupDep,
 ) -> JobAccepted:
     """Queue a compile; poll `status_url` for the result.
 
@@ -67,6 +69,7 @@ def submit_compile_job(
         verify=verify,
         baseline=baseline,
         slots=slots,
+        followup=followup,
     )
     backend = runners.submit(job_id, body.model_dump(mode="json", exclude_unset=True), ctx, runner)
     url = request.url_for("get_compile_job", job_id=str(job_id)).path

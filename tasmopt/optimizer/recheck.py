@@ -1,0 +1,79 @@
+"""Spot checks of the result cache: prove a stored answer again, on fresh witnesses.
+
+A cache entry was proven when it was stored; a spot check repeats that proof for a sample of
+served hits with a new witness seed, so that a verifier bug that let a wrong program in has a
+second chance to be caught (the service then deletes the entry and logs an error).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tasmopt.errors import TasmSyntaxError
+from tasmopt.lower.triton import lower
+from tasmopt.module import ModuleText
+from tasmopt.optimizer.prepare import decode_tir
+from tasmopt.report import CompileOptions
+from tasmopt.vm.equivalence import check_aligned, check_function
+
+__all__ = ["recheck"]
+
+
+def recheck(
+    tir: Any,
+    baseline_tasm: str | None,
+    name: str,
+    lines: Sequence[str],
+    *,
+    options: CompileOptions,
+) -> str | None:
+    """Prove again that ``lines`` may replace function ``name`` of this request.
+
+    The reference is what the entry was proven against: the client's program of the
+    function's call closure when a baseline was sent, else our lowering's; the candidate is
+    our lowering's closure with ``lines`` in place of the function. Both the differential
+    check and the alignment proof run with ``options.seed`` (pick a fresh one) and
+    ``options.witnesses``, within ``options.deadline``.
+
+    Returns:
+        None when proven; else why not (``"unverified: deadline ..."`` when out of time).
+
+    Raises:
+        TirError, TasmSyntaxError: the request itself is malformed (it was not, when the
+            entry was stored).
+    """
+    ops = decode_tir(tir)
+    low = lower(ops, isa=options.isa)
+    ours = ModuleText.from_lowering(low)
+    if name not in ours.functions:
+        return f"function {name!r} is not in this TIR"
+    labels = {n: f.label for n, f in ours.functions.items()}
+    if baseline_tasm is not None:
+        client = ModuleText.from_text(baseline_tasm, labels)
+        if name not in client.functions:
+            return f"function {name!r} is not in the baseline"
+        reference = client.harness(name, options.isa)
+    else:
+        reference = ours.harness(name, options.isa)
+    try:
+        candidate = ours.harness(name, options.isa, override={name: list(lines)})
+    except TasmSyntaxError as exc:
+        return f"stored lines do not assemble: {exc}"
+    v = check_function(
+        reference,
+        candidate,
+        witnesses=options.witnesses,
+        seed=options.seed,
+        deadline=options.deadline,
+    )
+    if not v.equivalent:
+        return v.reason or "differs"
+    proof = check_aligned(
+        reference,
+        candidate,
+        witnesses=options.witnesses,
+        seed=options.seed,
+        deadline=options.deadline,
+    )
+    return None if proof.equivalent else f"not proven: {proof.reason}"

@@ -23,18 +23,20 @@ Examples:
   tasmopt worker --url redis://cache:6379/2 --burst
   tasmopt worker --queues verify --metrics-port 9101
 Queues, in priority order: verify (equivalence checks), compile (POST /compile/jobs),
-learn (the finetune job). Metrics: http://<host>:<metrics-port>/metrics.
+deepen (background deepening of functions answered before their search was complete, and
+spot checks of cached results), learn (the finetune job).
+Metrics: http://<host>:<metrics-port>/metrics.
 Equivalent RQ command (no metrics, no learning-loop database):
-  rq worker verify compile learn --url $REDIS_URL \\
+  rq worker verify compile deepen learn --url $REDIS_URL \\
     --serializer rq.serializers.JSONSerializer --worker-class rq.SimpleWorker
 """
 )
 @click.option("--url", help="Redis URL (default: REDIS_URL, else redis://127.0.0.1:6379/0).")
 @click.option(
     "--queues",
-    default="verify,compile,learn",
-    show_default=True,
-    help="Comma-separated queues to work on, highest priority first.",
+    default=None,
+    help="Comma-separated queues to work on, highest priority first "
+    "[default: all, in the order above].",
 )
 @click.option("--burst", is_flag=True, help="Exit when the queues are empty.")
 @click.option("--name", help="Worker name (default: host and pid).")
@@ -48,19 +50,20 @@ Equivalent RQ command (no metrics, no learning-loop database):
 )
 def worker(
     url: str | None,
-    queues: str,
+    queues: str | None,
     burst: bool,
     name: str | None,
     fork: bool,
     metrics_port: int | None,
 ) -> None:
-    """Run an RQ worker: equivalence checks, async compiles and the finetune job."""
+    """Run an RQ worker: equivalence checks, async compiles, deepening and the finetune job."""
     from service.core.config import Settings
     from worker import context
     from worker.metrics import MeteredSimpleWorker, MeteredWorker, start_metrics_server
     from worker.queue import QUEUES, SERIALIZER, connect
 
     settings = Settings()
+    queues = queues if queues is not None else ",".join(QUEUES)
     names = [q.strip() for q in queues.split(",") if q.strip()]
     unknown = sorted(set(names) - set(QUEUES))
     if unknown or not names:

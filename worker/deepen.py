@@ -56,19 +56,18 @@ class RqDeepener:
         try:
             with self._lock:
                 q = named_queue(self._redis, DEEPEN_QUEUE)
-                if q.count >= self._settings.deepen_queue:
-                    return "full"
-                pipe = self._redis.pipeline()
                 names = list(payload["functions"])
-                for name in names:
-                    key = payload["functions"][name]
-                    pipe.set(
-                        f"{CLAIM_PREFIX}{kind}:{key}", 1, nx=True, ex=self._settings.deepen_claim_s
-                    )
+                claims = [f"{CLAIM_PREFIX}{kind}:{payload['functions'][n]}" for n in names]
+                pipe = self._redis.pipeline()
+                for claim in claims:
+                    pipe.set(claim, 1, nx=True, ex=self._settings.deepen_claim_s)
                 claimed = pipe.execute()
                 fresh = {n: payload["functions"][n] for n, ok in zip(names, claimed) if ok}
                 if not fresh:
                     return "duplicate"
+                if q.count >= self._settings.deepen_queue:
+                    self._redis.delete(*[c for c, ok in zip(claims, claimed) if ok])
+                    return "full"
                 q.enqueue(
                     "worker.deepen.deepen_job",
                     {**payload, "functions": fresh},

@@ -1,0 +1,293 @@
+"""The per-function result cache inside the optimizer (`tasmopt.optimizer.compile`'s
+``cache``): what a key depends on, what a hit serves, what is stored, and that a stored
+program that is wrong is caught by a spot check (`recheck`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tasmopt.deadline import Deadline
+from tasmopt.lower.triton import lower
+from tasmopt.module import ModuleText
+from tasmopt.optimizer import compile as compile_tir
+from tasmopt.optimizer import keys as keys_module
+from tasmopt.optimizer import recheck
+from tasmopt.optimizer.keys import function_keys
+from tasmopt.optimizer.prepare import decode_tir
+from tasmopt.report import CachedFunction, CompileOptions, FunctionReport
+from tasmopt.vm.simulator import run
+from tasmopt.vm.witness import VmInput
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+CALL = json.loads((EXAMPLES / "call.json").read_text())["tir"]
+#: examples/lock_timelock.json (trident-std): the rules improve its one function, `main`.
+TIMELOCK = json.loads((EXAMPLES / "lock_timelock.json").read_text())["tir"]
+OPTS = CompileOptions(sources=("rules",))
+
+
+class DictCache(dict):
+    """A `FunctionCache` in memory; counts lookups."""
+
+    lookups = 0
+
+    def get_many(self, keys):
+        self.lookups += 1
+        return {k: self[k] for k in keys if k in self}
+
+    def store(self, entries):
+        for e in entries:
+            self[e.key] = e
+
+
+def _keys(tir, baseline=None, options=OPTS):
+    ops = decode_tir(tir)
+    low = lower(ops, isa=options.isa)
+    ours = ModuleText.from_lowering(low)
+    labels = {n: f.label for n, f in ours.functions.items()}
+    client = ModuleText.from_text(baseline, labels) if baseline is not None else None
+    return function_keys(ops, low, ours, client, options)
+
+
+def _output(tasm: str, inputs: list[int]) -> list[int]:
+    from tasmopt.tasm.parser import parse
+
+    # the module text starts with its first function; enter at `main` like the toolchain
+    r = run(parse("call __main\nhalt\n" + tasm), VmInput(public_input=inputs))
+    assert r.error is None, r.error
+    return list(r.public_output)
+
+
+def test_a_hit_serves_the_stored_program_without_working_on_it():
+    cache = DictCache()
+    cold = compile_tir(CALL, options=OPTS, cache=cache)
+    assert {f.cache for f in cold.functions} == {"miss"}
+    assert cold.cache_entries and all(
+        e.key == f.cache_key for e, f in zip(cold.cache_entries, cold.functions)
+    )
+    cache.store(cold.cache_entries)
+    warm = compile_tir(CALL, options=OPTS, cache=cache)
+    assert {f.cache for f in warm.functions} == {"hit"}
+    assert warm.tasm == cold.tasm
+    assert warm.cache_entries == []  # nothing computed, nothing to store
+    assert [f.cycles for f in warm.functions] == [f.cycles for f in cold.functions]
+    assert all(not f.blocks or f.blocks == c.blocks for f, c in zip(warm.functions, cold.functions))
+    assert "candidates" not in warm.timings or warm.timings["candidates"] < 0.01
+    assert _output(warm.tasm, [3, 4]) == _output(cold.tasm, [3, 4]) == [25]
+
+
+def test_use_cache_false_neither_reads_nor_stores():
+    cache = DictCache()
+    cache.store(compile_tir(CALL, options=OPTS, cache=cache).cache_entries)
+    r = compile_tir(CALL, options=replace(OPTS, use_cache=False), cache=cache)
+    assert {f.cache for f in r.functions} == {"off"} and r.cache_entries == []
+    assert cache.lookups == 1
+
+
+def test_a_key_changes_with_everything_the_answer_depends_on(monkeypatch):
+    base = _keys(CALL)
+    assert set(base) == {"square", "sum_of_squares", "main"}
+    assert _keys(CALL) == base  # deterministic
+    # a callee's TIR: its callers' keys change, functions that do not reach it keep theirs
+    changed = json.loads(json.dumps(CALL))
+    i = changed.index("Mul")
+    changed[i] = "Add"
+    k = _keys(changed)
+    assert k["square"] != base["square"]
+    assert k["sum_of_squares"] != base["sum_of_squares"] and k["main"] != base["main"]
+    # witnesses, ISA variant and the client's baseline text
+    assert _keys(CALL, options=replace(OPTS, witnesses=32))["square"] != base["square"]
+    assert _keys(CALL, options=replace(OPTS, isa="head"))["square"] != base["square"]
+    ours = lower(decode_tir(CALL)).text()
+    with_client = _keys(CALL, ours)
+    assert with_client["square"] != base["square"]
+    assert (
+        _keys(CALL, ours.replace("mul", "mul // same program"))["square"] != with_client["square"]
+    )
+    # a new verifier version invalidates every entry
+    monkeypatch.setattr(keys_module, "VERIFIER_VERSION", "next")
+    assert not set(_keys(CALL).values()) & set(base.values())
+
+
+def test_a_function_of_another_module_is_not_disturbed_by_its_neighbours():
+    """Only the call closure enters a key: adding an unrelated function keeps the others'."""
+    extra = [{"FnStart": "unused"}, {"Push": 7}, "Return", "FnEnd"]
+    assert _keys(CALL + extra)["square"] == _keys(CALL)["square"]
+
+
+def test_a_new_verifier_version_misses_the_old_entries(monkeypatch):
+    cache = DictCache()
+    cache.store(compile_tir(CALL, options=OPTS, cache=cache).cache_entries)
+    monkeypatch.setattr(keys_module, "VERIFIER_VERSION", "next")
+    r = compile_tir(CALL, options=OPTS, cache=cache)
+    assert {f.cache for f in r.functions} == {"miss"}
+
+
+def test_work_cut_by_the_deadline_is_served_but_not_stored(trident_std):
+    d = trident_std["std_crypto_sha256"]
+    cache = DictCache()
+    opts = replace(OPTS, sources=("rules", "search"), deadline=Deadline(0.05))
+    r = compile_tir(d["tir"], d["compiler_tasm"], options=opts, cache=cache)
+    cut = [f for f in r.functions if f.status == "improving"]
+    assert cut, "a 50 ms deadline must cut some of sha256's 60 functions"
+    stored = {e.name for e in r.cache_entries}
+    assert stored.isdisjoint(f.name for f in cut if f.reason and "deadline" in f.reason)
+    # what was cut keeps the client's text
+    assert all(f.fallback for f in cut if f.reason and "deadline" in f.reason)
+
+
+def test_status_is_final_only_at_the_deepening_budget():
+    low = compile_tir(CALL, options=replace(OPTS, search_budget_s=0.1, final_budget_s=1.0))
+    high = compile_tir(CALL, options=replace(OPTS, search_budget_s=1.0, final_budget_s=1.0))
+    with_blocks = [f.name for f in low.functions if f.blocks]
+    assert with_blocks
+    assert all(f.status == "improving" for f in low.functions if f.name in with_blocks)
+    assert all(f.status == "final" for f in high.functions)
+
+
+def test_only_works_on_the_named_functions_and_ignores_their_entries():
+    cache = DictCache()
+    cache.store(compile_tir(CALL, options=OPTS, cache=cache).cache_entries)
+    r = compile_tir(CALL, options=replace(OPTS, only=frozenset({"square"})), cache=cache)
+    by = {f.name: f for f in r.functions}
+    assert by["square"].cache == "miss"  # computed afresh
+    assert [e.name for e in r.cache_entries] == ["square"]
+    assert by["main"].fallback and "not among the functions" in (by["main"].reason or "")
+
+
+def test_costs_of_a_hit_follow_the_closure_it_is_returned_in(trident_std):
+    """A hit reuses its costs as returned only when its callees' returned code is the one
+    it was measured with; otherwise it reports its own costs and says so. lock_multisig:
+    the rules improve `verify_key` and its caller `main`."""
+    tir = trident_std["lock_multisig"]["tir"]
+    cache = DictCache()
+    cold = compile_tir(tir, options=OPTS, cache=cache)
+    cache.store(cold.cache_entries)
+    warm = compile_tir(tir, options=OPTS, cache=cache)
+    assert [f.cycles for f in warm.functions] == [f.cycles for f in cold.functions]
+    callee = next(e for e in cold.cache_entries if e.name == "verify_key")
+    assert callee.lines is not None
+    cache[callee.key] = replace(callee, lines=None)  # now the callee is returned unimproved
+    r = compile_tir(tir, options=OPTS, cache=cache)
+    main = next(f for f in r.functions if f.name == "main")
+    assert main.cache == "hit"
+    assert any("baseline code" in n for n in main.notes) and main.own_cycles == main.cycles
+    cold_main = next(f for f in cold.functions if f.name == "main")
+    assert main.cycles == (cold_main.own_cycles or cold_main.cycles)
+
+
+def test_report_round_trips_through_its_dict():
+    r = compile_tir(CALL, options=OPTS)
+    for f in r.functions:
+        back = FunctionReport.from_dict(json.loads(json.dumps(f.to_dict())))
+        assert back == f
+
+
+# -- a wrong stored program is caught by a spot check -------------------------------------------
+
+
+def test_recheck_proves_a_stored_program_again_and_refuses_a_wrong_one():
+    cold = compile_tir(TIMELOCK, options=OPTS, cache=DictCache())
+    entry = next(e for e in cold.cache_entries if e.lines is not None)
+    opts = CompileOptions(seed=12345)
+    assert recheck(TIMELOCK, None, entry.name, entry.lines, options=opts) is None
+    # adversarial: one stack index off (an all-zero witness could not tell them apart)
+    wrong = [ln.replace("dup 0", "dup 1", 1) if "dup 0" in ln else ln for ln in entry.lines]
+    if wrong == entry.lines:
+        wrong = [*entry.lines[:-1], "    push 1", "    add", entry.lines[-1]]
+    why = recheck(TIMELOCK, None, entry.name, wrong, options=opts)
+    assert why is not None and not why.startswith("unverified")
+    # and a recheck past its deadline never says "proven"
+    late = recheck(
+        TIMELOCK, None, entry.name, entry.lines, options=replace(opts, deadline=Deadline(0))
+    )
+    assert late is not None and late.startswith("unverified")
+
+
+def test_a_poisoned_entry_is_served_only_until_a_spot_check_deletes_it():
+    """The cache is trusted on the request path (it holds what the verifier proved); the
+    spot check is the second line of defence against a verifier bug or a tampered row."""
+    from service.core.config import Settings
+    from service.core.deepen import SPOT_CHECK, run_payload
+
+    cache = DictCache()
+    cold = compile_tir(TIMELOCK, options=OPTS, cache=cache)
+    cache.store(cold.cache_entries)
+    entry = next(e for e in cold.cache_entries if e.lines is not None)
+    poisoned = [*entry.lines[:-1], "    push 1", "    add", entry.lines[-1]]
+    cache[entry.key] = replace(entry, lines=poisoned)
+    served = compile_tir(TIMELOCK, options=OPTS, cache=cache)
+    assert "\n".join(poisoned) in served.tasm  # trusted on the request path
+
+    class Deleting(DictCache):
+        def delete(self, key):
+            return self.pop(key, None) is not None
+
+        def passed_spot_check(self, key):
+            pass
+
+    sc = Deleting(cache)
+    out = run_payload(
+        {
+            "kind": SPOT_CHECK,
+            "tir": TIMELOCK,
+            "baseline_tasm": None,
+            "functions": {entry.name: entry.key},
+            "isa": "release",
+            "witnesses": 16,
+        },
+        cache=sc,  # type: ignore[arg-type]
+        sources=None,
+        settings=Settings(database_url="sqlite://"),
+        seed=99,
+    )
+    assert out == {entry.name: "failed"} and entry.key not in sc
+    after = compile_tir(TIMELOCK, options=OPTS, cache=sc)
+    assert {f.cache for f in after.functions} == {"miss"}
+    assert "\n".join(poisoned) not in after.tasm
+    clean = [e for e in cold.cache_entries if e.lines is not None and e.key != entry.key]
+    for e in clean:
+        sc[e.key] = e
+    names = {e.name: e.key for e in clean}
+    if names:
+        ok = run_payload(
+            {
+                "kind": SPOT_CHECK,
+                "tir": TIMELOCK,
+                "baseline_tasm": None,
+                "functions": names,
+                "isa": "release",
+                "witnesses": 16,
+            },
+            cache=sc,  # type: ignore[arg-type]
+            sources=None,
+            settings=Settings(database_url="sqlite://"),
+            seed=7,
+        )
+        assert set(ok.values()) == {"passed"}
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["std_crypto_ecdsa", "coin", "lock_multisig", "std_crypto_secp256k1", "std_io_storage"],
+)
+def test_real_modules_warm_answers_equal_cold_ones(trident_std, module):
+    """trident-std modules with the compiler's TASM as baseline: the second compile is all
+    hits (every function the client's baseline defines) and returns the same text."""
+    d = trident_std[module]
+    cache = DictCache()
+    cold = compile_tir(d["tir"], d["compiler_tasm"], options=OPTS, cache=cache)
+    cache.store(cold.cache_entries)
+    warm = compile_tir(d["tir"], d["compiler_tasm"], options=OPTS, cache=cache)
+    keyed = [f for f in cold.functions if f.cache_key]
+    assert keyed and all(f.cache == "hit" for f in warm.functions if f.cache_key)
+    assert warm.tasm == cold.tasm
+    assert warm.cycles == cold.cycles
+
+
+def test_cached_function_cycles_come_from_its_report():
+    e = CachedFunction("k", "f", None, {"cycles": 7}, False, 0.5, "rules")
+    assert e.cycles == 7

@@ -202,7 +202,14 @@ def _metrics_registry(app: FastAPI) -> CollectorRegistry:
         if redis is not None:
             return {name: named_queue(redis, name).count for name in QUEUES}
         runner = getattr(state, "runner", None)
-        return {"compile": runner.pending()} if isinstance(runner, ThreadRunner) else {}
+        depths = {"compile": runner.pending()} if isinstance(runner, ThreadRunner) else {}
+        deepener = getattr(state, "deepener", None)
+        if isinstance(deepener, LocalDeepener):  # embedded: waiting or running deepenings
+            depths["deepen"] = deepener.pending
+        followup = getattr(state, "followup", None)
+        if followup is not None:
+            depths["followup"] = followup.pending
+        return depths
 
     def spool_rows() -> int:
         spool = getattr(state, "spool", None)

@@ -365,6 +365,11 @@ class Followup:
         except queue.Full:
             DEEPEN.labels("full").inc(len(result.functions))
 
+    @property
+    def pending(self) -> int:
+        """Compiles whose follow-up is not done."""
+        return self._queue.unfinished_tasks
+
     def wait_idle(self, timeout: float) -> bool:
         """Block until the queued follow-ups are done (tests); False on timeout."""
         end = time.monotonic() + timeout

@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import platformdirs
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -29,6 +31,21 @@ _UNSAFE_TOKENS = frozenset({"changethis", "changeme", "admin", "secret", "token"
 MIN_TOKEN_BITS = 64
 
 
+def default_home() -> Path:
+    """Where the embedded defaults live when TASMOPT_HOME is unset: the source checkout the
+    package runs from (an editable install: the directory holding ``pyproject.toml`` and
+    ``model_store/``), else the user data directory (``~/.local/share/tasmopt`` on Linux,
+    platformdirs). The same wherever the process starts: never the working directory."""
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "tasmopt").is_dir():
+        return checkout
+    return Path(platformdirs.user_data_dir("tasmopt", appauthor=False))
+
+
+def _home(data: dict[str, Any]) -> Path:
+    return Path(data.get("tasmopt_home") or default_home())
+
+
 def token_bits(raw: str) -> float:
     """Estimated entropy of a token, bits: its length times the Shannon entropy of its
     character frequencies."""
@@ -40,21 +57,31 @@ def token_bits(raw: str) -> float:
 class Settings(BaseSettings):
     """Configuration of one service process. Environment names are the field names upper-cased
     (``DATABASE_URL``, ``REDIS_URL``, ...); defaults give the embedded mode: SQLite under
-    ``var/``, verification in-process, no Redis.
+    TASMOPT_HOME/var (`default_home`), verification in-process, no Redis.
     """
 
     model_config = SettingsConfigDict(
         env_file=".env", env_file_encoding="utf-8", extra="ignore", frozen=True
     )
 
+    tasmopt_home: Path = Field(
+        default_factory=default_home,
+        description="TASMOPT_HOME: where the embedded defaults live (database and spool under "
+        "``var/``, checkpoints under ``model_store/``); default `default_home()`.",
+    )
     database_url: str = Field(
-        "sqlite:///var/tasmopt.db", description="SQLAlchemy URL of the replay buffer."
+        default_factory=lambda data: f"sqlite:///{_home(data) / 'var' / 'tasmopt.db'}",
+        description="SQLAlchemy URL of the replay buffer and result cache (default: SQLite at "
+        "TASMOPT_HOME/var/tasmopt.db).",
     )
     redis_url: str | None = Field(
         None,
         description="Redis for the RQ verify queue; unset: verification runs in the API process.",
     )
-    model_store: Path = Field(Path("model_store"), description="Checkpoint directory.")
+    model_store: Path = Field(
+        default_factory=lambda data: _home(data) / "model_store",
+        description="Checkpoint directory (default TASMOPT_HOME/model_store).",
+    )
     admin_token: SecretStr | None = Field(
         None,
         description="Bearer token of the admin "
@@ -126,7 +153,9 @@ class Settings(BaseSettings):
     )
 
     spool_dir: Path = Field(
-        Path("var/spool"), description="Where results wait while the database is down."
+        default_factory=lambda data: _home(data) / "var" / "spool",
+        description="Where results wait while the database is down (default "
+        "TASMOPT_HOME/var/spool).",
     )
     spool_retry_s: float = Field(5.0, gt=0, description="Seconds between spool drain attempts.")
     db_connect_timeout_s: int = Field(3, ge=1, description="PostgreSQL connect timeout, seconds.")

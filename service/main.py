@@ -115,6 +115,8 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
             RqRunner(state.redis, settings, threads) if state.redis is not None else threads
         )
         state.result_cache = ResultCache(state.session_factory) if settings.result_cache else None
+        if state.result_cache is not None and state.migrated:  # entries of other versions
+            await asyncio.to_thread(state.result_cache.purge_other_versions)
         deepener: Deepener | None = None
         if settings.deepen and settings.result_cache:
             deepener = (

@@ -310,6 +310,9 @@ class CachedFunction:
         final: see `Status`; a final entry is not deepened again.
         budget_s: search budget of the run that produced it, seconds.
         source: the candidate source that produced it (or ``compiler``/``client``).
+        measured: False for a placeholder stored when the deadline cut the function before
+            it was measured: it serves the baseline (always safe) until a deepening run
+            replaces it, so that repeated requests do not redo the cut work.
     """
 
     key: str
@@ -319,10 +322,12 @@ class CachedFunction:
     final: bool
     budget_s: float
     source: str
+    measured: bool = True
 
     @property
     def cycles(self) -> int:
-        return int(self.report.get("cycles", 0))
+        """Clock cycles of the function (its own); -1 for a placeholder (not measured)."""
+        return int(self.report.get("cycles", 0)) if self.measured else -1
 
 
 class FunctionCache(Protocol):

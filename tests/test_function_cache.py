@@ -126,17 +126,36 @@ def test_a_new_verifier_version_misses_the_old_entries(monkeypatch):
     assert {f.cache for f in r.functions} == {"miss"}
 
 
-def test_work_cut_by_the_deadline_is_served_but_not_stored(trident_std):
+def test_work_cut_by_the_deadline_is_stored_as_a_placeholder_that_serves_the_baseline(
+    trident_std,
+):
     d = trident_std["std_crypto_sha256"]
     cache = DictCache()
     opts = replace(OPTS, sources=("rules", "search"), deadline=Deadline(0.05))
     r = compile_tir(d["tir"], d["compiler_tasm"], options=opts, cache=cache)
-    cut = [f for f in r.functions if f.status == "improving"]
+    cut = {f.name for f in r.functions if f.reason and "deadline" in f.reason}
     assert cut, "a 50 ms deadline must cut some of sha256's 60 functions"
-    stored = {e.name for e in r.cache_entries}
-    assert stored.isdisjoint(f.name for f in cut if f.reason and "deadline" in f.reason)
-    # what was cut keeps the client's text
-    assert all(f.fallback for f in cut if f.reason and "deadline" in f.reason)
+    assert all(f.fallback and f.status == "improving" for f in r.functions if f.name in cut)
+    holders = {e.name: e for e in r.cache_entries if not e.measured}
+    assert set(holders) == cut
+    assert all(e.lines is None and not e.final and e.cycles == -1 for e in holders.values())
+    cache.store(r.cache_entries)
+    again = compile_tir(
+        d["tir"], d["compiler_tasm"], options=replace(opts, deadline=None), cache=cache
+    )
+    served = {f.name: f for f in again.functions}
+    for name in cut:  # the baseline again, at once, still improving: deepening will measure it
+        f = served[name]
+        assert f.cache == "hit" and f.fallback and f.status == "improving"
+        assert "being deepened" in (f.reason or "")
+    labels = {
+        n: f.label
+        for n, f in ModuleText.from_lowering(lower(decode_tir(d["tir"]))).functions.items()
+    }
+    client = ModuleText.from_text(d["compiler_tasm"], labels)
+    out = ModuleText.from_text(again.tasm, labels)
+    for name in cut:
+        assert out.section_lines(name) == client.section_lines(name)
 
 
 def test_status_is_final_only_at_the_deepening_budget():

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import queue
 import random
 import threading
@@ -182,6 +183,14 @@ def _child_init(settings: Settings) -> None:
     from tasmopt.store import make_sessionmaker
 
     logging.basicConfig(level=settings.log_level)
+    parent = os.getppid()
+
+    def exit_with_parent() -> None:  # a stopped or killed API must not leave us burning CPU
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=exit_with_parent, daemon=True, name="parent-watch").start()
     factory = make_sessionmaker(engine_from_settings(settings))
     watcher = ModelWatcher(
         session_factory=factory,
@@ -408,9 +417,13 @@ class Followup:
             for f in result.functions
             if f.status == "improving" and f.cache_key and f.cache != "off"
         }
-        if improving:
-            outcome = self.deepener.submit(_payload(DEEPEN_KIND, req, options, improving))
-            DEEPEN.labels(outcome).inc(len(improving))
+        # runs of at most a third of DEEPEN_TIMEOUT_S of search each, so that they finish
+        names = list(improving)
+        size = max(1, int(self._settings.deepen_timeout_s / (3 * self._settings.deepen_budget_s)))
+        for k in range(0, len(names), size):
+            part = {n: improving[n] for n in names[k : k + size]}
+            outcome = self.deepener.submit(_payload(DEEPEN_KIND, req, options, part))
+            DEEPEN.labels(outcome).inc(len(part))
         rate = self._settings.cache_spot_check
         sample = {
             f.name: f.cache_key

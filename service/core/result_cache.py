@@ -21,6 +21,7 @@ from tasmopt.report import CachedFunction
 from tasmopt.store import (
     delete_function_result,
     get_function_results,
+    purge_function_results,
     put_function_result,
     record_cache_hits,
     record_spot_check,
@@ -104,6 +105,19 @@ class ResultCache:
         except Exception as exc:
             self._failed("delete", exc)
             return False
+
+    def purge_other_versions(self) -> int:
+        """Delete entries proven by another verifier version (they can never match a key of
+        this one); returns how many (0 when the database cannot answer)."""
+        try:
+            with self._factory() as session, session.begin():
+                n = purge_function_results(session, keep_verifier_version=VERIFIER_VERSION)
+        except Exception as exc:
+            self._failed("purge", exc)
+            return 0
+        if n:
+            log.info("result cache: %d entries of other verifier versions deleted", n)
+        return n
 
     def passed_spot_check(self, key: str) -> None:
         try:

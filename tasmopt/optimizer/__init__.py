@@ -254,9 +254,10 @@ def _candidate_deadline(options: CompileOptions) -> Deadline | None:
 
 
 def _settle(f: FunctionState, options: CompileOptions) -> CachedFunction | None:
-    """Set the function's `Status`; return the cache entry of a result computed in full
-    (None for one served from the cache, cut by the deadline, outside ``options.only``,
-    or with no key). Its report is its own measurement (callees at their baseline code)."""
+    """Set the function's `Status`; return the cache entry of a result computed in full, or
+    a placeholder (`CachedFunction.measured` False) for one the deadline cut (None for one
+    served from the cache, outside ``options.only``, or with no key). An entry's report is
+    its own measurement (callees at their baseline code)."""
     rep = f.report
     if f.cached is not None:
         return None
@@ -265,7 +266,20 @@ def _settle(f: FunctionState, options: CompileOptions) -> CachedFunction | None:
         return None
     searched = options.search_budget_s >= options.final_budget_s
     rep.status = "improving" if f.cut is not None or (f.tasks and not searched) else "final"
-    if f.cut is not None or f.key is None or f.reference is None:
+    if f.key is None:
+        return None
+    if f.cut is not None:  # a placeholder: the baseline, until deepening measures it
+        return CachedFunction(
+            key=f.key,
+            name=f.name,
+            lines=None,
+            report={**rep.to_dict(), "cache": "off", "latency_s": 0.0},
+            final=False,
+            budget_s=0.0,
+            source=rep.source,
+            measured=False,
+        )
+    if f.reference is None:
         return None
     return CachedFunction(
         key=f.key,

@@ -122,6 +122,11 @@ def prepare_functions(
             f.report.cache, f.report.latency_s = "hit", 0.0
             f.report.status = "final" if entry.final else "improving"
             f.report.cache_key = entry.key
+            if not entry.measured:
+                f.report.reason = (
+                    "returned unchanged from the result cache: cut by an earlier request's "
+                    "deadline, being deepened in the background"
+                )
             f.new_lines = list(entry.lines) if entry.lines is not None else None
             f.passthrough = entry.lines is None
             continue

@@ -1,7 +1,8 @@
 """Queries of the per-function result cache (`FunctionResult`), over a caller's `Session`.
 
 An entry is only ever replaced by a better one: fewer clock cycles, or the same cycles from
-a run that is final where the stored one is not. A worse result of a final run still marks
+a run that is final where the stored one is not; a placeholder (not measured, cycles -1:
+the deadline cut the function) is replaced by any measured entry and never replaces one. A worse result of a final run still marks
 the stored entry final (the deepening budget was spent on it). Keys carry the verifier
 version, so a new version never reads an old entry; `purge_function_results` drops them.
 """
@@ -37,6 +38,7 @@ def _entry(row: FunctionResult) -> CachedFunction:
         final=row.final,
         budget_s=row.budget_s,
         source=row.source,
+        measured=row.cycles >= 0,
     )
 
 
@@ -78,8 +80,12 @@ def put_function_result(session: Session, *, entry: CachedFunction, verifier_ver
         )
         session.flush()
         return "inserted"
-    better = entry.cycles < row.cycles or (
-        entry.cycles == row.cycles and entry.final and not row.final
+    if not entry.measured:
+        return "kept"
+    better = (
+        row.cycles < 0
+        or entry.cycles < row.cycles
+        or (entry.cycles == row.cycles and entry.final and not row.final)
     )
     if better:
         row.lines, row.report, row.cycles = entry.lines, entry.report, entry.cycles

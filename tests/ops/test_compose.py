@@ -16,7 +16,7 @@ import yaml
 from service.core.config import Settings
 
 REPO = Path(__file__).resolve().parents[2]
-APP_SERVICES = ("migrate", "api", "worker", "scheduler")
+APP_SERVICES = ("migrate", "api", "worker", "verifier", "scheduler")
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +44,7 @@ def test_the_stack_has_every_design_service(services):
         "migrate",
         "api",
         "worker",
+        "verifier",
         "scheduler",
         "prometheus",
         "grafana",
@@ -102,7 +103,10 @@ def test_ports_match_the_settings_and_the_scrape_config(services):
     }
     assert targets["tasmopt-api"]["names"] == ["api"]
     assert targets["tasmopt-api"]["port"] == api_port
-    assert targets["tasmopt-worker"]["names"] == ["worker"]
+    assert targets["tasmopt-worker"]["names"] == ["worker", "verifier"]
+    verifier_cmd = services["verifier"]["command"]
+    assert verifier_cmd[verifier_cmd.index("--queues") + 1] == "verify"  # nothing but checks
+    assert int(verifier_cmd[verifier_cmd.index("--metrics-port") + 1]) == worker_port
     assert targets["tasmopt-worker"]["port"] == worker_port
     for c in prom["scrape_configs"]:
         assert c.get("metrics_path", "/metrics") == "/metrics"

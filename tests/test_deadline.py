@@ -114,8 +114,11 @@ def test_verification_is_chunked_only_for_backends_without_their_own_deadline():
     checks = [BlockCheck(("push 1",), ("push 1",))] * (2 * VERIFY_CHUNK + 3)
     calls: list[int] = []
 
-    def in_process(batch):
+    seen: list[object] = []
+
+    def in_process(batch, **kw):
         calls.append(len(batch))
+        seen.append(kw.get("deadline"))
         return [Verdict(True, "symbolic")] * len(batch)
 
     opts = CompileOptions(deadline=Deadline(60))
@@ -125,3 +128,4 @@ def test_verification_is_chunked_only_for_backends_without_their_own_deadline():
     in_process.bounded = True  # e.g. the RQ pool: one fan-out, its own deadlines
     assert len(verify_within(in_process, checks, opts)) == len(checks)
     assert calls == [len(checks)]
+    assert seen[-1] is opts.deadline  # ... and it is handed the request's deadline

@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 from rq.job import Job, JobStatus
 
 from service.core.config import Settings
+from tasmopt.deadline import Deadline
 from tasmopt.vm.equivalence import BlockCheck, Verdict, check_blocks
 from worker.queue import VERIFY_QUEUE, verify_queue
 
@@ -55,8 +56,9 @@ class RqVerifier:
         Whatever `local` raises for a check it cannot run; Redis errors never escape.
     """
 
-    #: It keeps its own deadlines (VERIFY_DEADLINE_S, VERIFY_HARD_DEADLINE_S): the optimizer
-    #: calls it once per compile instead of in deadline-checked chunks.
+    #: It keeps its own deadlines (VERIFY_DEADLINE_S, VERIFY_HARD_DEADLINE_S) and honours the
+    #: request's (`__call__`'s ``deadline``): the optimizer calls it once per compile instead
+    #: of in deadline-checked chunks.
     bounded = True
 
     def __init__(
@@ -84,9 +86,13 @@ class RqVerifier:
             f"deadline_s={self.deadline_s}, hard_deadline_s={self.hard_deadline_s})"
         )
 
-    def __call__(self, checks: list[BlockCheck]) -> list[Verdict]:
+    def __call__(self, checks: list[BlockCheck], deadline: Deadline | None = None) -> list[Verdict]:
+        """Verdicts of ``checks``, in order. ``deadline``: the request's; no check waits or
+        runs past it (those left are answered unverified, their queued jobs cancelled)."""
         start = time.monotonic()
         soft, hard = start + self.deadline_s, start + self.hard_deadline_s
+        if deadline is not None:
+            soft, hard = min(soft, deadline.at), min(hard, deadline.at)
         n = max(1, math.ceil(len(checks) / self.max_jobs))
         chunks = [list(checks[i : i + n]) for i in range(0, len(checks), n)]
         results: list[list[Verdict] | None] = [None] * len(chunks)
@@ -110,8 +116,17 @@ class RqVerifier:
             todo = [i for i in local if results[i] is None]
             if todo:  # one chunk at a time, then look at the queue again
                 i = todo[0]
-                if time.monotonic() >= hard:
-                    reason = f"verification deadline ({self.hard_deadline_s:g} s) passed"
+                late = deadline is not None and deadline.expired
+                if late or time.monotonic() >= hard:
+                    if not cancelled and jobs is not None:  # nobody waits for them any more
+                        self._cancel([jobs[k] for k, r in enumerate(results) if r is None])
+                        cancelled = True
+                    reason = (
+                        f"request {deadline.why() if deadline is not None else 'deadline'} "
+                        "before the check ran"
+                        if late
+                        else f"verification deadline ({self.hard_deadline_s:g} s) passed"
+                    )
                     results[i] = [unverified(reason) for _ in chunks[i]]
                 else:
                     results[i] = self.local(chunks[i])

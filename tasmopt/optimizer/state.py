@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from tasmopt.report import CachedFunction, CompileOptions, FunctionReport
 from tasmopt.sources import BlockTask
@@ -46,8 +47,12 @@ def verify_within(
     when it expires are answered unverified (so their blocks keep the baseline: fail closed).
 
     A backend with its own deadlines (``bounded = True``, e.g. the RQ pool's, which fans one
-    call out over the workers) gets every check in one call: chunks would wait in turn."""
-    if options.deadline is None or getattr(verify, "bounded", False):
+    call out over the workers) gets every check in one call (chunks would wait in turn),
+    with the request's deadline as ``deadline=``; it must not wait past it."""
+    if getattr(verify, "bounded", False):  # e.g. worker.verifier.RqVerifier
+        bounded: Any = verify  # takes the request's deadline as a keyword
+        return list(bounded(checks, deadline=options.deadline)) if checks else []
+    if options.deadline is None:
         return verify(checks) if checks else []
     out: list[Verdict] = []
     for k in range(0, len(checks), VERIFY_CHUNK):

@@ -82,3 +82,22 @@ def test_empty_call_touches_nothing():
 def test_deadlines_must_be_ordered(redis_conn):
     with pytest.raises(ValueError):
         RqVerifier(redis_conn, deadline_s=2, hard_deadline_s=1)
+
+
+def test_the_request_deadline_bounds_the_wait_and_cancels_queued_jobs(redis_conn, queue):
+    """No worker is running; the verifier's own deadlines are long, the request's is 0.2 s:
+    the call returns by then, every check unverified (baseline kept), and the queued jobs are
+    cancelled, so no worker runs checks for a request that has been answered."""
+    from tasmopt.deadline import Deadline
+
+    spy = Spy()
+    verifier = RqVerifier(redis_conn, deadline_s=10, hard_deadline_s=20, max_jobs=2, local=spy)
+    start = time.monotonic()
+    out = verifier(CHECKS, deadline=Deadline(0.2))
+    assert time.monotonic() - start < 1.5
+    assert all(not v.equivalent and v.reason.startswith("unverified: request") for v in out)
+    assert spy.calls == [] and queue.count == 0
+    gone = Deadline(30)
+    gone.cancel("client disconnected")
+    out = verifier(CHECKS, deadline=gone)
+    assert all("client disconnected" in v.reason for v in out) and queue.count == 0

@@ -136,6 +136,10 @@ SPOT_CHECKS = Counter(
     "unfinished (out of time, or the entry was gone).",
     ["outcome"],
 )
+for _outcome in ("queued", "duplicate", "full", "unavailable", "improved", "cut"):
+    DEEPEN.labels(_outcome)  # the series exist at zero
+for _outcome in ("passed", "failed", "unfinished"):
+    SPOT_CHECKS.labels(_outcome)
 CANDIDATES_GENERATED = Counter(
     "tasmopt_candidates_generated_total", "Candidate blocks proposed, by source.", ["source"]
 )

@@ -16,8 +16,10 @@ Per pass it prints P50/P90/P99 of the wall time per request (client side) and pe
 hits, the functions still ``improving``, and the cycle totals of the returned programs. The
 cycles are measured here, not taken from the responses: every function of every returned
 module is run against the client's baseline on the verifier's witnesses (the same seed for
-all passes), which also re-checks that it is equivalent; a function that is not proven
-equivalent is counted and reported. Usage::
+all passes), which also re-checks it: ``differ`` counts functions a witness shows to behave
+unlike the client's (a verifier bug: must be 0), ``unreached`` those on which no random or
+guard-directed witness runs the client's baseline to its return (their cycles are those of
+the failing runs, the same measurement in every pass). Usage::
 
     python benchmarks/latency.py                       # defaults: DEFAULT_DEADLINE_MS, ...
     python benchmarks/latency.py --deadline-ms 300 --deepen-budget 1 --settle-timeout 900
@@ -149,10 +151,12 @@ class Measure:
         for name, d in modules.items():
             ours = ModuleText.from_lowering(lower(decode_tir(d["tir"])))
             self.labels[name] = {n: f.label for n, f in ours.functions.items()}
-        self._memo: dict[tuple[str, str, str], tuple[int, int, bool]] = {}
+        self._memo: dict[tuple[str, str, str], tuple[int, int, bool, bool]] = {}
 
-    def module(self, name: str, tasm: str) -> tuple[int, int, int, int]:
-        """(cycles, baseline cycles, functions measured, functions not proven equivalent)."""
+    def module(self, name: str, tasm: str) -> tuple[int, int, int, int, int]:
+        """(cycles, baseline cycles, functions measured, functions a witness shows to differ
+        from the client's, functions no witness ran to their return: cycles of failing runs).
+        """
         from tasmopt.errors import TasmSyntaxError
         from tasmopt.module import ModuleText
         from tasmopt.vm.equivalence import check_function
@@ -160,7 +164,7 @@ class Measure:
         labels = self.labels[name]
         client = ModuleText.from_text(self.modules[name]["compiler_tasm"], labels)
         out = ModuleText.from_text(tasm, labels)
-        cyc = base = measured = wrong = 0
+        cyc = base = measured = wrong = blind = 0
         for fn in client.functions:
             if fn not in out.functions:
                 continue
@@ -172,12 +176,11 @@ class Measure:
                 except TasmSyntaxError:
                     continue  # upstream text of TIR that cannot be lowered: not measurable
                 v = check_function(ref, cand, witnesses=self.witnesses, seed=0)
-                same = client.closure_text(fn)[0] == key[2]
-                self._memo[key] = (v.cycles, v.baseline_cycles, v.equivalent or same)
-            c, b, ok = self._memo[key]
+                self._memo[key] = (v.cycles, v.baseline_cycles, v.witness >= 0, v.halted == 0)
+            c, b, differs, unreached = self._memo[key]
             cyc, base, measured = cyc + c, base + b, measured + 1
-            wrong += not ok
-        return cyc, base, measured, wrong
+            wrong, blind = wrong + differs, blind + unreached
+        return cyc, base, measured, wrong, blind
 
 
 def settle(server: Server, timeout: float) -> float:
@@ -243,12 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"server: {work}; deepening settled {settled:.0f} s after the warm pass")
     print(
         "| pass | req P50 | req P90 | req P99 | fn P50 | fn P90 | fn P99 | hits | improving |"
-        " cycles (baseline) | not proven |"
+        " cycles (baseline) | differ | unreached |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     figures: dict[str, Any] = {"settled_s": settled, "passes": {}}
     for label, p in passes.items():
-        tot = [0, 0, 0, 0]
+        tot = [0, 0, 0, 0, 0]
         for name, ans in p["answers"].items():
             for k, v in enumerate(measure.module(name, ans["tasm"])):
                 tot[k] += v
@@ -256,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         ms = [1000 * _pct(xs, q) for xs in (rq, fn) for q in (0.5, 0.9, 0.99)]
         print(
             f"| {label} | " + " | ".join(f"{x:.0f} ms" for x in ms) + f" | {p['hits']}/"
-            f"{p['functions']} | {p['improving']} | {tot[0]} ({tot[1]}) | {tot[3]} |"
+            f"{p['functions']} | {p['improving']} | {tot[0]} ({tot[1]}) | {tot[3]} | {tot[4]} |"
         )
         figures["passes"][label] = {
             "request_ms": {q: 1000 * _pct(rq, q) for q in (0.5, 0.9, 0.99)},
@@ -268,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
             "cycles": tot[0],
             "baseline_cycles": tot[1],
             "functions_measured": tot[2],
-            "not_proven": tot[3],
+            "differ": tot[3],
+            "unreached": tot[4],
         }
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

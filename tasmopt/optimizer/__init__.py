@@ -268,7 +268,7 @@ def _settle(f: FunctionState, options: CompileOptions) -> CachedFunction | None:
     rep.status = "improving" if f.cut is not None or (f.tasks and not searched) else "final"
     if f.key is None:
         return None
-    if f.cut is not None:  # a placeholder: the baseline, until deepening measures it
+    if f.cut is not None and f.new_lines is None:  # a placeholder, until deepening measures it
         return CachedFunction(
             key=f.key,
             name=f.name,

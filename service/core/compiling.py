@@ -154,19 +154,33 @@ def _describe(error: Any) -> str:
 MAX_PAYLOAD_DEPTH = 8
 
 
-def check_limits(tir: list[Any], *, max_ops: int, max_depth: int) -> int:
+def check_limits(
+    tir: list[Any], *, max_ops: int, max_depth: int, max_functions: int | None = None
+) -> int:
     """Count ops and nesting without recursion, before anything recursive sees the TIR.
 
     Bodies are followed through the body fields of spec/tir.md §1 (``then_body``,
     ``else_body``, ``body``); anything else inside an op may be at most `MAX_PAYLOAD_DEPTH`
     deep. Shape errors are left to the codec, which reports them with their path.
 
+    Args:
+        max_functions: most functions (top-level ``FnStart`` ops); each costs a lowering, a
+            reference check and a measurement even when it is empty.
+
     Returns:
         The number of ops (nested ones included).
 
     Raises:
-        LimitExceeded: naming the path of the first op past a limit.
+        LimitExceeded: naming the path of the first op past a limit, and the limit.
     """
+    if max_functions is not None:
+        starts = [i for i, op in enumerate(tir) if isinstance(op, dict) and "FnStart" in op]
+        if len(starts) > max_functions:
+            at = f"tir[{starts[max_functions]}]"
+            raise LimitExceeded(
+                f"{at}: more than {max_functions} functions in one request (MAX_TIR_FUNCTIONS)",
+                path=at,
+            )
     count = 0
     stack: list[tuple[list[Any], str, int]] = [(tir, "tir", 0)]  # (ops, path, body depth)
     while stack:
@@ -277,7 +291,12 @@ def precheck(req: CompileRequest, settings: Settings) -> None:
         LimitExceeded, InvalidRequest: as `check_limits` and `make_options`.
         TirError: malformed or invalid TIR (with the op's path).
     """
-    check_limits(req.tir, max_ops=settings.max_tir_ops, max_depth=settings.max_tir_depth)
+    check_limits(
+        req.tir,
+        max_ops=settings.max_tir_ops,
+        max_depth=settings.max_tir_depth,
+        max_functions=settings.max_tir_functions,
+    )
     make_options(req.options, settings)
     validate(
         codec.decode(req.tir), max_ops=settings.max_tir_ops, max_nesting=settings.max_tir_depth
@@ -327,7 +346,12 @@ def serve(
             waited for a slot: nothing is compiled or stored for nobody.
         Exception: not even the baseline could be produced (500).
     """
-    check_limits(req.tir, max_ops=settings.max_tir_ops, max_depth=settings.max_tir_depth)
+    check_limits(
+        req.tir,
+        max_ops=settings.max_tir_ops,
+        max_depth=settings.max_tir_depth,
+        max_functions=settings.max_tir_functions,
+    )
     options = replace(make_options(req.options, settings), deadline=deadline)
     queued = time.perf_counter()
     failure: Exception | None = None

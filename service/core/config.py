@@ -117,6 +117,12 @@ class Settings(BaseSettings):
     max_tir_ops: int = Field(
         MAX_OPS, ge=1, description="Most TIR ops (nested ones included) per request."
     )
+    max_tir_functions: int = Field(
+        4096,
+        ge=1,
+        description="Most functions per request (each is lowered, checked and measured even "
+        "when empty); beyond: 422 naming the limit.",
+    )
     max_tir_depth: int = Field(
         MAX_NESTING,
         ge=1,

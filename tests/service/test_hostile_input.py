@@ -144,3 +144,17 @@ def test_size_cases_are_bounded_by_the_deadline(client, name):
     # the deadline plus lowering, the baseline's measurement and persistence of the rows
     assert elapsed < DEADLINE_S + 20, f"{name}: {elapsed:.1f} s"
     print(f"\n[hostile] {name}: {r.status_code} in {elapsed:.2f} s")
+
+
+def test_too_many_functions_get_a_422_naming_the_limit(make_client):
+    """Size-aware admission: every function costs a lowering, a reference check and a
+    measurement even when empty, so their number is limited before any of that."""
+    http = make_client(max_tir_functions=100)
+    tir = [x for i in range(101) for x in ({"FnStart": f"f{i}"}, "Return", "FnEnd")]
+    r = http.post("/compile", json={"tir": tir})
+    assert r.status_code == 422, r.text
+    err = r.json()
+    assert err["code"] == "limit_exceeded" and "MAX_TIR_FUNCTIONS" in err["message"]
+    assert err["path"] == "tir[300]"  # the 101st FnStart
+    ok = http.post("/compile", json={"tir": tir[:300]})
+    assert ok.status_code == 200

@@ -39,7 +39,7 @@ from service.core.compiling import DbBreaker
 from service.core.config import Settings
 from service.core.db import engine_from_settings, migrate
 from service.core.deepen import Deepener, Followup, LocalDeepener
-from service.core.model_watcher import Loader, ModelWatcher, bootstrap_embedded, default_loader
+from service.core.model_watcher import Loader, ModelWatcher, bootstrap_embedded
 from service.core.result_cache import ResultCache
 from service.core.schemas import CompileRequest
 from service.core.spool import Spool
@@ -93,13 +93,7 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
         if settings.embedded and state.migrated:
             await asyncio.to_thread(_try_bootstrap, state.session_factory, settings)
         worker_context.configure(session_factory=state.session_factory)
-        state.watcher = ModelWatcher(
-            session_factory=state.session_factory,
-            model_store=settings.model_store,
-            device=settings.model_device,
-            loader=model_loader or default_loader,
-            poll_s=settings.model_poll_s,
-        )
+        state.watcher = ModelWatcher.from_settings(settings, state.session_factory, model_loader)
         if state.migrated:  # serve the production model from the first request on
             await asyncio.to_thread(_try_refresh, state.watcher)
         state.redis, state.verifier = verifier_from_settings(settings)

@@ -191,12 +191,7 @@ def _worker_context() -> JobContext:
 
             settings = Settings()
             factory = make_sessionmaker(engine_from_settings(settings))
-            watcher = ModelWatcher(
-                session_factory=factory,
-                model_store=settings.model_store,
-                device=settings.model_device,
-                poll_s=settings.model_poll_s,
-            )
+            watcher = ModelWatcher.from_settings(settings, factory)
             cache = ResultCache(factory) if settings.result_cache else None
             deepener = (
                 RqDeepener(connect(settings.redis_url), settings)

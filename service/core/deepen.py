@@ -192,12 +192,7 @@ def _child_init(settings: Settings) -> None:
 
     threading.Thread(target=exit_with_parent, daemon=True, name="parent-watch").start()
     factory = make_sessionmaker(engine_from_settings(settings))
-    watcher = ModelWatcher(
-        session_factory=factory,
-        model_store=settings.model_store,
-        device=settings.model_device,
-        poll_s=settings.model_poll_s,
-    )
+    watcher = ModelWatcher.from_settings(settings, factory)
     try:
         watcher.refresh_if_due()
     except Exception:  # no model is fine: rules and search still deepen

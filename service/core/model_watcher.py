@@ -27,6 +27,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from service.core.config import Settings
 from service.core.metrics import MODEL_LOAD_FAILURES
 from tasmopt.optimizer import default_sources
 from tasmopt.sources import SourceSet
@@ -113,6 +114,23 @@ class ModelWatcher:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _last: float = float("-inf")
     _metrics: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        session_factory: sessionmaker[Session],
+        loader: Loader | None = None,
+    ) -> ModelWatcher:
+        """The watcher of a process configured by ``settings`` (MODEL_STORE, MODEL_DEVICE,
+        MODEL_POLL_S): the API's, a worker's, the embedded deepening process's."""
+        return cls(
+            session_factory=session_factory,
+            model_store=settings.model_store,
+            device=settings.model_device,
+            loader=loader or default_loader,
+            poll_s=settings.model_poll_s,
+        )
 
     def snapshot(self) -> tuple[str | None, str, dict[str, Any] | None]:
         """(loaded version or None, phase, buffer counts or None), for the metrics."""

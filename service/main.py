@@ -35,6 +35,7 @@ from service.api.routes import compile as compile_routes
 from service.api.routes import metrics as metrics_routes
 from service.core import metrics
 from service.core.admission import Admission
+from service.core.compile_pool import CompilePool
 from service.core.compiling import DbBreaker
 from service.core.config import Settings
 from service.core.db import engine_from_settings, migrate
@@ -119,16 +120,19 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
                 else LocalDeepener(settings)
             )
         state.deepener = deepener
+        pool_size = settings.compile_pool_size if state.redis is None else 0
+        state.compile_pool = CompilePool(settings, pool_size) if pool_size else None
         state.followup = Followup(settings, state.result_cache, deepener)
         tasks = [
             asyncio.create_task(_drain_forever(app, settings.spool_retry_s)),
+            *([asyncio.create_task(_warm_up(state.compile_pool))] if state.compile_pool else []),
             asyncio.create_task(_watch_forever(app, settings)),
         ]
         if state.redis is not None:  # jobs of killed workers go back to the queue in seconds
             tasks.append(asyncio.create_task(_reap_forever(state.redis, REAP_EVERY_S)))
         log.info(
             "tasmopt service up: database %s, verification %s, model %s (store %s), "
-            "result cache %s, deepening %s, deadline %d ms",
+            "result cache %s, deepening %s, deadline %d ms, compiles %s",
             state.engine.url.render_as_string(hide_password=True),
             "RQ" if state.redis is not None else "in-process",
             state.watcher.version or "none",
@@ -136,6 +140,7 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
             "on" if state.result_cache is not None else "off",
             repr(deepener) if deepener is not None else "off",
             settings.default_deadline_ms,
+            repr(state.compile_pool) if state.compile_pool is not None else "on API threads",
         )
         try:
             yield
@@ -146,6 +151,8 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
                     await task
             await asyncio.to_thread(threads.shutdown)
             state.followup.close()
+            if state.compile_pool is not None:
+                state.compile_pool.close()
             if isinstance(deepener, LocalDeepener):
                 deepener.close()
             if state.watcher.version is not None:
@@ -308,6 +315,14 @@ def _try_migrate(engine: Any) -> bool:
 
 #: Seconds between two passes of the abandoned-job reaper (`worker.reaper.reap`).
 REAP_EVERY_S = 3.0
+
+
+async def _warm_up(pool: CompilePool) -> None:
+    """Start the compile processes in the background (imports, model) after start-up."""
+    try:
+        await asyncio.to_thread(pool.warm_up)
+    except Exception:
+        log.exception("compile processes failed to start; compiles fall back to this process")
 
 
 async def _reap_forever(connection: Any, every_s: float) -> None:

@@ -89,11 +89,14 @@ def get_compiler(request: Request) -> Compiler:
     candidate sources (the model watcher's `SourceSet`)."""
     from tasmopt.optimizer import compile as compile_tir  # imported on first use: heavy
 
-    watcher = getattr(request.app.state, "watcher", None)
-    cache = getattr(request.app.state, "result_cache", None)
+    state = request.app.state
+    watcher = getattr(state, "watcher", None)
+    cache = getattr(state, "result_cache", None)
+    pool = getattr(state, "compile_pool", None)
+    run: Any = pool if pool is not None else compile_tir  # processes (embedded) or this one
     if watcher is None:
-        return functools.partial(compile_tir, cache=cache)
-    return functools.partial(compile_tir, sources=watcher.sources, cache=cache)
+        return functools.partial(run, cache=cache)
+    return functools.partial(run, sources=watcher.sources, cache=cache)
 
 
 def get_followup(request: Request) -> Followup | None:

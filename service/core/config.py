@@ -11,6 +11,7 @@ without an ``ADMIN_TOKEN`` (`Settings.check_deployable`).
 from __future__ import annotations
 
 import math
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -175,6 +176,15 @@ class Settings(BaseSettings):
         "(0: the number of CPUs). Compiles are CPU-bound: time-slicing "
         "many at once only stretches every one of them.",
     )
+    compile_processes: int = Field(
+        -1,
+        ge=-1,
+        le=64,
+        description="Processes that run synchronous compiles in the embedded mode (a request's "
+        "independent functions in parallel; the API process keeps the GIL for health and "
+        "metrics). -1: the number of CPUs in the embedded mode, none with Redis (the workers "
+        "verify there); 0: compiles run on the API's threads.",
+    )
     compile_queue: int = Field(
         64,
         ge=0,
@@ -302,6 +312,13 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_is_none(cls, v: str | None) -> str | None:
         return v or None
+
+    @property
+    def compile_pool_size(self) -> int:
+        """Processes of the compile pool (`compile_processes` resolved; 0: no pool)."""
+        if self.compile_processes >= 0:
+            return self.compile_processes
+        return (os.cpu_count() or 1) if self.embedded else 0
 
     @property
     def embedded(self) -> bool:

@@ -51,6 +51,7 @@ __all__ = [
     "Followup",
     "run_payload",
     "count_outcomes",
+    "exit_with_parent",
 ]
 
 log = logging.getLogger(__name__)
@@ -173,6 +174,20 @@ def count_outcomes(kind: str, outcomes: dict[str, str]) -> None:
 
 # -- the embedded deepener: one child process ----------------------------------------------------
 
+
+def exit_with_parent(every_s: float = 1.0) -> None:
+    """In a child process of the API: exit as soon as the parent is gone (a stopped or killed
+    API must not leave children burning CPU for nobody). Starts a daemon thread."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
 _CHILD: dict[str, Any] = {}
 
 
@@ -183,14 +198,7 @@ def _child_init(settings: Settings) -> None:
     from tasmopt.store import make_sessionmaker
 
     logging.basicConfig(level=settings.log_level)
-    parent = os.getppid()
-
-    def exit_with_parent() -> None:  # a stopped or killed API must not leave us burning CPU
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(0)
-
-    threading.Thread(target=exit_with_parent, daemon=True, name="parent-watch").start()
+    exit_with_parent()
     factory = make_sessionmaker(engine_from_settings(settings))
     watcher = ModelWatcher.from_settings(settings, factory)
     try:

@@ -34,6 +34,7 @@ from dataclasses import replace
 from typing import Any
 
 from tasmopt.deadline import Deadline
+from tasmopt.errors import TasmSyntaxError
 from tasmopt.lower.blocks import split_functions
 from tasmopt.lower.triton import lower
 from tasmopt.lower.validate import find_unlowerable, validate
@@ -61,7 +62,13 @@ from tasmopt.rules import RulesSource
 from tasmopt.search.source import SearchSource
 from tasmopt.sources import SourceSet
 from tasmopt.tir.codec import tir_hash
-from tasmopt.vm.equivalence import REJECTION_CLASSES, Verdict, check_blocks
+from tasmopt.vm.equivalence import (
+    REJECTION_CLASSES,
+    Verdict,
+    check_blocks,
+    check_function,
+    padded_height,
+)
 
 __all__ = [
     "compile",
@@ -190,7 +197,7 @@ def compile(
             if f.name in out.functions:
                 f.report.tasm = out.section_lines(f.name)
         measure_with_callees(fns, out, options)
-        _costs_as_returned(fns, entries, out)
+        _costs_as_returned(fns, entries, out, client if client is not None else ours, options)
     reference_text = baseline_tasm if baseline_tasm is not None else low.text()
     model = sources.get("model") if "model" in proposals else None
     return CompileResult(
@@ -218,12 +225,18 @@ _CALL_COSTS = (
 
 
 def _costs_as_returned(
-    fns: list[FunctionState], entries: list[CachedFunction | None], out: ModuleText
+    fns: list[FunctionState],
+    entries: list[CachedFunction | None],
+    out: ModuleText,
+    reference: ModuleText,
+    options: CompileOptions,
 ) -> None:
     """Cache entries keep the costs as returned (callees' returned code included) with a
     hash of the closure they were measured on; a hit reuses them where the closure returned
-    now is the same, else it reports its own costs (callees at their baseline code) and says
-    so."""
+    now is the same, else it is measured again as returned against its reference (the
+    ``reference`` module's closure: the client's text, or our lowering), and where time or
+    witnesses do not allow that, it reports its own costs (callees at their baseline code)
+    and says so."""
     for f, entry in zip(fns, entries, strict=True):
         if f.name not in out.functions:
             continue
@@ -238,12 +251,41 @@ def _costs_as_returned(
             if kept is not None and kept.get("closure") == closure:
                 for k in _CALL_COSTS:
                     setattr(f.report, k, kept[k])
-            elif out.closure(f.name)[1:]:
+            elif out.closure(f.name)[1:] and not _measure_hit(f, out, reference, options):
                 f.report.own_cycles = f.report.cycles
                 f.report.notes.append(
                     "costs measured with the callees' baseline code (cached before the callees "
                     "were improved)"
                 )
+
+
+def _measure_hit(
+    f: FunctionState, out: ModuleText, reference: ModuleText, options: CompileOptions
+) -> bool:
+    """Measure a cache hit as returned (its callees' code as returned now) against its
+    reference; True when the costs were set."""
+    if out_of_time(options) is not None or f.name not in reference.functions:
+        return False
+    try:
+        ref = reference.harness(f.name, options.isa)
+        final = out.harness(f.name, options.isa)
+    except TasmSyntaxError:
+        return False
+    v = check_function(
+        ref, final, witnesses=options.witnesses, seed=options.seed + 2, deadline=options.deadline
+    )
+    if not v.equivalent:
+        if v.witness >= 0:  # every function was proven: this would be a verifier bug
+            log.error("function %s differs from its reference as returned: %s", f.name, v.reason)
+        return False
+    rep = f.report
+    rep.own_cycles = rep.cycles if rep.cycles != v.cycles else None
+    rep.cycles, rep.baseline_cycles = v.cycles, v.baseline_cycles
+    rep.halted = v.halted
+    rep.heights, rep.baseline_heights = v.heights, v.baseline_heights
+    rep.padded_height = padded_height(v.heights)
+    rep.baseline_padded_height = padded_height(v.baseline_heights)
+    return True
 
 
 def _candidate_deadline(options: CompileOptions) -> Deadline | None:

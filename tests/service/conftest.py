@@ -54,6 +54,7 @@ def make_client(pg_url, tmp_path):
             "result_cache": False,
             "deepen": False,
             "default_deadline_ms": 30_000,
+            "compile_processes": 0,
             **overrides,
         }
         app = create_app(Settings(**values), model_loader=model_loader)

@@ -165,6 +165,7 @@ def test_a_disconnect_reaches_the_route_through_the_middleware_stack(pg_url, tmp
             admin_token="x-admin-token-0123456789",
             default_deadline_ms=30_000,
             deepen=False,
+            compile_processes=0,
         )
     )
     app.dependency_overrides[get_compiler] = lambda: spin

@@ -46,6 +46,9 @@ def test_native_stack(
         redis_url,
         VERIFY_DEADLINE_S="20",
         VERIFY_HARD_DEADLINE_S="30",
+        # the first compile of a fresh stack answers in full (the 200 ms default would return
+        # the baseline and deepen it in the background: tests/service/test_cache_service.py)
+        DEFAULT_DEADLINE_MS="20000",
     )
     stack.migrate()  # compose: the migrate service, before api and workers
     stack.start_worker("worker1")

@@ -151,4 +151,5 @@ class CompilePool:
                 self._pool = self._start()
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop the processes (their work is bounded by the requests' deadlines)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)

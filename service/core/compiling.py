@@ -154,8 +154,17 @@ def _describe(error: Any) -> str:
 MAX_PAYLOAD_DEPTH = 8
 
 
+#: Ops that end a straight-line run of TIR (a basic block of the lowering, design §2).
+_BLOCK_ENDS = frozenset({*BODY_FIELDS, "Call", "Return", "FnStart", "FnEnd"})
+
+
 def check_limits(
-    tir: list[Any], *, max_ops: int, max_depth: int, max_functions: int | None = None
+    tir: list[Any],
+    *,
+    max_ops: int,
+    max_depth: int,
+    max_functions: int | None = None,
+    max_block_ops: int | None = None,
 ) -> int:
     """Count ops and nesting without recursion, before anything recursive sees the TIR.
 
@@ -166,6 +175,8 @@ def check_limits(
     Args:
         max_functions: most functions (top-level ``FnStart`` ops); each costs a lowering, a
             reference check and a measurement even when it is empty.
+        max_block_ops: most ops in one straight-line run (no body, call or return between
+            them): the largest basic block the search and the verifier will face.
 
     Returns:
         The number of ops (nested ones included).
@@ -185,11 +196,22 @@ def check_limits(
     stack: list[tuple[list[Any], str, int]] = [(tir, "tir", 0)]  # (ops, path, body depth)
     while stack:
         ops, path, depth = stack.pop()
+        run = 0
         for i, op in enumerate(ops):
             count += 1
             if count > max_ops:
                 raise LimitExceeded(
                     f"{path}[{i}]: more than {max_ops} ops (MAX_TIR_OPS)", path=f"{path}[{i}]"
+                )
+            kind_of = (
+                op if isinstance(op, str) else next(iter(op), "") if isinstance(op, dict) else ""
+            )
+            run = 0 if kind_of in _BLOCK_ENDS else run + 1
+            if max_block_ops is not None and run > max_block_ops:
+                raise LimitExceeded(
+                    f"{path}[{i}]: more than {max_block_ops} ops in one straight-line block "
+                    "(MAX_BLOCK_OPS)",
+                    path=f"{path}[{i}]",
                 )
             if isinstance(op, str):
                 continue
@@ -296,6 +318,7 @@ def precheck(req: CompileRequest, settings: Settings) -> None:
         max_ops=settings.max_tir_ops,
         max_depth=settings.max_tir_depth,
         max_functions=settings.max_tir_functions,
+        max_block_ops=settings.max_block_ops,
     )
     make_options(req.options, settings)
     validate(
@@ -351,6 +374,7 @@ def serve(
         max_ops=settings.max_tir_ops,
         max_depth=settings.max_tir_depth,
         max_functions=settings.max_tir_functions,
+        max_block_ops=settings.max_block_ops,
     )
     options = replace(make_options(req.options, settings), deadline=deadline)
     queued = time.perf_counter()

@@ -124,6 +124,12 @@ class Settings(BaseSettings):
         description="Most functions per request (each is lowered, checked and measured even "
         "when empty); beyond: 422 naming the limit.",
     )
+    max_block_ops: int = Field(
+        5000,
+        ge=1,
+        description="Most TIR ops in one straight-line block (the largest in the Trident "
+        "standard library has 109); beyond: 422 naming the limit.",
+    )
     max_tir_depth: int = Field(
         MAX_NESTING,
         ge=1,

@@ -158,3 +158,19 @@ def test_too_many_functions_get_a_422_naming_the_limit(make_client):
     assert err["path"] == "tir[300]"  # the 101st FnStart
     ok = http.post("/compile", json={"tir": tir[:300]})
     assert ok.status_code == 200
+
+
+def test_a_huge_straight_line_block_gets_a_422_naming_the_limit(make_client):
+    http = make_client(max_block_ops=50)
+    block = [{"Push": 1}, {"Pop": 1}] * 26  # 52 ops with nothing between them
+    tir = [{"FnStart": "f"}, {"IfOnly": {"then_body": block}}, "Return", "FnEnd"]
+    r = http.post("/compile", json={"tir": tir})
+    assert r.status_code == 422, r.text
+    err = r.json()
+    assert err["code"] == "limit_exceeded" and "MAX_BLOCK_OPS" in err["message"]
+    assert err["path"] == "tir[1].IfOnly.then_body[50]"
+    # a call between them ends the block: the same ops in two blocks are fine
+    split = [*block[:26], {"Call": "g"}, *block[26:]]
+    g = [{"FnStart": "g"}, "Return", "FnEnd"]
+    ok = [{"FnStart": "f"}, {"IfOnly": {"then_body": split}}, "Return", "FnEnd", *g]
+    assert http.post("/compile", json={"tir": ok}).status_code == 200

@@ -76,6 +76,8 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
             level=settings.log_level.upper(),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
+    else:  # e.g. the CLI's handler (WARNING unless -v): the service follows LOG_LEVEL
+        logging.getLogger().setLevel(settings.log_level.upper())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

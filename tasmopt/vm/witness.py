@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from tasmopt.isa import P
@@ -206,6 +207,7 @@ class Witness:
         )
 
 
+@lru_cache(maxsize=8192)
 def witness(
     index: int,
     seed: int,
@@ -222,7 +224,10 @@ def witness(
 
     With ``sponge`` (the default) the sponge starts initialised with 16 random field
     elements on all but every eighth witness (which starts uninitialised), so code that
-    absorbs or squeezes runs, and an edit of what it absorbs shows in the final state."""
+    absorbs or squeezes runs, and an edit of what it absorbs shows in the final state.
+
+    Deterministic in its arguments, and memoized (a `Witness` is immutable): every check of a
+    request draws the same first witnesses of the same seed."""
     rng = random.Random(seed * 1_000_003 + index)
     family = families[index % len(families)]
     rep = rng.randrange(P)

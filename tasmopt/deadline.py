@@ -12,9 +12,21 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["Deadline"]
+__all__ = ["Deadline", "current"]
+
+_CURRENT: ContextVar[Deadline | None] = ContextVar("tasmopt_deadline", default=None)
+
+
+def current() -> Deadline | None:
+    """The deadline a caller made `Deadline.active` around the running code (in this thread
+    or task), if any: for code deep below an interface that takes no deadline (the verifier's
+    guard solving inside `check_block`)."""
+    return _CURRENT.get()
 
 
 class Deadline:
@@ -65,6 +77,15 @@ class Deadline:
         if self._within is not None and self._within.cancelled:
             return self._within.why()
         return "deadline"
+
+    @contextmanager
+    def active(self) -> Iterator[Deadline]:
+        """Make this the `current` deadline inside the ``with`` body."""
+        token = _CURRENT.set(self)
+        try:
+            yield self
+        finally:
+            _CURRENT.reset(token)
 
     def __getstate__(self) -> dict[str, Any]:
         left = self.remaining()

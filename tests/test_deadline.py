@@ -129,3 +129,23 @@ def test_verification_is_chunked_only_for_backends_without_their_own_deadline():
     assert len(verify_within(in_process, checks, opts)) == len(checks)
     assert calls == [len(checks)]
     assert seen[-1] is opts.deadline  # ... and it is handed the request's deadline
+
+
+def test_guard_solving_stops_at_the_active_deadline_and_its_verdict_is_not_remembered():
+    """A block whose guard (`st0 == 12345`) no random witness passes needs solved witnesses;
+    under an expired request deadline the check answers "unverified" at once, and that answer
+    is not memoized: the same check with time left is proven."""
+    from tasmopt.vm.equivalence import BlockCheck, check_blocks
+
+    base = ("dup 0", "push 12345", "eq", "assert", "push 1", "add")
+    cand = ("dup 0", "push 12345", "eq", "assert", "addi 1")
+    check = BlockCheck(base, cand, "release", 16, 4242)
+    late = Deadline(0)
+    with late.active():
+        (cut,) = check_blocks([check])
+    assert not cut.equivalent and cut.reason.startswith("unverified: deadline")
+    (proven,) = check_blocks([check])
+    assert proven.equivalent, proven.reason
+    wrong = BlockCheck(base, ("dup 0", "push 12345", "eq", "assert", "addi 2"), "release", 16, 4242)
+    (refused,) = check_blocks([wrong])
+    assert not refused.equivalent and not refused.reason.startswith("unverified")

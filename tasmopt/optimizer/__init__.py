@@ -134,6 +134,20 @@ def compile(
     options = options or CompileOptions()
     verify = verify or check_blocks
     sources = sources if sources is not None else default_sources()
+    if options.deadline is None:
+        return _compile(tir, baseline_tasm, options, verify, sources, cache)
+    with options.deadline.active():  # for the verifier's guard solving deep below
+        return _compile(tir, baseline_tasm, options, verify, sources, cache)
+
+
+def _compile(
+    tir: Any,
+    baseline_tasm: str | None,
+    options: CompileOptions,
+    verify: VerifyBackend,
+    sources: SourceSet,
+    cache: FunctionCache | None,
+) -> CompileResult:
     timings: dict[str, float] = {}
     with stage(timings, "decode"):
         ops = decode_tir(tir)

@@ -45,6 +45,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from tasmopt.deadline import Deadline
+from tasmopt.deadline import current as current_deadline
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.tasm.parser import parse, parse_instructions
@@ -488,15 +489,20 @@ def check_block(check: BlockCheck) -> Verdict:
     if passed < need or (cmp.status == "testable" and random_field < MIN_RANDOM_FIELD):
         guards = sym_b.guards
         rng = random.Random(check.seed * 7919 + 17)
+        stop = current_deadline()  # the request's, where the caller made it active
         for j in range(need, need + DIRECTED_TRIES * need):
             if passed >= need and (cmp.status != "testable" or random_field >= MIN_RANDOM_FIELD):
                 break
+            if stop is not None and stop.expired:
+                return _reject(
+                    f"unverified: deadline ({stop.why()}) while solving the baseline's guards"
+                )
             found = passing_witness(
                 ctx,
                 guards,
                 witness(j, check.seed, depth=depth, inputs=inputs, digests=digests),
                 rng,
-                time_budget_s=0.25,
+                time_budget_s=0.25 if stop is None else min(0.25, stop.remaining()),
             )
             if found is None:
                 if j >= need + need // 2 and passed == 0:
@@ -741,6 +747,7 @@ class _BaselineRuns:
             if self._stop is not None and self._stop.expired:
                 yield _PAUSED  # the caller's deadline: a later caller resumes here
                 continue
+            stop = self._stop
             directed = directed_witness(
                 baseline,
                 make(j),
@@ -748,8 +755,13 @@ class _BaselineRuns:
                 guards,
                 rng,
                 step_limit=min(step_limit, 20_000),
-                deadline=deadline,
+                deadline=deadline
+                if stop is None
+                else min(deadline, time.perf_counter() + stop.remaining()),
             )
+            if directed is None and stop is not None and stop.expired:
+                yield _PAUSED  # cut by the caller's deadline, not a miss: retried when resumed
+                continue
             if directed is None:
                 misses += 1
                 if misses >= 3 and halted == 0:
@@ -856,6 +868,22 @@ def check_aligned(
     return AlignedVerdict(True, None, checked)
 
 
-@lru_cache(maxsize=4096)
+_BLOCK_VERDICTS: dict[BlockCheck, Verdict] = {}
+_BLOCK_VERDICTS_MAX = 4096
+_BLOCK_VERDICTS_LOCK = threading.Lock()
+
+
 def _check_block_cached(check: BlockCheck) -> Verdict:
-    return check_block(check)
+    """`check_block`, memoized per check (deterministic for its seed), except verdicts a
+    deadline cut short ("unverified: ..."): with more time the same check may pass."""
+    with _BLOCK_VERDICTS_LOCK:
+        hit = _BLOCK_VERDICTS.get(check)
+    if hit is not None:
+        return hit
+    verdict = check_block(check)
+    if not (verdict.reason or "").startswith("unverified"):
+        with _BLOCK_VERDICTS_LOCK:
+            if len(_BLOCK_VERDICTS) >= _BLOCK_VERDICTS_MAX:
+                _BLOCK_VERDICTS.pop(next(iter(_BLOCK_VERDICTS)))  # the oldest
+            _BLOCK_VERDICTS[check] = verdict
+    return verdict

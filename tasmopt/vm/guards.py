@@ -36,6 +36,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from tasmopt.deadline import current as current_deadline
 from tasmopt.isa import P
 from tasmopt.vm.evaluate import Assignment, Evaluator, Unevaluable
 from tasmopt.vm.expr import AtomKey, ExprContext, Guard, Poly
@@ -104,6 +105,7 @@ def solve(
     """An assignment under which every guard holds, starting from ``base``; None if none
     was found within ``attempts`` and ``time_budget_s`` (seconds).
 
+    The budget never reaches past the request's deadline (`tasmopt.deadline.current`).
     ``base`` is not modified. Variables no guard constrains keep their ``base`` values, so
     the witness stays as random as the guards allow.
     """
@@ -111,6 +113,9 @@ def solve(
     if any(g[0] == "false" for g in guards):
         return None
     deadline = time.perf_counter() + time_budget_s
+    request = current_deadline()  # the request's, where a caller made it active
+    if request is not None:
+        deadline = min(deadline, time.perf_counter() + request.remaining())
     a = base.copy()
     for attempt in range(attempts):
         if time.perf_counter() > deadline:

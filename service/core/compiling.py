@@ -46,6 +46,7 @@ __all__ = [
     "parse_request",
     "check_media_type",
     "check_limits",
+    "check_request_limits",
     "make_options",
     "deadline_s",
     "precheck",
@@ -255,6 +256,18 @@ def _check_shallow(value: Any, path: str) -> None:
         )
 
 
+def check_request_limits(tir: list[Any], settings: Settings) -> int:
+    """`check_limits` with the service's limits (MAX_TIR_OPS, MAX_TIR_DEPTH,
+    MAX_TIR_FUNCTIONS, MAX_BLOCK_OPS)."""
+    return check_limits(
+        tir,
+        max_ops=settings.max_tir_ops,
+        max_depth=settings.max_tir_depth,
+        max_functions=settings.max_tir_functions,
+        max_block_ops=settings.max_block_ops,
+    )
+
+
 def make_options(given: CompileOptionsIn | None, settings: Settings) -> CompileOptions:
     """Server defaults, then the request's overrides.
 
@@ -313,13 +326,7 @@ def precheck(req: CompileRequest, settings: Settings) -> None:
         LimitExceeded, InvalidRequest: as `check_limits` and `make_options`.
         TirError: malformed or invalid TIR (with the op's path).
     """
-    check_limits(
-        req.tir,
-        max_ops=settings.max_tir_ops,
-        max_depth=settings.max_tir_depth,
-        max_functions=settings.max_tir_functions,
-        max_block_ops=settings.max_block_ops,
-    )
+    check_request_limits(req.tir, settings)
     make_options(req.options, settings)
     validate(
         codec.decode(req.tir), max_ops=settings.max_tir_ops, max_nesting=settings.max_tir_depth
@@ -369,13 +376,7 @@ def serve(
             waited for a slot: nothing is compiled or stored for nobody.
         Exception: not even the baseline could be produced (500).
     """
-    check_limits(
-        req.tir,
-        max_ops=settings.max_tir_ops,
-        max_depth=settings.max_tir_depth,
-        max_functions=settings.max_tir_functions,
-        max_block_ops=settings.max_block_ops,
-    )
+    check_request_limits(req.tir, settings)
     options = replace(make_options(req.options, settings), deadline=deadline)
     queued = time.perf_counter()
     failure: Exception | None = None

@@ -36,15 +36,13 @@ from typing import Any
 from tasmopt.deadline import Deadline
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.lower.blocks import split_functions
-from tasmopt.lower.triton import lower
-from tasmopt.lower.validate import find_unlowerable, validate
 from tasmopt.module import ModuleText
 from tasmopt.optimizer.candidates import build_checks, propose
-from tasmopt.optimizer.keys import function_keys
 from tasmopt.optimizer.prepare import (
-    check_client_text,
-    decode_tir,
+    cached_answers,
+    decode_checked,
     entry_hazard,
+    lower_module,
     prepare_functions,
 )
 from tasmopt.optimizer.rank import rank
@@ -150,28 +148,16 @@ def _compile(
 ) -> CompileResult:
     timings: dict[str, float] = {}
     with stage(timings, "decode"):
-        ops = decode_tir(tir)
-        validate(ops, max_ops=options.max_ops, max_nesting=options.max_nesting)
-        if options.strict:
-            find_unlowerable(ops, isa=options.isa, strict=True)
+        ops = decode_checked(tir, options)
         request_hash = tir_hash(ops)
     with stage(timings, "lower"):
-        low = lower(ops, isa=options.isa)
-        ours = ModuleText.from_lowering(low)
+        low, ours, client = lower_module(ops, baseline_tasm, options)
         labels = {name: f.label for name, f in ours.functions.items()}
-        client = ModuleText.from_text(baseline_tasm, labels) if baseline_tasm is not None else None
-        if client is not None:
-            check_client_text(client, low, options.isa)
     keys: dict[str, str] = {}
     hits: dict[str, CachedFunction] = {}
     if cache is not None and options.use_cache:
         with stage(timings, "cache"):
-            keys = function_keys(ops, low, ours, client, options)
-            wanted = [k for n, k in keys.items() if options.only is None or n not in options.only]
-            try:
-                hits = cache.get_many(wanted) if wanted else {}
-            except Exception:  # the cache must never break a compile
-                log.exception("result cache lookup failed; computing every function")
+            keys, hits = cached_answers(cache, ops, low, ours, client, options)
     fns = prepare_functions(low, ours, client, options, timings, keys, hits)
     chunks = {c.name: c.ops for c in split_functions(ops)}
     for f in fns:
@@ -252,8 +238,8 @@ def _costs_as_returned(
     witnesses do not allow that, it reports its own costs (callees at their baseline code)
     and says so."""
     for f, entry in zip(fns, entries, strict=True):
-        if f.name not in out.functions:
-            continue
+        if f.name not in out.functions or (entry is None and f.cached is None):
+            continue  # nothing to keep or reuse (a compile without a cache stops here)
         closure = hashlib.sha256(out.closure_text(f.name)[0].encode()).hexdigest()
         if entry is not None:
             entry.report["as_returned"] = {

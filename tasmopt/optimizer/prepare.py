@@ -17,13 +17,17 @@ from tasmopt.lower.triton import (
     LoweredBlock,
     LoweredFunction,
     Lowering,
+    lower,
 )
+from tasmopt.lower.validate import find_unlowerable, validate
 from tasmopt.module import ModuleText
+from tasmopt.optimizer.keys import function_keys
 from tasmopt.optimizer.state import FunctionState, out_of_time, stage
 from tasmopt.report import (
     BaselineMismatch,
     CachedFunction,
     CompileOptions,
+    FunctionCache,
     FunctionReport,
 )
 from tasmopt.sources import BlockTask
@@ -37,7 +41,15 @@ from tasmopt.vm.equivalence import (
     check_function,
 )
 
-__all__ = ["prepare_functions", "entry_hazard", "check_client_text", "decode_tir"]
+__all__ = [
+    "prepare_functions",
+    "entry_hazard",
+    "check_client_text",
+    "decode_tir",
+    "decode_checked",
+    "lower_module",
+    "cached_answers",
+]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +67,57 @@ def decode_tir(tir: Any) -> tuple[Op, ...]:
     if isinstance(tir, list) and tir and all(isinstance(o, Op) for o in tir):
         return tuple(tir)
     return codec.decode(tir)
+
+
+def decode_checked(tir: Any, options: CompileOptions) -> tuple[Op, ...]:
+    """`decode_tir`, then the request's limits and (``options.strict``) lowerability.
+
+    Raises:
+        TirError: malformed, invalid or (strict) unlowerable TIR, with the op's path.
+    """
+    ops = decode_tir(tir)
+    validate(ops, max_ops=options.max_ops, max_nesting=options.max_nesting)
+    if options.strict:
+        find_unlowerable(ops, isa=options.isa, strict=True)
+    return ops
+
+
+def lower_module(
+    ops: Sequence[Op], baseline_tasm: str | None, options: CompileOptions
+) -> tuple[Lowering, ModuleText, ModuleText | None]:
+    """Our lowering of ``ops``, its text by function, and the client's text split the same
+    way (checked by `check_client_text`), if the client sent one.
+
+    Raises:
+        TasmSyntaxError, BaselineError: as `check_client_text`.
+    """
+    low = lower(ops, isa=options.isa)
+    ours = ModuleText.from_lowering(low)
+    labels = {name: f.label for name, f in ours.functions.items()}
+    client = ModuleText.from_text(baseline_tasm, labels) if baseline_tasm is not None else None
+    if client is not None:
+        check_client_text(client, low, options.isa)
+    return low, ours, client
+
+
+def cached_answers(
+    cache: FunctionCache,
+    ops: Sequence[Op],
+    low: Lowering,
+    ours: ModuleText,
+    client: ModuleText | None,
+    options: CompileOptions,
+) -> tuple[dict[str, str], dict[str, CachedFunction]]:
+    """(cache key per function, the cache's entries by key) for this module; functions in
+    ``options.only`` are not looked up (they are to be computed afresh). A lookup that
+    raises is logged and answers nothing: the cache never breaks a compile."""
+    keys = function_keys(ops, low, ours, client, options)
+    wanted = [k for n, k in keys.items() if options.only is None or n not in options.only]
+    try:
+        return keys, cache.get_many(wanted) if wanted else {}
+    except Exception:
+        log.exception("result cache lookup failed; computing every function")
+        return keys, {}
 
 
 def check_client_text(client: ModuleText, low: Lowering, isa: IsaVariant) -> None:

@@ -24,10 +24,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from tasmopt.lower.triton import lower
-from tasmopt.module import ModuleText
-from tasmopt.optimizer.keys import function_keys
-from tasmopt.optimizer.prepare import check_client_text, decode_tir
+from tasmopt.optimizer.prepare import cached_answers, decode_checked, lower_module
 from tasmopt.report import CachedFunction, CompileOptions, CompileResult, FunctionCache
 from tasmopt.sources import SourceSet
 
@@ -103,20 +100,16 @@ def compile_split(
         As `compile` (TirError, TasmSyntaxError, BaselineError), before any group runs.
     """
     t0 = time.perf_counter()
-    ops = decode_tir(tir)
-    low = lower(ops, isa=options.isa)
-    ours = ModuleText.from_lowering(low)
-    labels = {n: f.label for n, f in ours.functions.items()}
-    client = ModuleText.from_text(baseline_tasm, labels) if baseline_tasm is not None else None
-    if client is not None:
-        check_client_text(client, low, options.isa)
-    keys = function_keys(ops, low, ours, client, options)
-    hits: dict[str, CachedFunction] = {}
-    if cache is not None and options.use_cache and keys:
-        try:
-            hits = cache.get_many(list(keys.values()))
-        except Exception:
-            log.exception("result cache lookup failed; computing every function")
+    ops = decode_checked(tir, options)  # a client error is raised here, before any group runs
+    low, ours, client = lower_module(ops, baseline_tasm, options)
+    keys, hits = cached_answers(
+        cache if cache is not None and options.use_cache else _Overlay({}),
+        ops,
+        low,
+        ours,
+        client,
+        replace(options, only=None),
+    )
     weights = {
         n: sum(b - a for a, b in ours.functions[n].sections)
         for n, k in keys.items()

@@ -35,6 +35,8 @@ class BlockTask:
         entry_depth: stack elements the block reads on entry.
         net_effect: change of the stack length over the block.
         tir_hash: sha256 of the block's canonical TIR.
+        dead_cells: private scratch cells dead after the block (`tasmopt.vm.scratch`): their
+            final values are not observable, so a candidate may leave them unwritten.
     """
 
     function: str
@@ -45,6 +47,7 @@ class BlockTask:
     entry_depth: int
     net_effect: int
     tir_hash: str
+    dead_cells: tuple[int, ...] = ()
 
 
 class CandidateSource(Protocol):

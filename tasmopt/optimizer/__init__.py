@@ -272,7 +272,12 @@ def _measure_hit(
     except TasmSyntaxError:
         return False
     v = check_function(
-        ref, final, witnesses=options.witnesses, seed=options.seed + 2, deadline=options.deadline
+        ref,
+        final,
+        witnesses=options.witnesses,
+        seed=options.seed + 2,
+        deadline=options.deadline,
+        private_cells=f.private,
     )
     if not v.equivalent:
         if v.witness >= 0:  # every function was proven: this would be a verifier bug

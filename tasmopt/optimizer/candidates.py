@@ -56,7 +56,10 @@ def build_checks(
     for ti, task in enumerate(tasks):
         base = tuple(str(i) for i in task.baseline)
         seen = {base}
-        checks.append(BlockCheck(base, base, options.isa, options.witnesses, options.seed))
+        dead = task.dead_cells
+        checks.append(
+            BlockCheck(base, base, options.isa, options.witnesses, options.seed, dead)
+        )
         owners.append((ti, ""))
         for name, per_task in proposals.items():
             for cand in per_task[ti]:
@@ -64,6 +67,8 @@ def build_checks(
                 if text in seen:
                     continue
                 seen.add(text)
-                checks.append(BlockCheck(base, text, options.isa, options.witnesses, options.seed))
+                checks.append(
+                    BlockCheck(base, text, options.isa, options.witnesses, options.seed, dead)
+                )
                 owners.append((ti, name))
     return checks, owners

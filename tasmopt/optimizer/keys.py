@@ -4,7 +4,9 @@ A cached answer is reused only where everything that decides its meaning and its
 same: the function's TIR and its callees' (its call closure), the text our lowering gives that
 closure (labels included: the cached lines are spliced into it), the client's text of the same
 closure when it sent a baseline (the program the answer was proven against), the ISA variant,
-the number of witnesses, and the verifier's version (`tasmopt.vm.equivalence.VERIFIER_VERSION`).
+the number of witnesses, the verifier's version (`tasmopt.vm.equivalence.VERIFIER_VERSION`),
+and the scratch cells the proofs treated as private (`tasmopt.optimizer.contract`: privacy
+depends on the whole request, so a request where a cell is not private gets another key).
 Anything else in the request (other functions, options such as the seed) does not enter.
 """
 
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from tasmopt.lower.blocks import split_functions
 from tasmopt.lower.triton import Lowering
 from tasmopt.module import ModuleText
+from tasmopt.optimizer.contract import private_by_function
 from tasmopt.report import CompileOptions
 from tasmopt.tir.codec import tir_hash
 from tasmopt.tir.ops import Op
@@ -25,7 +28,7 @@ from tasmopt.vm.equivalence import VERIFIER_VERSION
 __all__ = ["KEY_FORMAT", "function_keys"]
 
 #: Version of the key's layout; bump when the payload below changes.
-KEY_FORMAT = 1
+KEY_FORMAT = 2
 
 
 def _sha(text: str) -> str:
@@ -45,6 +48,7 @@ def function_keys(
     (they are passed through, which costs nothing to redo).
     """
     chunk_hash = {c.name: tir_hash(c.ops) for c in split_functions(ops)}
+    private = private_by_function(ours, client, options.isa)
     keys: dict[str, str] = {}
     for lf in low.functions:
         if not lf.name or lf.unlowerable or lf.name not in ours.functions:
@@ -63,6 +67,7 @@ def function_keys(
             "tir": {n: chunk_hash.get(n, "") for n in closure},
             "ours": _sha(our_text),
             "client": None if client_text is None else _sha(client_text),
+            "private": sorted(private.get(lf.name, ())),
         }
         keys[lf.name] = _sha(json.dumps(payload, sort_keys=True))
     return keys

@@ -21,6 +21,7 @@ from tasmopt.lower.triton import (
 )
 from tasmopt.lower.validate import find_unlowerable, validate
 from tasmopt.module import ModuleText
+from tasmopt.optimizer.contract import private_by_function
 from tasmopt.optimizer.keys import function_keys
 from tasmopt.optimizer.state import FunctionState, out_of_time, stage
 from tasmopt.report import (
@@ -40,6 +41,7 @@ from tasmopt.vm.equivalence import (
     check_aligned,
     check_function,
 )
+from tasmopt.vm.scratch import dead_after, items_of_lines
 
 __all__ = [
     "prepare_functions",
@@ -164,6 +166,8 @@ def prepare_functions(
             its entry (report and lines) and no stage works on it.
     """
     keys, hits = keys or {}, hits or {}
+    private = private_by_function(ours, client, options.isa)
+    scratch = _ScratchView(low.lines, options.isa) if private else None
     fns: list[FunctionState] = []
     for lf in low.functions:
         if not lf.name:
@@ -171,6 +175,7 @@ def prepare_functions(
         f = FunctionState(
             lf.name, FunctionReport(name=lf.name, source="compiler", cycles=0, baseline_cycles=0)
         )
+        f.private = private.get(lf.name, frozenset())
         f.report.unlowerable = list(lf.unlowerable)
         f.key = keys.get(lf.name)
         fns.append(f)
@@ -236,10 +241,31 @@ def prepare_functions(
                     block.entry_depth,
                     block.net_effect,
                     tir_hash(block.ops),
+                    scratch.dead(block.start, block.end, f.private) if scratch else (),
                 )
             )
             f.block_ranges.append((block.start, block.end))
     return fns
+
+
+class _ScratchView:
+    """Our lowering's text as `tasmopt.vm.scratch` items, to ask which private cells are dead
+    after a block (given as a line range)."""
+
+    def __init__(self, lines: Sequence[str], isa: IsaVariant) -> None:
+        self.isa = isa
+        self.items = []
+        self.at: list[int] = []  # line index -> index of the first item at or after it
+        for line in lines:
+            self.at.append(len(self.items))
+            self.items.extend(items_of_lines([line]))
+        self.at.append(len(self.items))
+
+    def dead(self, start: int, end: int, private: frozenset[int]) -> tuple[int, ...]:
+        if not private:
+            return ()
+        cells = dead_after(self.items, self.at[start], self.at[end], private, self.isa)
+        return tuple(sorted(cells))
 
 
 #: The loop counter decrement of a lowered loop (spec/tir.md §3.4), as TIR: ``Push(-1), Add``.

@@ -13,6 +13,7 @@ from typing import Any
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.lower.triton import lower
 from tasmopt.module import ModuleText
+from tasmopt.optimizer.contract import private_by_function
 from tasmopt.optimizer.prepare import decode_tir
 from tasmopt.report import CompileOptions
 from tasmopt.vm.equivalence import check_aligned, check_function
@@ -49,6 +50,7 @@ def recheck(
     if name not in ours.functions:
         return f"function {name!r} is not in this TIR"
     labels = {n: f.label for n, f in ours.functions.items()}
+    client = None
     if baseline_tasm is not None:
         client = ModuleText.from_text(baseline_tasm, labels)
         if name not in client.functions:
@@ -56,6 +58,7 @@ def recheck(
         reference = client.harness(name, options.isa)
     else:
         reference = ours.harness(name, options.isa)
+    private = private_by_function(ours, client, options.isa).get(name, frozenset())
     try:
         candidate = ours.harness(name, options.isa, override={name: list(lines)})
     except TasmSyntaxError as exc:
@@ -66,6 +69,7 @@ def recheck(
         witnesses=options.witnesses,
         seed=options.seed,
         deadline=options.deadline,
+        private_cells=private,
     )
     if not v.equivalent:
         return v.reason or "differs"
@@ -75,5 +79,6 @@ def recheck(
         witnesses=options.witnesses,
         seed=options.seed,
         deadline=options.deadline,
+        private_cells=private,
     )
     return None if proof.equivalent else f"not proven: {proof.reason}"

@@ -84,14 +84,24 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
         try:
             cand = ours.harness(f.name, options.isa, override={f.name: new_lines})
             v = check_function(
-                f.reference, cand, witnesses=options.witnesses, seed=options.seed + 2, deadline=dl
+                f.reference,
+                cand,
+                witnesses=options.witnesses,
+                seed=options.seed + 2,
+                deadline=dl,
+                private_cells=f.private,
             )
         except TasmSyntaxError as exc:  # a spliced candidate must parse; be safe anyway
             v = FunctionVerdict(False, reason=f"spliced function does not assemble: {exc}")
         if v.equivalent:  # differential agreement is not a proof: prove it by alignment
             # the block stage's seed: its proofs of the chosen blocks are reused
             proof = check_aligned(
-                f.reference, cand, witnesses=options.witnesses, seed=options.seed, deadline=dl
+                f.reference,
+                cand,
+                witnesses=options.witnesses,
+                seed=options.seed,
+                deadline=dl,
+                private_cells=f.private,
             )
             if not proof.equivalent:
                 v = replace(v, equivalent=False, reason=f"not proven: {proof.reason}")
@@ -174,6 +184,7 @@ def measure_with_callees(
             witnesses=options.witnesses,
             seed=options.seed + 2,
             deadline=options.deadline,
+            private_cells=f.private,
         )  # the witnesses of the first measurement
         if _unfinished(v.reason):
             return  # out of time: the costs measured with the callees' baseline code stand

@@ -95,6 +95,8 @@ class FunctionState:
         cut: why a stage did less for it than it would have with time left (the deadline),
             else None: a cut result is served but is not final.
         skipped: outside ``CompileOptions.only``: passed through, not measured.
+        private: scratch cells its proofs may treat as unobservable once dead
+            (`tasmopt.optimizer.contract`).
     """
 
     name: str
@@ -110,6 +112,7 @@ class FunctionState:
     cached: CachedFunction | None = None
     cut: str | None = None
     skipped: bool = False
+    private: frozenset[int] = frozenset()
 
     def give_back_blocks(self) -> None:
         """Every block back to the baseline: its report says ``compiler`` with the baseline's

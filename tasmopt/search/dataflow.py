@@ -10,10 +10,10 @@ scheduler re-emits with cheaper stack traffic.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tasmopt.isa import IsaVariant, instruction_set, names_where
+from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.tasm.program import Instr
 
 __all__ = ["Node", "Dataflow", "extract", "UnsupportedBlock", "COMMUTATIVE", "EFFECTS", "GUARDED"]
@@ -107,8 +107,19 @@ class Dataflow:
         return [n for n in self.nodes if n.id in keep]
 
 
-def extract(instrs: Sequence[Instr], isa: IsaVariant = "release") -> Dataflow:
+def extract(
+    instrs: Sequence[Instr],
+    isa: IsaVariant = "release",
+    dead_cells: frozenset[int] = frozenset(),
+) -> Dataflow:
     """Value-number a straight-line fragment.
+
+    RAM round trips at constant addresses are forwarded: a ``read_mem`` at a constant
+    pointer whose cells the fragment wrote earlier at constant pointers (with no write at a
+    computed address in between) yields the written values, and is no node. A ``write_mem``
+    at a constant pointer whose cells are all in ``dead_cells`` (private scratch cells dead
+    after the fragment: `tasmopt.vm.scratch`) is no node either: its values are simply
+    dropped, so the schedule keeps them on the op stack instead of spilling them.
 
     Raises:
         UnsupportedBlock: control flow in the fragment.
@@ -124,11 +135,23 @@ def extract(instrs: Sequence[Instr], isa: IsaVariant = "release") -> Dataflow:
     cse: dict[tuple, tuple[int, ...]] = {}
     effects = 0
     delta = low = 0
+    known: dict[int, int] = {}  # RAM cell -> value id written to it in this fragment
 
     def fresh() -> int:
         nonlocal next_value
         next_value += 1
         return next_value - 1
+
+    def const(value: int) -> int:
+        v = const_value.get(value)
+        if v is None:
+            v = fresh()
+            const_value[value] = v
+            constants[v] = value
+            node = Node(len(nodes), Instr("push", value), (), (v,))
+            nodes.append(node)
+            producer[v] = (node.id, 0)
+        return v
 
     def ensure(n: int) -> None:
         missing = n - len(stack)
@@ -173,7 +196,15 @@ def extract(instrs: Sequence[Instr], isa: IsaVariant = "release") -> Dataflow:
             del stack[-arg:]
         elif name == "nop":
             pass
+        elif name in ("read_mem", "write_mem") and _forward(
+            name, arg, stack, ensure, constants, known, dead_cells, const
+        ):
+            pass
         else:
+            if table[name].writes_ram and not (
+                name == "write_mem" and constants.get(stack[-1]) is not None
+            ):  # at a computed address: may overwrite any cell
+                known.clear()
             spec = table[name]
             narg = arg if isinstance(arg, int) else None
             reach, through = _REACH.get(name, (spec.pops(narg), {}))
@@ -207,3 +238,43 @@ def extract(instrs: Sequence[Instr], isa: IsaVariant = "release") -> Dataflow:
                 del stack[-reach:]
             stack.extend(reversed(outputs))
     return Dataflow(entry, list(stack), nodes, producer, constants, low, len(instrs))
+
+
+def _forward(
+    name: str,
+    arg: object,
+    stack: list[int],
+    ensure: Callable[[int], None],
+    constants: dict[int, int],
+    known: dict[int, int],
+    dead_cells: frozenset[int],
+    const: Callable[[int], int],
+) -> bool:
+    """Value-number a ``read_mem``/``write_mem`` at a constant pointer without a node, where
+    that is exact (see `extract`); False: it needs its node. A ``write_mem`` that keeps its
+    node still records what it wrote (for reads after it)."""
+    n = arg if isinstance(arg, int) else 1
+    ensure(n + 1 if name == "write_mem" else 1)
+    p = constants.get(stack[-1])
+    if p is None:
+        return False
+    if name == "read_mem":
+        cells = [(p - k) % P for k in range(n)]
+        if not all(c in known for c in cells):
+            if any(c in dead_cells and c in known for c in cells):
+                # part of it was written to a dropped (dead) store: RAM lacks it
+                raise UnsupportedBlock("read of a forwarded dead cell mixed with RAM")
+            return False
+        stack.pop()
+        stack.extend(known[c] for c in cells)
+        stack.append(const((p - n) % P))
+        return True
+    cells = [(p + k) % P for k in range(n)]
+    values = [stack[-2 - k] for k in range(n)]
+    for c, v in zip(cells, values):
+        known[c] = v
+    if not all(c in dead_cells for c in cells):
+        return False
+    del stack[-1 - n :]
+    stack.append(const((p + n) % P))
+    return True

@@ -42,6 +42,8 @@ class SearchConfig:
         stoke_share: fraction of the budget given to the STOKE chain (one proposal evaluated
             on the test inputs costs about one schedule state: ~50 us here).
         deadline: the request's deadline: every loop stops when it expires.
+        dead_cells: private scratch cells dead after the block (`BlockTask.dead_cells`):
+            stores to them may be dropped (`tasmopt.search.dataflow.extract`).
     """
 
     states: int = 20_000
@@ -50,6 +52,7 @@ class SearchConfig:
     exact_max_length: int = 14
     stoke_share: float = 0.2
     deadline: Deadline | None = field(default=None, compare=False, hash=False)
+    dead_cells: frozenset[int] = frozenset()
 
 
 def optimize_block(
@@ -60,7 +63,7 @@ def optimize_block(
     if len(instrs) < 2:
         return []
     try:
-        raw = extract(instrs, cfg.isa)
+        raw = extract(instrs, cfg.isa, cfg.dead_cells)
     except UnsupportedBlock:
         return []
     flows = [simplify(raw), raw]

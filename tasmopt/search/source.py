@@ -57,7 +57,13 @@ class SearchSource:
                 out.append([])  # one proposal of a long block costs a simulator run per test
                 continue
             share = max(200, states * len(task.baseline) // total)
-            key = (tuple(str(i) for i in task.baseline), options.isa, options.seed, share)
+            key = (
+                tuple(str(i) for i in task.baseline),
+                options.isa,
+                options.seed,
+                share,
+                task.dead_cells,
+            )
             with self._lock:
                 hit = self._cache.get(key)
                 if hit is not None:
@@ -66,7 +72,13 @@ class SearchSource:
                 if stop.expired:
                     out.append([])
                     continue
-                cfg = SearchConfig(states=share, seed=options.seed, isa=options.isa, deadline=stop)
+                cfg = SearchConfig(
+                    states=share,
+                    seed=options.seed,
+                    isa=options.isa,
+                    deadline=stop,
+                    dead_cells=frozenset(task.dead_cells),
+                )
                 try:
                     hit = optimize_block(list(task.baseline), cfg)
                 except Exception:  # the search must never break a compile

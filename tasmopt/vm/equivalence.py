@@ -111,6 +111,9 @@ class BlockCheck:
         isa: instruction-set variant (``release`` or ``head``).
         witnesses: differential witnesses (at least `MIN_WITNESSES` are used).
         seed: witness seed; a check is deterministic for a seed.
+        dead_cells: RAM addresses whose values after the block are not observable: private
+            scratch cells dead at the block's end (`tasmopt.vm.scratch.dead_after`, the
+            observable-behaviour contract of design §2). Empty: all RAM is observable.
     """
 
     baseline: tuple[str, ...]
@@ -118,6 +121,7 @@ class BlockCheck:
     isa: IsaVariant = "release"
     witnesses: int = MIN_WITNESSES
     seed: int = 0
+    dead_cells: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -126,6 +130,7 @@ class BlockCheck:
             "isa": self.isa,
             "witnesses": self.witnesses,
             "seed": self.seed,
+            "dead_cells": list(self.dead_cells),
         }
 
     @classmethod
@@ -136,6 +141,7 @@ class BlockCheck:
             d.get("isa", "release"),
             int(d.get("witnesses", MIN_WITNESSES)),
             int(d.get("seed", 0)),
+            tuple(int(c) for c in d.get("dead_cells", ())),
         )
 
 
@@ -241,9 +247,14 @@ def degree_ok(degree: int | None, witnesses: int) -> bool:
 
 
 def compare_symbolic(
-    ctx: ExprContext, base: SymbolicRun, cand: SymbolicRun, witnesses: int = 16
+    ctx: ExprContext,
+    base: SymbolicRun,
+    cand: SymbolicRun,
+    witnesses: int = 16,
+    hidden: frozenset[int] = frozenset(),
 ) -> SymbolicComparison:
-    """Compare two symbolic runs made in ``ctx`` (see the module docstring).
+    """Compare two symbolic runs made in ``ctx`` (see the module docstring). ``hidden``:
+    RAM cells (constant addresses) whose final values are not observable.
 
     ``testable`` is returned only when every remaining difference is algebraic (free
     variables, RAM cells at algebraic addresses, field inverses) *and* its degree passes
@@ -298,7 +309,7 @@ def compare_symbolic(
         return SymbolicComparison(
             "unprovable", "failure conditions (asserts, u32 checks, inverses of zero) differ"
         )
-    ram_b, ram_c = base.ram_effect(), cand.ram_effect()
+    ram_b, ram_c = base.ram_effect(hidden), cand.ram_effect(hidden)
     if ram_b != ram_c:
         return SymbolicComparison("unprovable", "RAM writes differ")
     if not pairs:
@@ -328,13 +339,15 @@ def _vm() -> ModuleType:
     return simulator
 
 
-def observe(result: VmResult) -> tuple[Any, ...]:
-    """The observables of a VmResult (design §2), as a comparable tuple; all errors equal."""
+def observe(result: VmResult, hidden: frozenset[int] = frozenset()) -> tuple[Any, ...]:
+    """The observables of a VmResult (design §2), as a comparable tuple; all errors equal.
+    ``hidden``: RAM cells left out (private scratch cells dead at the end of the run)."""
     if result.error is not None:
         return ("error",)
+    ram = result.ram.items()
     return (
         tuple(result.stack),
-        tuple(sorted(result.ram.items())),
+        tuple(sorted((a, v) for a, v in ram if a not in hidden) if hidden else sorted(ram)),
         tuple(result.public_output),
         result.public_input_consumed,
         result.secret_input_consumed,
@@ -447,7 +460,8 @@ def check_block(check: BlockCheck) -> Verdict:
     ctx = ExprContext()
     sym_b = run_symbolic(base, ctx, check.isa)
     sym_c = run_symbolic(cand, ctx, check.isa)
-    cmp = compare_symbolic(ctx, sym_b, sym_c, need)
+    hidden = frozenset(check.dead_cells)
+    cmp = compare_symbolic(ctx, sym_b, sym_c, need, hidden)
     if cmp.status in ("different", "unprovable"):
         return _reject(cmp.reason or cmp.status)
     depth = 16 + max(sym_b.base, sym_c.base, -sym_b.low_water) + 2
@@ -462,7 +476,7 @@ def check_block(check: BlockCheck) -> Verdict:
         nonlocal passed, random_field
         rb = _run(prog_b, w, len(base) + 2)
         rc = _run(prog_c, w, limit)
-        ob, oc = observe(rb), observe(rc)
+        ob, oc = observe(rb, hidden), observe(rc, hidden)
         if ob != oc:
             detail = _explain(ob, oc)
             if cmp.status == "proven":  # layer 1 and layer 2 disagree: a verifier bug
@@ -590,6 +604,7 @@ def check_function(
     max_tries: int | None = None,
     budget_s: float = FUNCTION_BUDGET_S,
     deadline: Deadline | None = None,
+    private_cells: frozenset[int] = frozenset(),
 ) -> FunctionVerdict:
     """Differential check of two harness programs (see `harness`) on fresh witnesses.
 
@@ -613,6 +628,8 @@ def check_function(
         deadline: the caller's deadline, looked at before every witness run: once it
             expires the check stops, not equivalent (``reason`` says so). One run may
             overshoot it (at most ``step_limit`` cycles).
+        private_cells: the request's private scratch cells (`tasmopt.vm.scratch`): dead
+            once the harness halts, so their final values are not compared.
 
     Returns:
         FunctionVerdict; ``equivalent`` is False if a witness distinguishes them, fewer
@@ -633,7 +650,7 @@ def check_function(
             return verdict
         verdict.conclusive += 1
         rc = rb if candidate is None else _run(candidate, w, 10 * rb.cycles + 1000)
-        ob, oc = observe(rb), observe(rc)
+        ob, oc = observe(rb, private_cells), observe(rc, private_cells)
         if ob != oc:
             kind = "directed " if w.directed else ""
             verdict.reason = f"{kind}witness {i} ({w.family}): {_explain(ob, oc)}"
@@ -808,21 +825,28 @@ def _segments(program: Program) -> list[tuple[str, object]]:
     """A program as its control skeleton: ``("ctl", text)`` for labels, control-flow
     instructions (ISA table ``is_control_flow``) and the instruction a ``skiz`` may skip;
     ``("run", (lines...))`` for the straight-line runs between them (possibly empty)."""
+    return [(kind, value) for kind, value, _ in _segments_at(program)]
+
+
+def _segments_at(program: Program) -> list[tuple[str, object, tuple[int, int]]]:
+    """`_segments`, each with its item range ``(start, end)`` in ``program.items``."""
     table = instruction_set(program.isa)
-    out: list[tuple[str, object]] = []
+    out: list[tuple[str, object, tuple[int, int]]] = []
     run: list[str] = []
+    start = 0
     after_skip = False
-    for item in program.items:
+    for k, item in enumerate(program.items):
         is_instr = isinstance(item, Instr)
         control = not is_instr or table[item.name].is_control_flow or after_skip
         if control:
-            out.append(("run", tuple(run)))
+            out.append(("run", tuple(run), (start, k)))
             run = []
-            out.append(("ctl", str(item).strip()))
+            out.append(("ctl", str(item).strip(), (k, k + 1)))
             after_skip = is_instr and table[item.name].may_skip_next
+            start = k + 1
         else:
             run.append(str(item).strip())
-    out.append(("run", tuple(run)))
+    out.append(("run", tuple(run), (start, len(program.items))))
     return out
 
 
@@ -833,6 +857,7 @@ def check_aligned(
     witnesses: int = MIN_WITNESSES,
     seed: int = 0,
     deadline: Deadline | None = None,
+    private_cells: frozenset[int] = frozenset(),
 ) -> AlignedVerdict:
     """Prove two whole programs equivalent by alignment: identical labels and control-flow
     instructions in the same order, and every pair of straight-line runs between them
@@ -841,8 +866,20 @@ def check_aligned(
     calls included; incomplete where the two differ in control structure (then not
     equivalent, with the reason). ``deadline``: looked at before each block proof; once it
     expires the programs are not proven equivalent.
+
+    ``private_cells``: the request's private scratch cells (`tasmopt.vm.scratch`). A run's
+    check then leaves out the cells dead after that run *in the baseline*
+    (`tasmopt.vm.scratch.dead_after`). Composition stays sound: a cell dead at a run's
+    exit is never read by the baseline before it is written again, so the baseline's run
+    does not depend on it; the candidate's run equals the baseline's on every entry state,
+    so it does not either, and two states that differ only in dead cells lead to the same
+    observables.
     """
-    a, b = _segments(baseline), _segments(candidate)
+    from tasmopt.vm.scratch import dead_after, items_of_program
+
+    sa = _segments_at(baseline)
+    a, b = [(k, v) for k, v, _ in sa], _segments(candidate)
+    items = items_of_program(baseline) if private_cells else []
     if len(a) != len(b):
         return AlignedVerdict(
             False, f"control skeletons differ ({len(b)} segments, baseline {len(a)})"
@@ -857,7 +894,11 @@ def check_aligned(
             return AlignedVerdict(False, f"segment {k}: `{vb}` where the baseline has `{va}`")
         if deadline is not None and deadline.expired:
             return AlignedVerdict(False, f"unverified: deadline ({deadline.why()}) at segment {k}")
-        v = _check_block_cached(BlockCheck(va, vb, baseline.isa, witnesses, seed))  # type: ignore[arg-type]  # segments are tuples of instruction lines
+        dead: tuple[int, ...] = ()
+        if private_cells:
+            start, end = sa[k][2]
+            dead = tuple(sorted(dead_after(items, start, end, private_cells, baseline.isa)))
+        v = _check_block_cached(BlockCheck(va, vb, baseline.isa, witnesses, seed, dead))  # type: ignore[arg-type]  # segments are tuples of instruction lines
         if not v.equivalent:
             return AlignedVerdict(
                 False,

@@ -139,12 +139,17 @@ class SymbolicRun:
     def write(self, addr: Poly, value: Poly) -> None:
         self.ram.append((addr, value))
 
-    def ram_effect(self) -> tuple[Any, ...]:
+    def ram_effect(self, hidden: frozenset[int] = frozenset()) -> tuple[Any, ...]:
         """A normal form of the RAM writes: shadowed writes and write-backs of unchanged
-        initial values dropped; sorted when all addresses are provably distinct."""
+        initial values dropped; sorted when all addresses are provably distinct. Writes to
+        ``hidden`` cells (constant addresses whose final values are not observable) are left
+        out: a write at another address lands either in a hidden cell or in a cell no hidden
+        write touches, so the rest still decides every observable cell."""
         ctx = self.ctx
         entries: list[tuple[Poly, Poly]] = []
         for addr, value in self.ram:
+            if hidden and addr.is_const and addr.const in hidden:
+                continue
             for j in range(len(entries) - 1, -1, -1):
                 if entries[j][0] is addr:
                     if all(_provably_distinct(ctx, e[0], addr) for e in entries[j + 1 :]):

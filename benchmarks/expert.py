@@ -1,0 +1,259 @@
+"""How far tasmopt's output is from hand-written TASM, per function (issue 11's bar).
+
+Two tables:
+
+1. **Real data**: every module of ``../shared/data/trident-std`` compiled with its upstream
+   ``compiler_tasm`` as the client's baseline; per function, static instructions of the
+   compiler's text, of ours and of the expert's hand-written TASM
+   (``../shared/data/trident-expert/counts.json``, 165 functions), and clock cycles of the
+   compiler's and of ours (measured by the verifier's witnesses; the expert's cycles are not
+   published).
+2. **Our frontend**: every corpus function with a hand-optimized version
+   (``corpus/hand``), its module compiled by our frontend and lowering (the baseline) and by
+   the optimizer; static instructions and cycles of each, the hand version's from
+   ``corpus/hand/results.json``.
+
+Static instructions follow the counting rule of counts.json: comments, blank lines and label
+lines are not instructions, every other line is one; a function counts the lines of its own
+sections (its label and its helper labels: branches, loop bodies). Spill traffic: the
+instructions of RAM round trips through the compiler's scratch regions (spill region from
+2^30, temp region from 2^29, spec/tir.md §5.5–5.6): the ``push <scratch address>``, the
+``read_mem``/``write_mem`` that takes it and the ``pop 1`` that drops the pointer after;
+``+moves`` also counts the ``swap``/``dup`` run right before a scratch write.
+
+Usage::
+
+    python benchmarks/expert.py                   # both tables, summaries, the 10 furthest
+    python benchmarks/expert.py --per-function    # every function's row too
+    python benchmarks/expert.py --budget 2 --only real
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import statistics
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasmopt.optimizer import compile
+from tasmopt.report import CompileOptions
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+SCRATCH_LO, SCRATCH_HI = 2**29, 2**32
+_PUSH = re.compile(r"^push\s+(-?\d+)$")
+
+
+def instructions(lines: Iterable[str]) -> list[str]:
+    """The instruction lines under the counting rule (comments, blanks, labels dropped)."""
+    out = []
+    for ln in lines:
+        text = ln.split("//", 1)[0].strip()
+        if text and not text.endswith(":"):
+            out.append(text)
+    return out
+
+
+def spill_traffic(instrs: Sequence[str]) -> tuple[int, int]:
+    """(core, with feeding moves): instructions of scratch-region RAM round trips."""
+    core = moves = 0
+    used = [False] * len(instrs)
+    for i, ins in enumerate(instrs):
+        m = _PUSH.match(ins)
+        if not m or not (SCRATCH_LO <= int(m.group(1)) < SCRATCH_HI):
+            continue
+        if i + 1 >= len(instrs) or instrs[i + 1].split()[0] not in ("read_mem", "write_mem"):
+            continue
+        span = [i, i + 1] + ([i + 2] if i + 2 < len(instrs) and instrs[i + 2] == "pop 1" else [])
+        for k in span:
+            if not used[k]:
+                used[k] = True
+                core += 1
+        if instrs[i + 1].startswith("write_mem"):
+            k = i - 1
+            while k >= 0 and not used[k] and instrs[k].split()[0] in ("swap", "dup"):
+                used[k] = True
+                moves += 1
+                k -= 1
+    return core, core + moves
+
+
+@dataclass
+class Row:
+    table: str
+    module: str
+    function: str
+    compiler: int  # static instructions of the baseline
+    ours: int
+    hand: int | None
+    compiler_cycles: int
+    ours_cycles: int
+    hand_cycles: int | None
+    spill: int
+    spill_moves: int
+
+
+def real_rows(budget: float) -> list[Row]:
+    counts = json.loads((DATA / "trident-expert" / "counts.json").read_text())["modules"]
+    rows: list[Row] = []
+    opts = CompileOptions(sources=("rules", "search"), search_budget_s=budget)
+    for path in sorted((DATA / "trident-std").glob("*.json")):
+        data = json.loads(path.read_text())
+        expert = counts.get(data["module"], {}).get("functions", {})
+        r = compile(data["tir"], data["compiler_tasm"], options=opts)
+        from tasmopt.module import ModuleText
+
+        labels = {f.name: f"__{f.name}" for f in r.functions}
+        client = ModuleText.from_text(data["compiler_tasm"], labels)
+        for f in r.functions:
+            ours = instructions(f.tasm)
+            base = instructions(client.section_lines(f.name)) if f.name in client.functions else []
+            core, with_moves = spill_traffic(ours)
+            e = expert.get(f.name)
+            rows.append(
+                Row(
+                    "real",
+                    data["module"],
+                    f.name,
+                    len(base),
+                    len(ours),
+                    e["hand"] if e else None,
+                    f.baseline_cycles,
+                    f.cycles,
+                    None,
+                    core,
+                    with_moves,
+                )
+            )
+    return rows
+
+
+def corpus_rows(budget: float) -> list[Row]:
+    from tasmopt.frontend import compile_modules
+    from tasmopt.train.hand import discover, module_path, module_text
+
+    results = json.loads((ROOT / "corpus" / "hand" / "results.json").read_text())
+    opts = CompileOptions(sources=("rules", "search"), search_budget_s=budget)
+    rows: list[Row] = []
+    by_module: dict[str, list] = {}
+    for hv in discover():
+        by_module.setdefault(hv.module, []).append(hv)
+    for module, hvs in sorted(by_module.items()):
+        ops = compile_modules(module_path(module), [ROOT / "corpus"])[-1].ops
+        r = compile(ops, options=opts)
+        reports = {f.name: f for f in r.functions}
+        base_text = module_text(module)
+        for hv in hvs:
+            f = reports[hv.function]
+            ours = instructions(f.tasm)
+            core, with_moves = spill_traffic(ours)
+            res = results.get(hv.key, {})
+            rows.append(
+                Row(
+                    "corpus",
+                    module,
+                    hv.function,
+                    len(instructions(base_text.section_lines(hv.function))),
+                    len(ours),
+                    len(instructions(hv.lines)),
+                    f.baseline_cycles,
+                    f.cycles,
+                    res.get("cycles"),
+                    core,
+                    with_moves,
+                )
+            )
+    return rows
+
+
+def summarize(title: str, rows: list[Row], bar: str, furthest: int) -> None:
+    with_hand = [r for r in rows if r.hand]
+    print(f"\n## {title}\n")
+    print(f"functions: {len(rows)}; with a hand version: {len(with_hand)}")
+    if with_hand:
+        c, o, h = (sum(getattr(r, k) for r in with_hand) for k in ("compiler", "ours", "hand"))
+        print(
+            f"static instructions (functions with a hand version): compiler {c}, ours {o}, "
+            f"{bar} {h}; totals compiler/{bar} {c / h:.2f}, ours/{bar} {o / h:.2f}"
+        )
+        print(
+            f"median per function: compiler/{bar} "
+            f"{statistics.median(r.compiler / r.hand for r in with_hand):.2f}, ours/{bar} "
+            f"{statistics.median(r.ours / r.hand for r in with_hand):.2f}"
+        )
+        hc = [r for r in with_hand if r.hand_cycles]
+        if hc:
+            cc, oc, hh = (
+                sum(getattr(r, k) for r in hc)
+                for k in ("compiler_cycles", "ours_cycles", "hand_cycles")
+            )
+            print(
+                f"cycles ({len(hc)} functions): compiler {cc}, ours {oc}, {bar} {hh}; "
+                f"ours/{bar} {oc / hh:.2f}"
+            )
+    oc_all = sum(r.ours for r in rows)
+    print(
+        f"all functions: static compiler {sum(r.compiler for r in rows)} -> ours {oc_all}; "
+        f"cycles {sum(r.compiler_cycles for r in rows)} -> {sum(r.ours_cycles for r in rows)}"
+    )
+    sp, spm = sum(r.spill for r in rows), sum(r.spill_moves for r in rows)
+    print(
+        f"spill traffic in ours: {sp} instructions ({100 * sp / max(oc_all, 1):.1f}%), "
+        f"{spm} with the moves that feed it ({100 * spm / max(oc_all, 1):.1f}%)"
+    )
+    if with_hand:
+        print(f"\nfurthest from {bar} (ours - {bar}, static):\n")
+        print(f"| module | function | compiler | ours | {bar} | ours/{bar} |")
+        print("|---|---|---|---|---|---|")
+        for r in sorted(with_hand, key=lambda r: r.hand - r.ours)[:furthest]:
+            print(
+                f"| {r.module} | {r.function} | {r.compiler} | {r.ours} | {r.hand} | "
+                f"{r.ours / r.hand:.2f} |"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--budget", type=float, default=0.5, help="search budget per module, s")
+    ap.add_argument("--only", choices=("real", "corpus"), default=None)
+    ap.add_argument("--per-function", action="store_true", help="print every function's row")
+    ap.add_argument("--furthest", type=int, default=10)
+    ap.add_argument("--json", type=Path, default=None, help="write every row here")
+    args = ap.parse_args(argv)
+    logging.disable(logging.WARNING)
+    t0 = time.perf_counter()
+    rows: list[Row] = []
+    if args.only in (None, "real"):
+        real = real_rows(args.budget)
+        rows += real
+        summarize("Real data (compiler_tasm as the client's baseline)", real, "hand", args.furthest)
+    if args.only in (None, "corpus"):
+        corpus = corpus_rows(args.budget)
+        rows += corpus
+        summarize(
+            "Our frontend (corpus functions with a hand version)", corpus, "hand", args.furthest
+        )
+    if args.per_function:
+        print("\n| table | module | function | compiler | ours | hand | cycles | ours cycles |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            print(
+                f"| {r.table} | {r.module} | {r.function} | {r.compiler} | {r.ours} | "
+                f"{r.hand if r.hand is not None else ''} | {r.compiler_cycles} | {r.ours_cycles} |"
+            )
+    if args.json:
+        args.json.write_text(json.dumps([r.__dict__ for r in rows], indent=1))
+    print(f"\n{time.perf_counter() - t0:.0f} s, search budget {args.budget} s per module")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""Private scratch cells: which RAM cells of a request are not observable (design §2).
+
+The compiler's scratch regions (the temp region from 2^29 and the spill region from 2^30,
+spec/tir.md §5.5–5.6) hold values a function parks in RAM for itself. The observable-
+behaviour contract (design §2; `tasmopt.vm.equivalence`) excludes a scratch cell from what
+equivalence preserves only where this module *proves*, on the request's own text, that the
+cell is **private** to one function and **dead** at the point in question:
+
+* **Constant addresses only.** A scratch access is ``push A`` immediately followed by
+  ``read_mem n`` / ``write_mem n`` (the pointer is the constant; the ``push`` is not the
+  instruction a ``skiz`` may skip). A constant in ``[SCRATCH_BASE, SCRATCH_END)`` anywhere
+  else (a ``push`` used as a value, an ``addi``) is an *escaped* scratch address: it may
+  become a pointer by arithmetic (the temp region's runtime-indexed arrays do exactly that),
+  so no cell of the request is private.
+* **One owner.** Every constant access to the cell lies in the sections of one function.
+* **No pointer in the owner.** The owner performs no memory access at a computed address
+  (a ``read_mem``/``write_mem`` without the constant, ``sponge_absorb_mem``,
+  ``merkle_step_mem``, the dot and Horner steps: ISA table ``accesses_ram``).
+* **Dead.** A private cell is dead after a straight-line run when every read of it in the
+  program lies in that run and the run writes it before its first read of it: whatever path
+  leaves the run, the value there is never read again (a later execution of the run writes
+  it first). Every private cell is dead at the function's return.
+
+Premise of the contract, stated rather than proven: a pointer computed at run time (from
+input or arithmetic on non-scratch constants) never lands in the compiler's scratch region.
+The scratch allocators are private to one compilation unit (another unit's allocator hands
+out the same addresses), so no calling convention can rely on another function's scratch
+contents; upstream's own dead-spill elimination (spec/tir.md §4, pass 4) rests on the same
+premise. Everything else above is checked on the text, per request, never assumed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from tasmopt.isa import IsaVariant, instruction_set
+from tasmopt.tasm.program import Instr, Label, Program
+
+__all__ = [
+    "SCRATCH_BASE",
+    "SCRATCH_END",
+    "Access",
+    "Item",
+    "items_of_lines",
+    "items_of_program",
+    "constant_accesses",
+    "ScratchAnalysis",
+    "private_cells",
+    "dead_after",
+]
+
+#: First address of the compiler's scratch regions: the temp region (2^29), below the spill
+#: region (2^30); spec/tir.md §5.5–5.6.
+SCRATCH_BASE = 2**29
+#: End (exclusive) of the addresses treated as scratch: any constant in
+#: ``[SCRATCH_BASE, SCRATCH_END)`` is a potential scratch pointer.
+SCRATCH_END = 2**32
+
+#: One program element: ``("label", name)`` or ``(mnemonic, argument or None)``.
+Item = tuple[str, int | str | None]
+
+
+@dataclass(frozen=True)
+class Access:
+    """A memory access at a constant address.
+
+    Attributes:
+        index: position of the memory instruction in the item list.
+        write: ``write_mem`` (True) or ``read_mem`` (False).
+        cells: the addresses it touches (``write_mem n`` at A: A..A+n-1; ``read_mem n`` at
+            A: A-n+1..A; Triton VM spec, instructions ``read_mem``/``write_mem``).
+    """
+
+    index: int
+    write: bool
+    cells: tuple[int, ...]
+
+
+def items_of_lines(lines: Iterable[str]) -> list[Item]:
+    """TASM lines as items (comments and blanks dropped; arguments as written, ``push``
+    arguments as canonical field elements where they parse)."""
+    from tasmopt.isa import P
+
+    out: list[Item] = []
+    for line in lines:
+        text = line.split("//", 1)[0].strip()
+        if not text:
+            continue
+        if text.endswith(":") and not line[:1].isspace():
+            out.append(("label", text[:-1].strip()))
+            continue
+        parts = text.split()
+        arg: int | str | None = None
+        if len(parts) > 1:
+            try:
+                arg = int(parts[1]) % P if parts[0] in ("push", "addi") else int(parts[1])
+            except ValueError:
+                arg = parts[1]
+        out.append((parts[0], arg))
+    return out
+
+
+def items_of_program(program: Program) -> list[Item]:
+    """A parsed program's items (labels and instructions, in order)."""
+    out: list[Item] = []
+    for it in program.items:
+        if isinstance(it, Label):
+            out.append(("label", it.name))
+        elif isinstance(it, Instr):
+            out.append((it.name, it.arg))
+    return out
+
+
+def _scratch(x: object) -> bool:
+    return isinstance(x, int) and SCRATCH_BASE <= x < SCRATCH_END
+
+
+def constant_accesses(
+    items: Sequence[Item], isa: IsaVariant = "release"
+) -> tuple[list[Access], list[int], list[int]]:
+    """(constant scratch accesses, indices of escaped scratch constants, indices of memory
+    accesses at computed addresses) of an item list."""
+    table = instruction_set(isa)
+    accesses: list[Access] = []
+    escapes: list[int] = []
+    dynamic: list[int] = []
+    used_push: set[int] = set()
+    for i, (name, arg) in enumerate(items):
+        if name == "label" or name not in table:
+            continue
+        spec = table[name]
+        if not spec.accesses_ram:
+            continue
+        prev = items[i - 1] if i > 0 else ("label", "")
+        before = items[i - 2] if i > 1 else ("label", "")
+        skippable = before[0] in table and table[before[0]].may_skip_next
+        n = arg if isinstance(arg, int) else 1
+        if (
+            name in ("read_mem", "write_mem")
+            and prev[0] == "push"
+            and isinstance(prev[1], int)
+            and not skippable
+        ):
+            a = prev[1]
+            if _scratch(a):
+                cells = tuple(range(a, a + n)) if name == "write_mem" else tuple(
+                    range(a - n + 1, a + 1)
+                )
+                accesses.append(Access(i, name == "write_mem", cells))
+                used_push.add(i - 1)
+            continue  # a constant address outside the scratch regions: observable RAM
+        dynamic.append(i)
+    for i, (name, arg) in enumerate(items):
+        if name in ("push", "addi") and _scratch(arg) and i not in used_push:
+            escapes.append(i)
+    return accesses, escapes, dynamic
+
+
+@dataclass(frozen=True)
+class ScratchAnalysis:
+    """Result of `private_cells`.
+
+    Attributes:
+        owner: private cell -> the function that owns it.
+        reason: why no cell is private (an escaped scratch address), else None.
+    """
+
+    owner: Mapping[int, str]
+    reason: str | None = None
+
+    def cells(self, functions: Iterable[str] | None = None) -> frozenset[int]:
+        """Private cells (of ``functions`` only, if given)."""
+        if functions is None:
+            return frozenset(self.owner)
+        fs = set(functions)
+        return frozenset(c for c, f in self.owner.items() if f in fs)
+
+
+def private_cells(
+    functions: Mapping[str, Sequence[str]],
+    other_lines: Sequence[str] = (),
+    isa: IsaVariant = "release",
+) -> ScratchAnalysis:
+    """Which scratch cells of a request are private to one function (module docstring).
+
+    Args:
+        functions: every function of the request: name -> its lines (own sections).
+        other_lines: lines that belong to no function (entry stub, preamble).
+    """
+    _, esc, _ = constant_accesses(items_of_lines(other_lines), isa)
+    if esc:
+        return ScratchAnalysis({}, "a scratch address is used outside a memory access")
+    seen: dict[int, str | None] = {}
+    for name, lines in functions.items():
+        acc, esc, dyn = constant_accesses(items_of_lines(lines), isa)
+        if esc:
+            return ScratchAnalysis(
+                {}, f"function {name!r} uses a scratch address outside a memory access"
+            )
+        for a in acc:
+            for c in a.cells:
+                prev = seen.get(c, name)
+                seen[c] = name if (prev == name and not dyn) else None
+    return ScratchAnalysis({c: f for c, f in sorted(seen.items()) if f is not None})
+
+
+def dead_after(
+    items: Sequence[Item],
+    start: int,
+    end: int,
+    private: frozenset[int],
+    isa: IsaVariant = "release",
+) -> frozenset[int]:
+    """Private cells dead after the straight-line run ``items[start:end]`` of a program: every
+    read of the cell in the program lies in the run, and the run writes the cell before
+    it first reads it (module docstring). ``private`` must come from `private_cells` on a
+    request that contains this program's code."""
+    if not private:
+        return frozenset()
+    accesses, _, _ = constant_accesses(items, isa)
+    read_outside: set[int] = set()
+    first: dict[int, bool] = {}  # cell -> first access in the run is a write
+    for a in accesses:
+        inside = start <= a.index < end
+        for c in a.cells:
+            if c not in private:
+                continue
+            if not a.write and not inside:
+                read_outside.add(c)
+            if inside and c not in first:
+                first[c] = a.write
+    return frozenset(c for c, w in first.items() if w and c not in read_outside)

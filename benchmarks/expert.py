@@ -41,6 +41,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasmopt.isa import names_where
 from tasmopt.optimizer import compile
 from tasmopt.report import CompileOptions
 
@@ -48,6 +49,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 SCRATCH_LO, SCRATCH_HI = 2**29, 2**32
 _PUSH = re.compile(r"^push\s+(-?\d+)$")
+RAM_WORDS = names_where(lambda i: i.accesses_ram and i.arg_kind == "n_1_5")
+MOVES = names_where(lambda i: i.is_stack_shuffle) - {"pop"}
+WRITES = names_where(lambda i: i.writes_ram)
 
 
 def instructions(lines: Iterable[str]) -> list[str]:
@@ -68,16 +72,16 @@ def spill_traffic(instrs: Sequence[str]) -> tuple[int, int]:
         m = _PUSH.match(ins)
         if not m or not (SCRATCH_LO <= int(m.group(1)) < SCRATCH_HI):
             continue
-        if i + 1 >= len(instrs) or instrs[i + 1].split()[0] not in ("read_mem", "write_mem"):
+        if i + 1 >= len(instrs) or instrs[i + 1].split()[0] not in RAM_WORDS:
             continue
         span = [i, i + 1] + ([i + 2] if i + 2 < len(instrs) and instrs[i + 2] == "pop 1" else [])
         for k in span:
             if not used[k]:
                 used[k] = True
                 core += 1
-        if instrs[i + 1].startswith("write_mem"):
+        if instrs[i + 1].split()[0] in WRITES:
             k = i - 1
-            while k >= 0 and not used[k] and instrs[k].split()[0] in ("swap", "dup"):
+            while k >= 0 and not used[k] and instrs[k].split()[0] in MOVES:
                 used[k] = True
                 moves += 1
                 k -= 1

@@ -57,9 +57,7 @@ def build_checks(
         base = tuple(str(i) for i in task.baseline)
         seen = {base}
         dead = task.dead_cells
-        checks.append(
-            BlockCheck(base, base, options.isa, options.witnesses, options.seed, dead)
-        )
+        checks.append(BlockCheck(base, base, options.isa, options.witnesses, options.seed, dead))
         owners.append((ti, ""))
         for name, per_task in proposals.items():
             for cand in per_task[ti]:

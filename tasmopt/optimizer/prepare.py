@@ -41,7 +41,7 @@ from tasmopt.vm.equivalence import (
     check_aligned,
     check_function,
 )
-from tasmopt.vm.scratch import dead_after, items_of_lines
+from tasmopt.vm.scratch import Item, dead_after, items_of_lines
 
 __all__ = [
     "prepare_functions",
@@ -254,7 +254,7 @@ class _ScratchView:
 
     def __init__(self, lines: Sequence[str], isa: IsaVariant) -> None:
         self.isa = isa
-        self.items = []
+        self.items: list[Item] = []
         self.at: list[int] = []  # line index -> index of the first item at or after it
         for line in lines:
             self.at.append(len(self.items))

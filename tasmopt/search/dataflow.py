@@ -42,6 +42,10 @@ _REACH: dict[str, tuple[int, dict[int, int]]] = {
 }
 
 
+#: ``read_mem n`` / ``write_mem n`` (ISA table: RAM at the pointer on st0, argument 1..5).
+_RAM_WORDS = names_where(lambda i: i.accesses_ram and i.arg_kind == "n_1_5")
+
+
 class UnsupportedBlock(Exception):
     """The fragment contains control flow or something else the search does not handle."""
 
@@ -196,13 +200,13 @@ def extract(
             del stack[-arg:]
         elif name == "nop":
             pass
-        elif name in ("read_mem", "write_mem") and _forward(
-            name, arg, stack, ensure, constants, known, dead_cells, const
+        elif name in _RAM_WORDS and _forward(
+            name, arg, stack, ensure, constants, known, dead_cells, const, table[name].writes_ram
         ):
             pass
         else:
             if table[name].writes_ram and not (
-                name == "write_mem" and constants.get(stack[-1]) is not None
+                name in _RAM_WORDS and constants.get(stack[-1]) is not None
             ):  # at a computed address: may overwrite any cell
                 known.clear()
             spec = table[name]
@@ -249,16 +253,17 @@ def _forward(
     known: dict[int, int],
     dead_cells: frozenset[int],
     const: Callable[[int], int],
+    writes: bool,
 ) -> bool:
     """Value-number a ``read_mem``/``write_mem`` at a constant pointer without a node, where
     that is exact (see `extract`); False: it needs its node. A ``write_mem`` that keeps its
     node still records what it wrote (for reads after it)."""
     n = arg if isinstance(arg, int) else 1
-    ensure(n + 1 if name == "write_mem" else 1)
+    ensure(n + 1 if writes else 1)
     p = constants.get(stack[-1])
     if p is None:
         return False
-    if name == "read_mem":
+    if not writes:
         cells = [(p - k) % P for k in range(n)]
         if not all(c in known for c in cells):
             if any(c in dead_cells and c in known for c in cells):

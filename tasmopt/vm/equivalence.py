@@ -4,7 +4,15 @@ closed: anything it cannot prove is rejected, with the reason (`rejection_class`
 Observable behaviour: a candidate is *equivalent* to its baseline if, from every entry state
 on which the baseline does not underflow the op stack, both leave the same op stack, RAM,
 public output, input consumption (public, secret, digests), sponge state and external calls,
-and one fails exactly when the other does. Three layers decide it:
+and one fails exactly when the other does.
+
+RAM means every cell except **private scratch cells that are dead** (design §2): cells of the
+compiler's scratch regions (from 2^29) that `tasmopt.vm.scratch` proves, on the request's own
+text, to be accessed only at constant addresses by one function that does no computed-address
+access, with no scratch address escaping anywhere in the request; such a cell is dead after a
+straight-line run when every read of it lies in that run after a write, and at the harness's
+halt. Callers pass the cells (`BlockCheck.dead_cells`, ``private_cells=`` of `check_aligned` and
+`check_function`); by default all RAM is observable. Three layers decide it:
 
 1. **Symbolic** (straight-line blocks): both run on canonical expressions
    (`tasmopt.vm.symbolic`); equal observables are a proof. A definite difference (stack
@@ -88,7 +96,7 @@ __all__ = [
 #: Version of what this module accepts. Bump it with every change that could accept a program
 #: an earlier version rejected (or the reverse): results proven by another version are not
 #: reused (the per-function result cache keys on it, `tasmopt.optimizer.keys`).
-VERIFIER_VERSION = "2026.11.25"
+VERIFIER_VERSION = "2026.11.26"
 
 #: Design §2: at least this many differential witnesses per check, each of which must run
 #: the baseline to its end (witnesses on which it fails do not count).

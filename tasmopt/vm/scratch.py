@@ -34,12 +34,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tasmopt.isa import IsaVariant, instruction_set
+from tasmopt.isa import IsaVariant, instruction_set, names_where
 from tasmopt.tasm.program import Instr, Label, Program
 
 __all__ = [
     "SCRATCH_BASE",
     "SCRATCH_END",
+    "RAM_WORDS",
     "Access",
     "Item",
     "items_of_lines",
@@ -56,6 +57,13 @@ SCRATCH_BASE = 2**29
 #: End (exclusive) of the addresses treated as scratch: any constant in
 #: ``[SCRATCH_BASE, SCRATCH_END)`` is a potential scratch pointer.
 SCRATCH_END = 2**32
+
+#: ``read_mem n`` / ``write_mem n``: RAM words at the pointer on st0 (ISA table: accesses RAM,
+#: argument 1..5).
+RAM_WORDS = names_where(lambda i: i.accesses_ram and i.arg_kind == "n_1_5")
+#: Instructions whose argument is a field element (``push``, ``addi``): where a scratch
+#: address can appear in the text.
+FIELD_IMMEDIATE = names_where(lambda i: i.arg_kind == "field_element")
 
 #: One program element: ``("label", name)`` or ``(mnemonic, argument or None)``.
 Item = tuple[str, int | str | None]
@@ -94,7 +102,7 @@ def items_of_lines(lines: Iterable[str]) -> list[Item]:
         arg: int | str | None = None
         if len(parts) > 1:
             try:
-                arg = int(parts[1]) % P if parts[0] in ("push", "addi") else int(parts[1])
+                arg = int(parts[1]) % P if parts[0] in FIELD_IMMEDIATE else int(parts[1])
             except ValueError:
                 arg = parts[1]
         out.append((parts[0], arg))
@@ -136,23 +144,17 @@ def constant_accesses(
         before = items[i - 2] if i > 1 else ("label", "")
         skippable = before[0] in table and table[before[0]].may_skip_next
         n = arg if isinstance(arg, int) else 1
-        if (
-            name in ("read_mem", "write_mem")
-            and prev[0] == "push"
-            and isinstance(prev[1], int)
-            and not skippable
-        ):
+        if name in RAM_WORDS and prev[0] == "push" and isinstance(prev[1], int) and not skippable:
             a = prev[1]
             if _scratch(a):
-                cells = tuple(range(a, a + n)) if name == "write_mem" else tuple(
-                    range(a - n + 1, a + 1)
-                )
-                accesses.append(Access(i, name == "write_mem", cells))
+                w = spec.writes_ram
+                cells = tuple(range(a, a + n)) if w else tuple(range(a - n + 1, a + 1))
+                accesses.append(Access(i, w, cells))
                 used_push.add(i - 1)
             continue  # a constant address outside the scratch regions: observable RAM
         dynamic.append(i)
     for i, (name, arg) in enumerate(items):
-        if name in ("push", "addi") and _scratch(arg) and i not in used_push:
+        if name in FIELD_IMMEDIATE and _scratch(arg) and i not in used_push:
             escapes.append(i)
     return accesses, escapes, dynamic
 

@@ -101,6 +101,8 @@ class Row:
     hand_cycles: int | None
     spill: int
     spill_moves: int
+    base_spill: int = 0
+    base_spill_moves: int = 0
 
 
 def real_rows(budget: float) -> list[Row]:
@@ -176,6 +178,62 @@ def corpus_rows(budget: float) -> list[Row]:
     return rows
 
 
+def all_corpus_rows(budget: float) -> list[Row]:
+    """Every function of every corpus module (``corpus/<domain>/<name>.tri``), compiled by
+    our frontend and lowering (the baseline) and by the optimizer; no hand bar."""
+    from tasmopt.frontend import compile_modules
+
+    opts = CompileOptions(sources=("rules", "search"), search_budget_s=budget)
+    rows: list[Row] = []
+    for path in sorted((ROOT / "corpus").glob("*/*.tri")):
+        module = f"{path.parent.name}.{path.stem}"
+        ops = compile_modules(path, [ROOT / "corpus"])[-1].ops
+        r = compile(ops, options=opts)
+        from tasmopt.module import ModuleText
+
+        labels = {f.name: f"__{f.name}" for f in r.functions}
+        base = ModuleText.from_text(r.baseline_tasm, labels)
+        for f in r.functions:
+            ours = instructions(f.tasm)
+            before = instructions(base.section_lines(f.name)) if f.name in base.functions else []
+            core, with_moves = spill_traffic(ours)
+            b_core, b_moves = spill_traffic(before)
+            rows.append(
+                Row(
+                    "all-corpus",
+                    module,
+                    f.name,
+                    len(before),
+                    len(ours),
+                    None,
+                    f.baseline_cycles,
+                    f.cycles,
+                    None,
+                    core,
+                    with_moves,
+                    b_core,
+                    b_moves,
+                )
+            )
+    return rows
+
+
+def spill_summary(title: str, rows: list[Row]) -> None:
+    c, o = sum(r.compiler for r in rows), sum(r.ours for r in rows)
+    bs, bm = sum(r.base_spill for r in rows), sum(r.base_spill_moves for r in rows)
+    sp, spm = sum(r.spill for r in rows), sum(r.spill_moves for r in rows)
+    print(f"\n## {title}\n")
+    print(
+        f"functions: {len(rows)}; static {c} -> {o}; cycles "
+        f"{sum(r.compiler_cycles for r in rows)} -> {sum(r.ours_cycles for r in rows)}"
+    )
+    print(
+        f"spill traffic: baseline {bs} ({100 * bs / max(c, 1):.1f}%), with moves {bm} "
+        f"({100 * bm / max(c, 1):.1f}%); ours {sp} ({100 * sp / max(o, 1):.1f}%), with moves "
+        f"{spm} ({100 * spm / max(o, 1):.1f}%)"
+    )
+
+
 def summarize(title: str, rows: list[Row], bar: str, furthest: int) -> None:
     with_hand = [r for r in rows if r.hand]
     print(f"\n## {title}\n")
@@ -227,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--budget", type=float, default=0.5, help="search budget per module, s")
-    ap.add_argument("--only", choices=("real", "corpus"), default=None)
+    ap.add_argument("--only", choices=("real", "corpus", "all-corpus"), default=None)
     ap.add_argument("--per-function", action="store_true", help="print every function's row")
     ap.add_argument("--furthest", type=int, default=10)
     ap.add_argument("--json", type=Path, default=None, help="write every row here")
@@ -245,6 +303,10 @@ def main(argv: list[str] | None = None) -> int:
         summarize(
             "Our frontend (corpus functions with a hand version)", corpus, "hand", args.furthest
         )
+    if args.only in (None, "all-corpus"):
+        every = all_corpus_rows(args.budget)
+        rows += every
+        spill_summary("Our frontend, every corpus function", every)
     if args.per_function:
         print("\n| table | module | function | compiler | ours | hand | cycles | ours cycles |")
         print("|---|---|---|---|---|---|---|---|")

@@ -232,6 +232,8 @@ class CompileOptions:
             every function.
         use_cache: consult and feed the caller's result cache (`tasmopt.optimizer.compile`'s
             ``cache``); False computes every function afresh and stores nothing.
+        inline: run the function-level ``inline`` pass (`tasmopt.optimizer.inline`): small
+            straight-line callees inlined where that is proven and cheaper.
     """
 
     isa: IsaVariant = "release"
@@ -246,6 +248,7 @@ class CompileOptions:
     final_budget_s: float = 2.0
     only: frozenset[str] | None = None
     use_cache: bool = True
+    inline: bool = True
 
 
 @dataclass
@@ -258,7 +261,7 @@ class CompileResult:
         tir_hash: sha256 of the request's canonical TIR JSON.
         baseline_tasm: the baseline the result was measured against (ours or the client's).
         timings: seconds spent per stage (``decode``, ``lower``, ``candidates``, ``verify``,
-            ``rank``, ``splice``).
+            ``rank``, ``splice``, ``inline``).
         model_version: checkpoint version that proposed candidates, if the model ran.
         cache_entries: results worth keeping in the per-function result cache (complete
             runs, computed now, not served from it); the caller stores them.

@@ -38,6 +38,7 @@ from tasmopt.errors import TasmSyntaxError
 from tasmopt.lower.blocks import split_functions
 from tasmopt.module import ModuleText
 from tasmopt.optimizer.candidates import build_checks, propose
+from tasmopt.optimizer.inline import inline_stage
 from tasmopt.optimizer.prepare import (
     cached_answers,
     decode_checked,
@@ -190,6 +191,10 @@ def _compile(
     with stage(timings, "splice"):
         for f in fns:
             finish_function(f, ours, options)
+    with stage(timings, "inline"):
+        if options.inline:
+            inline_stage(fns, ours, client, options, sources, verify)
+    with stage(timings, "splice"):
         entries = [_settle(f, options) for f in fns]
         text = assemble(fns, low, ours, client)
         out = ModuleText.from_text(text, labels)

@@ -213,7 +213,7 @@ def assemble(
         lines = list(low.lines)
         edits = []
         for f in improved.values():
-            if not f.chosen:  # answered from the result cache: its whole sections
+            if not f.chosen or f.whole:  # a cache hit or a function-level pass: all of it
                 secs = sorted(ours.functions[f.name].sections)
                 edits.append((*secs[0], list(f.new_lines or [])))
                 edits.extend((a, b, []) for a, b in secs[1:])

@@ -97,6 +97,8 @@ class FunctionState:
         skipped: outside ``CompileOptions.only``: passed through, not measured.
         private: scratch cells its proofs may treat as unobservable once dead
             (`tasmopt.optimizer.contract`).
+        whole: ``new_lines`` replace all of its sections (a function-level pass rewrote
+            it), not just the chosen blocks.
     """
 
     name: str
@@ -113,6 +115,7 @@ class FunctionState:
     cut: str | None = None
     skipped: bool = False
     private: frozenset[int] = frozenset()
+    whole: bool = False
 
     def give_back_blocks(self) -> None:
         """Every block back to the baseline: its report says ``compiler`` with the baseline's

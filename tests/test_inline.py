@@ -1,0 +1,170 @@
+"""The function-level ``inline`` pass (`tasmopt.optimizer.inline`): small straight-line
+callees inlined where proven and cheaper. Adversarial: an inlined callee keeps its failures
+and outputs, a call a ``skiz`` may skip is never inlined, a callee with control flow is
+never inlined, and a wrong inlining is caught by the proof."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tasmopt.lower.triton import lower
+from tasmopt.module import ModuleText
+from tasmopt.optimizer import compile as compile_tir
+from tasmopt.optimizer.inline import _try, inline_calls, straight_body
+from tasmopt.optimizer.prepare import decode_tir
+from tasmopt.optimizer.state import FunctionState
+from tasmopt.report import CompileOptions, FunctionReport
+from tasmopt.tasm.parser import parse
+from tasmopt.vm.simulator import run
+from tasmopt.vm.witness import VmInput
+
+OPTS = CompileOptions(sources=("rules", "search"))
+NO_INLINE = CompileOptions(sources=("rules", "search"), inline=False)
+
+
+def program(*functions, main):
+    return [{"Entry": "main"}, *[op for fn in functions for op in fn], *main]
+
+
+#: g(x, y) = assert y != ... : prints x, fails unless y == 7, leaves x * y
+G = [
+    {"FnStart": "g"},
+    {"Dup": 1},
+    {"WriteIo": 1},
+    {"Dup": 0},
+    {"Push": 7},
+    "Eq",
+    {"Assert": 1},
+    "Mul",
+    "Return",
+    "FnEnd",
+]
+MAIN = [
+    {"FnStart": "main"},
+    {"ReadIo": 1},
+    {"ReadIo": 1},
+    {"Call": "g"},
+    {"WriteIo": 1},
+    {"Push": 1},
+    {"WriteIo": 1},
+    "Return",
+    "FnEnd",
+]
+
+
+def behaviour(tasm: str, inputs):
+    r = run(parse(tasm), VmInput(public_input=tuple(inputs)), measure=False)
+    return r.error is not None, list(r.public_output)
+
+
+def fn(result, name):
+    return next(f for f in result.functions if f.name == name)
+
+
+def test_an_inlined_callee_keeps_its_failures_and_outputs():
+    tir = program(G, main=MAIN)
+    r = compile_tir(tir, options=OPTS)
+    main = fn(r, "main")
+    assert any("inlined __g" in n for n in main.notes), main.notes
+    assert "call __g" not in "\n".join(main.tasm)
+    assert main.cycles < main.baseline_cycles
+    base = lower(decode_tir(tir)).text()
+    rng = random.Random(3)
+    for x, y in [(5, 7), (5, 8), (0, 7), (0, 0)] + [(rng.randrange(2**64), 7) for _ in range(4)]:
+        assert behaviour(r.tasm, [x, y]) == behaviour(base, [x, y])
+    assert behaviour(r.tasm, [5, 7]) == (False, [5, 35, 1])
+    assert behaviour(r.tasm, [5, 8]) == (True, [5])  # the output before the failure stays
+
+
+def test_inlining_can_be_switched_off():
+    r = compile_tir(program(G, main=MAIN), options=NO_INLINE)
+    assert "call __g" in "\n".join(fn(r, "main").tasm)
+
+
+def test_a_call_skiz_may_skip_is_not_inlined():
+    # `skiz; call g`: inlining would make skiz skip only g's first instruction
+    h = [{"FnStart": "h"}, {"Push": 3}, "Add", "Return", "FnEnd"]
+    main = [
+        {"FnStart": "main"},
+        {"ReadIo": 1},
+        {"ReadIo": 1},
+        {"Asm": {"lines": ["skiz"], "effect": -1}},
+        {"Call": "h"},
+        {"WriteIo": 1},
+        "Return",
+        "FnEnd",
+    ]
+    tir = program(h, main=main)
+    r = compile_tir(tir, options=OPTS)
+    text = "\n".join(fn(r, "main").tasm)
+    assert "call __h" in text
+    base = lower(decode_tir(tir)).text()
+    for x, flag in [(4, 0), (4, 1), (4, 9)]:
+        assert behaviour(r.tasm, [x, flag]) == behaviour(base, [x, flag])
+
+
+def test_a_callee_with_control_flow_is_not_inlined():
+    k = [
+        {"FnStart": "k"},
+        {"Dup": 0},
+        {"IfOnly": {"then_body": [{"Push": 1}, "Add"]}},
+        "Return",
+        "FnEnd",
+    ]
+    main = [{"FnStart": "main"}, {"ReadIo": 1}, {"Call": "k"}, {"WriteIo": 1}, "Return", "FnEnd"]
+    r = compile_tir(program(k, main=main), options=OPTS)
+    assert "call __k" in "\n".join(fn(r, "main").tasm)
+
+
+def test_straight_body_and_call_sites():
+    assert straight_body(["__g:", "    dup 0", "    add", "    return"]) == ["    dup 0", "    add"]
+    assert straight_body(["__g:", "    skiz", "    add", "    return"]) is None
+    assert straight_body(["__g:", "    call __x", "    return"]) is None
+    assert straight_body(["__g:", "    add", "__h:", "    return"]) is None
+    assert straight_body(["__g:", "    add"]) is None  # falls through: no return
+    lines = ["    push 1", "    call __g", "    skiz", "    call __g", "    call __h"]
+    out, spans, sites = inline_calls(lines, {"__g": ["    add"]})
+    assert out == ["    push 1", "    add", "    skiz", "    call __g", "    call __h"]
+    assert spans == [(1, 2)] and sites == {"__g": 1}
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        [
+            "    dup 1",
+            "    write_io 1",
+            "    dup 0",
+            "    push 8",
+            "    eq",
+            "    assert",
+            "    mul",
+        ],
+        ["    dup 1", "    write_io 1", "    mul"],  # the assert dropped
+        [
+            "    dup 0",
+            "    write_io 1",
+            "    dup 0",
+            "    push 7",
+            "    eq",
+            "    assert",
+            "    mul",
+        ],
+    ],
+)
+def test_a_wrong_inlining_is_not_kept(wrong):
+    ops = decode_tir(program(G, main=MAIN))
+    ours = ModuleText.from_lowering(lower(ops))
+    f = FunctionState(
+        "main",
+        FunctionReport(name="main", source="compiler", cycles=10**6, baseline_cycles=10**6),
+    )
+    f.reference = ours.harness("main", "release")
+    lines = ours.section_lines("main")
+    cand, _, sites = inline_calls(lines, {"__g": wrong})
+    norm, _, _ = inline_calls(lines, {"__g": straight_body(ours.section_lines("g")) or []})
+    _try(f, cand, norm, sites, ours, ours, OPTS)
+    assert f.new_lines is None
+    assert any("not verified" in n or "not proven" in n for n in f.report.notes), f.report.notes

@@ -15,10 +15,19 @@ concolic runs for functions), and any observable difference counts. Mutations: c
 constant, swap the operands of a non-commutative op, drop or duplicate an instruction,
 replace an op by a near one, shift a RAM address by one, reorder two memory or I/O ops,
 change a ``split``/``lt`` operand. Prints one summary line per unit and a total; exit status 1
-if any accepted mutant differs. Usage::
+if any accepted mutant differs.
+
+``--contract`` mutates the functions of corpus modules that own private scratch cells
+(`tasmopt.vm.scratch`, the observable-behaviour contract of design §2) where the contract could
+be fooled: a scratch store dropped, a scratch reload replaced by a constant, a scratch address
+moved to the neighbouring cell, plus the usual mutations; acceptance is the optimizer's
+(`check_function` and `check_aligned` with the function's private cells), the ground truth
+`check_function` on 32 other witnesses that leaves out only the private cells' final values.
+Usage::
 
     python benchmarks/soundness.py                       # blocks of trident-std + corpus
     python benchmarks/soundness.py --functions --max-units 200 --seed 2
+    python benchmarks/soundness.py --contract --max-units 0
 """
 
 from __future__ import annotations
@@ -241,6 +250,66 @@ def function_mutants(
         yield kind, Program.from_items(new, prog.isa)
 
 
+def contract_functions(root: Path) -> Iterator[tuple[str, Program, frozenset[int]]]:
+    """Functions of corpus modules (our frontend) whose call closure owns private cells."""
+    from tasmopt.frontend import compile_modules
+    from tasmopt.optimizer.contract import private_by_function
+
+    for f in sorted(root.glob("*/*.tri")):
+        try:
+            ops = compile_modules(f, [root])[-1].ops
+        except Exception:
+            continue
+        text = ModuleText.from_lowering(lower(ops))
+        for name, cells in private_by_function(text, None, "release").items():
+            try:
+                yield (
+                    f"corpus:{f.parent.name}.{f.stem}.{name}",
+                    text.harness(name, "release"),
+                    cells,
+                )
+            except Exception:
+                continue
+
+
+def scratch_mutants(
+    prog: Program, cells: frozenset[int], rng: random.Random, count: int
+) -> Iterator[tuple[str, Program]]:
+    """Mutations at the private scratch accesses: drop a store (its values popped instead),
+    replace a reload by ``push 0``, move an access to the neighbouring cell."""
+    items = list(prog.items)
+    spots = [
+        k
+        for k in range(len(items) - 1)
+        if isinstance(items[k], Instr)
+        and items[k].name == "push"
+        and items[k].arg in cells
+        and isinstance(items[k + 1], Instr)
+        and items[k + 1].name in ("read_mem", "write_mem")
+    ]
+    rng.shuffle(spots)
+    for k in spots[:count]:
+        push, mem = items[k], items[k + 1]
+        n = int(mem.arg)  # type: ignore[arg-type]
+        if mem.name == "write_mem":  # _ v.. p -> _ p+n: drop the values, keep a pointer
+            new = [Instr("pop", n), Instr("push", (int(push.arg) + n) % P)]  # type: ignore[arg-type]
+            yield (
+                "drop scratch store",
+                Program.from_items(items[:k] + new + items[k + 2 :], prog.isa),
+            )
+        else:  # _ p -> _ v.. p-n
+            new = [Instr("push", 0)] * n + [Instr("push", (int(push.arg) - n) % P)]  # type: ignore[arg-type]
+            yield (
+                "forge scratch reload",
+                Program.from_items(items[:k] + new + items[k + 2 :], prog.isa),
+            )
+        moved = Instr("push", (int(push.arg) + rng.choice((-1, 1))) % P)  # type: ignore[arg-type]
+        yield (
+            "move scratch access",
+            Program.from_items(items[:k] + [moved] + items[k + 1 :], prog.isa),
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -251,11 +320,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-kind", type=int, default=2, help="mutants of each kind per block")
     ap.add_argument("--max-units", type=int, default=0, help="blocks/functions at most (0: all)")
     ap.add_argument("--functions", action="store_true", help="also mutate whole functions")
+    ap.add_argument(
+        "--contract",
+        action="store_true",
+        help="only the scratch contract: mutate corpus functions that own private cells",
+    )
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
     logging.disable(logging.WARNING)
     rng = random.Random(args.seed)
     t0 = time.perf_counter()
+    if args.contract:
+        return contract(args, rng, t0)
     units = list(real_blocks(args.data))
     if args.corpus.exists() and args.corpus_files:
         units += list(corpus_blocks(args.corpus, args.corpus_files))
@@ -320,6 +396,47 @@ def main(argv: list[str] | None = None) -> int:
             f"{fstats['accepted_different']}, rejected-but-equivalent "
             f"{fstats['rejected_equivalent']}, accepted {fstats['accepted']}"
         )
+    for line in bad[:20]:
+        print("ACCEPTED BUT DIFFERENT:", line)
+    print(f"{time.perf_counter() - t0:.0f} s, seed {args.seed}")
+    return 1 if bad else 0
+
+
+def contract(args: argparse.Namespace, rng: random.Random, t0: float) -> int:
+    stats = dict.fromkeys(
+        ("mutants", "different", "accepted_different", "rejected_equivalent", "accepted"), 0
+    )
+    bad: list[str] = []
+    fns = list(contract_functions(args.corpus))
+    if args.max_units:
+        rng.shuffle(fns)
+        fns = fns[: args.max_units]
+    for name, prog, cells in tqdm(fns, desc="functions", unit="fn", file=sys.stderr):
+        muts = list(scratch_mutants(prog, cells, rng, 2 * args.per_kind))
+        muts += list(function_mutants(prog, rng, args.per_kind))
+        for kind, mut in muts:
+            stats["mutants"] += 1
+            v = check_function(prog, mut, seed=args.seed, budget_s=1.0, private_cells=cells)
+            accepted = (
+                v.equivalent
+                and check_aligned(prog, mut, seed=args.seed, private_cells=cells).equivalent
+            )
+            truth = check_function(
+                prog, mut, seed=args.seed + 1000, witnesses=32, budget_s=2.0, private_cells=cells
+            )
+            differs = truth.witness >= 0
+            stats["different"] += differs
+            stats["accepted"] += accepted
+            if accepted and differs:
+                stats["accepted_different"] += 1
+                bad.append(f"{name} [{kind}] contract")
+            if not accepted and not differs:
+                stats["rejected_equivalent"] += 1
+    print(
+        f"contract: {len(fns)} functions, {stats['mutants']} mutants, {stats['different']} truly "
+        f"different, accepted-but-different {stats['accepted_different']}, "
+        f"rejected-but-equivalent {stats['rejected_equivalent']}, accepted {stats['accepted']}"
+    )
     for line in bad[:20]:
         print("ACCEPTED BUT DIFFERENT:", line)
     print(f"{time.perf_counter() - t0:.0f} s, seed {args.seed}")

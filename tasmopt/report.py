@@ -232,8 +232,9 @@ class CompileOptions:
             every function.
         use_cache: consult and feed the caller's result cache (`tasmopt.optimizer.compile`'s
             ``cache``); False computes every function afresh and stores nothing.
-        inline: run the function-level ``inline`` pass (`tasmopt.optimizer.inline`): small
-            straight-line callees inlined where that is proven and cheaper.
+        inline: run the function-level ``inline`` pass (`tasmopt.optimizer.inline`, one of
+            the ``rules``: it runs only when ``sources`` has ``rules``): small callees
+            inlined where that is proven and cheaper.
     """
 
     isa: IsaVariant = "release"

@@ -12,7 +12,7 @@ import pytest
 from tasmopt.lower.triton import lower
 from tasmopt.module import ModuleText
 from tasmopt.optimizer import compile as compile_tir
-from tasmopt.optimizer.inline import _try, inline_calls, straight_body
+from tasmopt.optimizer.inline import _Run, inline_calls, inline_parts, straight_body
 from tasmopt.optimizer.prepare import decode_tir
 from tasmopt.optimizer.state import FunctionState
 from tasmopt.report import CompileOptions, FunctionReport
@@ -105,17 +105,31 @@ def test_a_call_skiz_may_skip_is_not_inlined():
         assert behaviour(r.tasm, [x, flag]) == behaviour(base, [x, flag])
 
 
-def test_a_callee_with_control_flow_is_not_inlined():
+def test_a_callee_that_can_return_early_is_not_inlined():
+    # `skiz; return` in the callee's main section: inlined, it would return from the caller
     k = [
         {"FnStart": "k"},
         {"Dup": 0},
-        {"IfOnly": {"then_body": [{"Push": 1}, "Add"]}},
+        {"Asm": {"lines": ["skiz", "return"], "effect": -1}},
+        {"Push": 1},
+        "Add",
         "Return",
         "FnEnd",
     ]
-    main = [{"FnStart": "main"}, {"ReadIo": 1}, {"Call": "k"}, {"WriteIo": 1}, "Return", "FnEnd"]
-    r = compile_tir(program(k, main=main), options=OPTS)
+    main = [
+        {"FnStart": "main"},
+        {"ReadIo": 1},
+        {"Call": "k"},
+        {"WriteIo": 1},
+        "Return",
+        "FnEnd",
+    ]
+    tir = program(k, main=main)
+    r = compile_tir(tir, options=OPTS)
     assert "call __k" in "\n".join(fn(r, "main").tasm)
+    base = lower(decode_tir(tir)).text()
+    for x in (0, 1, 7):
+        assert behaviour(r.tasm, [x]) == behaviour(base, [x])
 
 
 def test_straight_body_and_call_sites():
@@ -165,6 +179,55 @@ def test_a_wrong_inlining_is_not_kept(wrong):
     lines = ours.section_lines("main")
     cand, _, sites = inline_calls(lines, {"__g": wrong})
     norm, _, _ = inline_calls(lines, {"__g": straight_body(ours.section_lines("g")) or []})
-    _try(f, cand, norm, sites, ours, ours, OPTS)
+    run = _Run([f], ours, None, OPTS, None, None)  # type: ignore[arg-type]  # not used by prove
+    assert not run.prove(f, cand, norm, sites, best=10**6)
     assert f.new_lines is None
     assert any("not verified" in n or "not proven" in n for n in f.report.notes), f.report.notes
+
+
+def test_inline_parts_renames_the_helpers_it_copies():
+    text = [
+        "__g:",
+        "    dup 0",
+        "    skiz",
+        "    call __then__3",
+        "    return",
+        "",
+        "__then__3:",
+        "    push 1",
+        "    return",
+    ]
+    body, helpers = inline_parts(text, "in_f") or ([], [])
+    assert body == ["    dup 0", "    skiz", "    call __then__3__in_f"]
+    assert "__then__3__in_f:" in helpers and "    push 1" in helpers
+    # a main section with an early return, or one acting on its own frame, does not qualify
+    assert inline_parts(["__g:", "    skiz", "    return", "    push 1", "    return"], "x") is None
+    assert inline_parts(["__g:", "    push 1", "    recurse"], "x") is None
+    assert inline_parts(["__g:", "    push 1", "    recurse_or_return", "    return"], "x") is None
+
+
+def test_a_callee_with_branches_is_inlined_with_its_helpers():
+    k = [
+        {"FnStart": "k"},
+        {"Dup": 0},
+        {"IfElse": {"then_body": [{"Push": 1}, "Add"], "else_body": [{"Push": 5}, "Add"]}},
+        "Return",
+        "FnEnd",
+    ]
+    main = [
+        {"FnStart": "main"},
+        {"ReadIo": 1},
+        {"Call": "k"},
+        {"WriteIo": 1},
+        "Return",
+        "FnEnd",
+    ]
+    tir = program(k, main=main)
+    r = compile_tir(tir, options=OPTS)
+    m = fn(r, "main")
+    base = lower(decode_tir(tir)).text()
+    for x in (0, 1, 2, 2**64 - 2**32):
+        assert behaviour(r.tasm, [x]) == behaviour(base, [x])
+    assert any("inlined __k" in n for n in m.notes), m.notes
+    assert "call __k" not in "\n".join(m.tasm)
+    assert any(ln.strip().endswith("__in_main:") for ln in m.tasm)

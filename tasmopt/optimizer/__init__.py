@@ -192,7 +192,7 @@ def _compile(
         for f in fns:
             finish_function(f, ours, options)
     with stage(timings, "inline"):
-        if options.inline:
+        if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
             inline_stage(fns, ours, client, options, sources, verify)
     with stage(timings, "splice"):
         entries = [_settle(f, options) for f in fns]

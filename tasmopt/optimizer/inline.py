@@ -1,16 +1,21 @@
 """Function-level pass ``inline``: small straight-line callees inlined into their callers, and
 the runs they merge into optimized again (issue 11, calls).
 
-A callee qualifies when its whole text is ``label:``, straight-line instructions (no label, no
-control flow, nothing that skips), ``return`` — in our lowering *and* in the reference's text
-— and it is small (`INLINE_MAX_INSTRUCTIONS`) or called from one place in the module. A call
+A callee qualifies when its main section (from its label to the next label) ends in its only
+``return`` and holds no ``recurse``, ``recurse_or_return`` or ``halt`` (they act on the
+current call frame, which inlining changes) — in our lowering *and* in the reference's text
+— and it is small (`INLINE_MAX_INSTRUCTIONS` in the main section) or called from one place in
+the module. Its helper sections (branch and loop subroutines, entered by ``call``, each in a
+frame of its own) are copied after the caller under labels suffixed with the caller's name. A call
 site qualifies unless the instruction before it may skip it (``skiz; call g`` skips the call,
 but would skip only the first instruction of an inlined body). Every qualifying call of the
 callee in the caller is inlined; the callee itself stays (other modules may call it).
 
-Proof. Executing ``call g`` where g's text is ``g: R; return`` runs exactly R and continues
-after the call: the only differences are the jump stack (not observable, design §2), clock
-cycles and table heights (measured, not assumed). So the caller's reference with the same
+Proof. Executing ``call g`` where g's main section is ``g: R; return`` (R with no other
+return and nothing that acts on g's own frame) runs exactly R, its calls returning into R,
+and continues after the call: the only differences are the jump stack (not observable,
+design §2), clock cycles and table heights (measured, not assumed); renaming labels that
+only R and the copied helpers use changes nothing. So the caller's reference with the same
 calls replaced by the *reference's* body of g (the *normalized reference*) has the caller's
 observable behaviour, and `check_aligned` proves the candidate against it: same control
 skeleton (the calls are gone from both), every differing run proven by `check_block`. The
@@ -26,9 +31,10 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from tasmopt.errors import TasmSyntaxError
-from tasmopt.isa import IsaVariant, instruction_set
+from tasmopt.isa import IsaVariant, instruction_set, names_where
 from tasmopt.module import ModuleText
 from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time, verify_within
 from tasmopt.report import CompileOptions
@@ -42,7 +48,13 @@ from tasmopt.vm.equivalence import (
     padded_height,
 )
 
-__all__ = ["INLINE_MAX_INSTRUCTIONS", "straight_body", "inline_calls", "inline_stage"]
+__all__ = [
+    "INLINE_MAX_INSTRUCTIONS",
+    "straight_body",
+    "inline_parts",
+    "inline_calls",
+    "inline_stage",
+]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +92,48 @@ def straight_body(lines: Sequence[str], isa: IsaVariant = "release") -> list[str
     return body
 
 
+#: Instructions that act on the current call frame: a main section holding one (besides its
+#: final ``return``) is not inlined.
+_FRAME = names_where(
+    lambda i: i.is_control_flow and not i.may_skip_next and i.arg_kind != "label"
+)  # return, recurse, recurse_or_return, halt: every control flow but call and skiz
+
+
+def inline_parts(
+    lines: Sequence[str], suffix: str, isa: IsaVariant = "release"
+) -> tuple[list[str], list[str]] | None:
+    """(main body, helper sections) of a function's text for inlining (module docstring), the
+    helper labels renamed ``<label>__<suffix>`` in both; None if it does not qualify."""
+    table = instruction_set(isa)
+    named = [(ln, n) for ln in lines if (n := _name(ln)) is not None]
+    if len(named) < 2 or named[0][1] != ":":
+        return None
+    end = next((k for k in range(1, len(named)) if named[k][1] == ":"), len(named))
+    main, helpers = named[1:end], named[end:]
+    if not main or main[-1][1] != "return":
+        return None
+    if any(n in _FRAME or (n != ":" and n not in table) for _, n in main[:-1]):
+        return None
+    labels = {ln.split("//", 1)[0].strip()[:-1].strip() for ln, n in helpers if n == ":"}
+
+    def fix(ln: str, n: str) -> str:
+        text = ln.split("//", 1)[0].strip()
+        if n == ":":
+            return f"{text[:-1].strip()}__{suffix}:"
+        parts = text.split()
+        if len(parts) == 2 and parts[1] in labels:
+            text = f"{parts[0]} {parts[1]}__{suffix}"
+        return INDENT + text
+
+    body = [fix(ln, n) for ln, n in main[:-1]]
+    rest: list[str] = []
+    for ln, n in helpers:
+        if n == ":":
+            rest.append("")
+        rest.append(fix(ln, n))
+    return body, rest
+
+
 def inline_calls(
     lines: Sequence[str], bodies: dict[str, list[str]], isa: IsaVariant = "release"
 ) -> tuple[list[str], list[tuple[int, int]], dict[str, int]]:
@@ -108,6 +162,13 @@ def inline_calls(
         if n is not None:
             prev = n
     return out, spans, sites
+
+
+def _trim(lines: list[str]) -> list[str]:
+    out = list(lines)
+    while out and not out[-1].strip():
+        out.pop()
+    return out
 
 
 def _module_with(text: ModuleText, override: dict[str, list[str]]) -> ModuleText:
@@ -210,110 +271,245 @@ def inline_stage(
     sources: SourceSet,
     verify: VerifyBackend,
 ) -> None:
-    """Try inlining in every function worked on in this run (module docstring); a function
-    keeps its result so far unless the inlined version is proven and cheaper."""
-    isa = options.isa
-    by_label = {fn.label: name for name, fn in ours.functions.items()}
-    calls = {lab: 0 for lab in by_label}
-    for ln in ours.lines:
-        m = _CALL.match(ln)
-        if m and m.group(1) in calls:
-            calls[m.group(1)] += 1
-    state = {f.name: f for f in fns}
-    for f in fns:
+    """Try inlining in every function worked on in this run (module docstring), callees
+    before their callers (a callee is inlined as it will be returned, its own inlining
+    included); a function keeps its result so far unless an inlined version is proven and
+    takes fewer cycles with every callee at its returned code."""
+    run = _Run(fns, ours, client, options, sources, verify)
+    for f in _callees_first(fns, ours):
         if out_of_time(options) is not None:
             return
         if f.passthrough or f.reference is None or f.cached is not None or f.skipped:
             continue
-        ref_text = client if (client is not None and f.reference_is_client) else ours
-        cur = list(f.new_lines) if f.new_lines is not None else ours.section_lines(f.name)
-        ours_bodies: dict[str, list[str]] = {}
-        ref_bodies: dict[str, list[str]] = {}
+        run.function(f)
+
+
+def _callees_first(fns: list[FunctionState], ours: ModuleText) -> list[FunctionState]:
+    by_name = {f.name: f for f in fns}
+    order: list[FunctionState] = []
+    seen: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in seen or name not in ours.functions:
+            return
+        seen.add(name)
+        for callee in sorted(ours.functions[name].callees):
+            visit(callee)
+        if name in by_name:
+            order.append(by_name[name])
+
+    for f in fns:
+        visit(f.name)
+    return order
+
+
+@dataclass(frozen=True)
+class _Callee:
+    """A callee that qualifies: (body, helpers) as returned and in its reference."""
+
+    ours: tuple[list[str], list[str]]
+    ref: tuple[list[str], list[str]]
+    straight: bool
+    once: bool  # the module calls it from one place
+
+
+class _Run:
+    """The inline pass over one module."""
+
+    def __init__(
+        self,
+        fns: list[FunctionState],
+        ours: ModuleText,
+        client: ModuleText | None,
+        options: CompileOptions,
+        sources: SourceSet,
+        verify: VerifyBackend,
+    ) -> None:
+        self.ours, self.client, self.options = ours, client, options
+        self.sources, self.verify = sources, verify
+        self.state = {f.name: f for f in fns}
+        self.by_label = {fn.label: name for name, fn in ours.functions.items()}
+        self.calls = dict.fromkeys(self.by_label, 0)
+        for ln in ours.lines:
+            m = _CALL.match(ln)
+            if m and m.group(1) in self.calls:
+                self.calls[m.group(1)] += 1
+        #: normalized reference text of each function rewritten by this pass
+        self.norm: dict[str, list[str]] = {}
+
+    def returned(self, name: str) -> list[str]:
+        """A function's lines as they will be returned (so far)."""
+        g = self.state.get(name)
+        if g is not None and g.new_lines is not None:
+            return list(g.new_lines)
+        return self.ours.section_lines(name)
+
+    def reference(self, name: str, ref_text: ModuleText) -> list[str]:
+        """A function's reference lines, with the same control skeleton as `returned`."""
+        return self.norm.get(name) or ref_text.section_lines(name)
+
+    def ref_text(self, f: FunctionState) -> ModuleText:
+        client = self.client
+        return client if (client is not None and f.reference_is_client) else self.ours
+
+    def function(self, f: FunctionState) -> None:
+        isa = self.options.isa
+        ref_text = self.ref_text(f)
+        cur = self.returned(f.name)
+        found: dict[str, _Callee] = {}
         for ln in cur:
             m = _CALL.match(ln)
-            g = by_label.get(m.group(1)) if m else None
-            if g is None or g == f.name or m is None or m.group(1) in ours_bodies:
+            g = self.by_label.get(m.group(1)) if m else None
+            if g is None or g == f.name or m is None or m.group(1) in found:
                 continue
-            gs = state.get(g)
-            if gs is None or gs.passthrough or g not in ref_text.functions:
+            gs = self.state.get(g)
+            if gs is None or gs.passthrough or gs.cached is not None:
                 continue
-            mine = straight_body(ours.section_lines(g), isa)
-            theirs = straight_body(ref_text.section_lines(g), isa)
-            if mine is None or theirs is None or len(mine) > INLINE_LIMIT:
+            if g not in ref_text.functions:
                 continue
-            if len(mine) > INLINE_MAX_INSTRUCTIONS and calls[m.group(1)] != 1:
+            suffix = f"in_{f.name}"
+            mine = inline_parts(self.returned(g), suffix, isa)
+            theirs = inline_parts(self.reference(g, ref_text), suffix, isa)
+            if mine is None or theirs is None or len(mine[0]) > INLINE_LIMIT:
                 continue
-            ours_bodies[m.group(1)] = mine
-            ref_bodies[m.group(1)] = theirs
-        if not ours_bodies:
-            continue
-        cand, spans, sites = inline_calls(cur, ours_bodies, isa)
-        if not spans:
-            continue
-        norm, _, ref_sites = inline_calls(ref_text.section_lines(f.name), ref_bodies, isa)
-        if ref_sites != sites:
-            continue  # the reference calls them elsewhere: the skeletons would differ
-        cand = _reoptimize(f, cand, spans, options, sources, verify)
-        _try(f, cand, norm, sites, ours, ref_text, options)
+            once = self.calls[m.group(1)] == 1
+            if len(mine[0]) > INLINE_MAX_INSTRUCTIONS and not once:
+                continue
+            found[m.group(1)] = _Callee(mine, theirs, not mine[1], once)
+        # most to least ambitious; the first plan that is proven and cheaper is kept
+        plans: list[list[str]] = []
+        for keep in (
+            lambda c: True,
+            lambda c: c.straight,
+            lambda c: c.once,
+            lambda c: c.straight and c.once,
+        ):
+            plan = sorted(lab for lab, c in found.items() if keep(c))
+            if plan and plan not in plans:
+                plans.append(plan)
+        best_so_far: int | None = None
+        for plan in plans:
+            if out_of_time(self.options) is not None:
+                return
+            if best_so_far is None:
+                best_so_far = self.measure(f, cur)
+                if best_so_far is None:
+                    return
+            if self.attempt(f, cur, {lab: found[lab] for lab in plan}, best_so_far):
+                return
 
+    def context(self, f: FunctionState) -> dict[str, list[str]]:
+        """Every other function's returned lines (for harnesses)."""
+        return {
+            n: list(g.new_lines)
+            for n, g in self.state.items()
+            if n != f.name and g.new_lines is not None
+        }
 
-def _try(
-    f: FunctionState,
-    cand_lines: list[str],
-    norm_lines: list[str],
-    sites: dict[str, int],
-    ours: ModuleText,
-    ref_text: ModuleText,
-    options: CompileOptions,
-) -> None:
-    """Prove and measure one inlined version of ``f``; keep it if it is better."""
-    assert f.reference is not None
-    dl = options.deadline
-    try:
-        cand = _module_with(ours, {f.name: cand_lines}).harness(f.name, options.isa)
-        norm = _module_with(ref_text, {f.name: norm_lines}).harness(f.name, options.isa)
-    except TasmSyntaxError as exc:  # our own text: be safe anyway
-        log.warning("inlined %s does not assemble: %s", f.name, exc)
-        return
-    v = check_function(
-        f.reference,
-        cand,
-        witnesses=options.witnesses,
-        seed=options.seed + 2,
-        deadline=dl,
-        private_cells=f.private,
-    )
-    rep = f.report
-    names = ", ".join(f"{lab} ({n}x)" for lab, n in sorted(sites.items()))
-    if not v.equivalent:
-        if v.witness >= 0:
-            log.error("inlining into %s changed its behaviour: %s", f.name, v.reason)
-        rep.notes.append(f"inlining {names} not verified: {v.reason}")
-        return
-    if v.cycles >= rep.cycles or not no_taller(v.heights, v.baseline_heights):
-        rep.notes.append(
-            f"inlining {names} not kept: {v.cycles} cycles (best so far {rep.cycles}) "
-            "or a taller table"
+    def measure(self, f: FunctionState, cur: list[str]) -> int | None:
+        """Cycles of ``f`` as it stands, its callees at their returned code."""
+        ctx = self.context(f)
+        if not (set(self.ours.closure(f.name)[1:]) & set(ctx)):
+            return f.report.cycles if f.report.halted else None
+        assert f.reference is not None
+        try:
+            prog = _module_with(self.ours, {**ctx, f.name: cur}).harness(f.name, self.options.isa)
+        except TasmSyntaxError:
+            return None
+        v = check_function(
+            f.reference,
+            prog,
+            witnesses=self.options.witnesses,
+            seed=self.options.seed + 2,
+            deadline=self.options.deadline,
+            private_cells=f.private,
         )
-        return
-    proof = check_aligned(
-        norm,
-        cand,
-        witnesses=options.witnesses,
-        seed=options.seed,
-        deadline=dl,
-        private_cells=f.private,
-    )
-    if not proof.equivalent:
-        rep.notes.append(f"inlining {names} not proven: {proof.reason}")
-        return
-    f.new_lines, f.whole = cand_lines, True
-    rep.fallback, rep.reason = False, None
-    if rep.source in ("compiler", "client"):
-        rep.source = "rules"
-    rep.notes.append(f"inlined {names}: {rep.cycles} -> {v.cycles} cycles")
-    rep.cycles, rep.baseline_cycles = v.cycles, v.baseline_cycles
-    rep.halted = v.halted
-    rep.heights, rep.baseline_heights = v.heights, v.baseline_heights
-    rep.padded_height = padded_height(v.heights)
-    rep.baseline_padded_height = padded_height(v.baseline_heights)
+        return v.cycles if v.equivalent else None
+
+    def attempt(
+        self, f: FunctionState, cur: list[str], plan: dict[str, _Callee], best: int
+    ) -> bool:
+        """Inline the callees of ``plan`` into ``f``; True if the result was kept."""
+        isa, ref_text = self.options.isa, self.ref_text(f)
+        cand, spans, sites = inline_calls(cur, {lab: c.ours[0] for lab, c in plan.items()}, isa)
+        if not spans:
+            return False
+        norm, _, ref_sites = inline_calls(
+            self.reference(f.name, ref_text), {lab: c.ref[0] for lab, c in plan.items()}, isa
+        )
+        if ref_sites != sites:
+            return False  # the reference calls them elsewhere: the skeletons would differ
+        cand = _trim(cand) + [ln for c in plan.values() for ln in c.ours[1]]
+        norm = _trim(norm) + [ln for c in plan.values() for ln in c.ref[1]]
+        cand = _reoptimize(f, cand, spans, self.options, self.sources, self.verify)
+        if not self.prove(f, cand, norm, sites, best):
+            return False
+        self.norm[f.name] = norm
+        return True
+
+    def prove(
+        self,
+        f: FunctionState,
+        cand_lines: list[str],
+        norm_lines: list[str],
+        sites: dict[str, int],
+        best: int,
+    ) -> bool:
+        """Prove and measure one inlined version of ``f``; keep it (True) if it is better."""
+        assert f.reference is not None
+        options, ref_text = self.options, self.ref_text(f)
+        dl = options.deadline
+        ctx = self.context(f)
+        norm_ctx = {n: lines for n, lines in self.norm.items() if n != f.name}
+        try:
+            cand = _module_with(self.ours, {**ctx, f.name: cand_lines}).harness(f.name, options.isa)
+            norm = _module_with(ref_text, {**norm_ctx, f.name: norm_lines}).harness(
+                f.name, options.isa
+            )
+        except TasmSyntaxError as exc:  # our own text: be safe anyway
+            log.warning("inlined %s does not assemble: %s", f.name, exc)
+            return False
+        v = check_function(
+            f.reference,
+            cand,
+            witnesses=options.witnesses,
+            seed=options.seed + 2,
+            deadline=dl,
+            private_cells=f.private,
+        )
+        rep = f.report
+        names = ", ".join(f"{lab} ({n}x)" for lab, n in sorted(sites.items()))
+        if not v.equivalent:
+            if v.witness >= 0:
+                log.error("inlining into %s changed its behaviour: %s", f.name, v.reason)
+            rep.notes.append(f"inlining {names} not verified: {v.reason}")
+            return False
+        if v.cycles >= best:
+            rep.notes.append(f"inlining {names} not kept: {v.cycles} cycles, {best} without")
+            return False
+        if not no_taller(v.heights, v.baseline_heights):
+            taller = sorted(t for t, h in v.heights.items() if h > v.baseline_heights.get(t, 0))
+            rep.notes.append(f"inlining {names} not kept: taller {', '.join(taller)} table")
+            return False
+        proof = check_aligned(
+            norm,
+            cand,
+            witnesses=options.witnesses,
+            seed=options.seed,
+            deadline=dl,
+            private_cells=f.private,
+        )
+        if not proof.equivalent:
+            rep.notes.append(f"inlining {names} not proven: {proof.reason}")
+            return False
+        f.new_lines, f.whole = cand_lines, True
+        rep.fallback, rep.reason = False, None
+        if rep.source in ("compiler", "client"):
+            rep.source = "rules"
+        rep.notes.append(f"inlined {names}: {best} -> {v.cycles} cycles")
+        rep.cycles, rep.baseline_cycles = v.cycles, v.baseline_cycles
+        rep.halted = v.halted
+        rep.heights, rep.baseline_heights = v.heights, v.baseline_heights
+        rep.padded_height = padded_height(v.heights)
+        rep.baseline_padded_height = padded_height(v.baseline_heights)
+        return True

@@ -35,21 +35,25 @@ def test_optimized_program_behaves_the_same(c):
     got = run(prog, inp, step_limit=T.STEP_LIMIT, measure=False)
     want = T.run_case(c)
     assert (got.error is None) == (want.error is None), (got.error, want.error)
-    assert list(got.public_output) == list(want.public_output)
+    if want.error is None:  # a failing run proves nothing, so its output is not observable
+        assert list(got.public_output) == list(want.public_output)
     if c.expected is not None:
         assert list(got.public_output) == list(c.expected)
 
 
 def test_the_contract_removes_spill_traffic():
     # t_xarith uses ext.xarith.pow_u32, the corpus's heaviest spiller: optimized as a whole
-    # program, fewer scratch stores remain than the frontend emits
-    import re
-
+    # program, it makes fewer RAM accesses (RAM table rows) on the test's input
     from tasmopt.frontend import compile_modules, link
     from tasmopt.lower.triton import lower
+    from tasmopt.tasm.parser import parse
+    from tasmopt.vm.simulator import VmInput, run
 
-    program = "ext/tests/t_xarith.tri"
-    base = lower(link(compile_modules(str(T.CORPUS / program), [str(T.CORPUS)]))).text()
-    _, r = optimized(program)
-    stores = lambda text: len(re.findall(r"push 10737\d+\n\s*write_mem", text))  # noqa: E731
-    assert stores(r.tasm) < stores(base)
+    case = next(c for c in T.CASES if c.program == "ext/tests/t_xarith.tri")
+    base = parse(lower(link(compile_modules(str(T.CORPUS / case.program), [str(T.CORPUS)]))).text())
+    prog, _ = optimized(case.program)
+    inp = VmInput(public_input=case.public, secret_input=case.secret)
+    rb, ro = run(base, inp), run(prog, inp)
+    assert rb.error is None and ro.error is None
+    assert ro.heights.ram < rb.heights.ram, (ro.heights.ram, rb.heights.ram)
+    assert ro.cycles < rb.cycles

@@ -50,6 +50,7 @@ from tasmopt.vm.equivalence import (
 
 __all__ = [
     "INLINE_MAX_INSTRUCTIONS",
+    "INLINE_GROWTH_PER_CYCLE",
     "straight_body",
     "inline_parts",
     "inline_calls",
@@ -61,6 +62,10 @@ log = logging.getLogger(__name__)
 #: Callees up to this many instructions (``return`` not counted) are inlined at every
 #: qualifying call site; larger ones only where the module calls them once.
 INLINE_MAX_INSTRUCTIONS = 16
+#: Code growth allowed per clock cycle saved (per call of the caller): an inlined version whose
+#: static instructions grow by more than this times the cycles it saves is not kept (the
+#: callee stays in the module for its other callers, so inlining duplicates code).
+INLINE_GROWTH_PER_CYCLE = 4
 #: Never inline a body longer than this (proof time).
 INLINE_LIMIT = 400
 INDENT = "    "
@@ -162,6 +167,11 @@ def inline_calls(
         if n is not None:
             prev = n
     return out, spans, sites
+
+
+def _count(lines: Sequence[str]) -> int:
+    """Static instructions (labels, blanks and comments not counted)."""
+    return sum(1 for ln in lines if _name(ln) not in (None, ":"))
 
 
 def _trim(lines: list[str]) -> list[str]:
@@ -442,7 +452,7 @@ class _Run:
         cand = _trim(cand) + [ln for c in plan.values() for ln in c.ours[1]]
         norm = _trim(norm) + [ln for c in plan.values() for ln in c.ref[1]]
         cand = _reoptimize(f, cand, spans, self.options, self.sources, self.verify)
-        if not self.prove(f, cand, norm, sites, best):
+        if not self.prove(f, cand, norm, sites, best, _count(cand) - _count(cur)):
             return False
         self.norm[f.name] = norm
         return True
@@ -454,8 +464,10 @@ class _Run:
         norm_lines: list[str],
         sites: dict[str, int],
         best: int,
+        growth: int = 0,
     ) -> bool:
-        """Prove and measure one inlined version of ``f``; keep it (True) if it is better."""
+        """Prove and measure one inlined version of ``f`` (``growth``: static instructions it
+        adds); keep it (True) if it is better."""
         assert f.reference is not None
         options, ref_text = self.options, self.ref_text(f)
         dl = options.deadline
@@ -486,6 +498,12 @@ class _Run:
             return False
         if v.cycles >= best:
             rep.notes.append(f"inlining {names} not kept: {v.cycles} cycles, {best} without")
+            return False
+        if growth > INLINE_GROWTH_PER_CYCLE * (best - v.cycles):
+            rep.notes.append(
+                f"inlining {names} not kept: {growth} more instructions for "
+                f"{best - v.cycles} cycles saved per call"
+            )
             return False
         if not no_taller(v.heights, v.baseline_heights):
             taller = sorted(t for t, h in v.heights.items() if h > v.baseline_heights.get(t, 0))

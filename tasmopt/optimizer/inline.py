@@ -525,6 +525,10 @@ class _Run:
         if rep.source in ("compiler", "client"):
             rep.source = "rules"
         rep.notes.append(f"inlined {names}: {best} -> {v.cycles} cycles")
+        # its own saving: what it had with its callees at their baseline code, plus what
+        # inlining gained over calling them as returned (their savings stay theirs)
+        own = rep.own_cycles if rep.own_cycles is not None else rep.cycles
+        rep.own_cycles = own - (best - v.cycles)
         rep.cycles, rep.baseline_cycles = v.cycles, v.baseline_cycles
         rep.halted = v.halted
         rep.heights, rep.baseline_heights = v.heights, v.baseline_heights

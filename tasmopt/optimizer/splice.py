@@ -197,7 +197,8 @@ def measure_with_callees(
                 )
             continue  # keep the measurement with the callees' baseline code
         rep = f.report
-        rep.own_cycles = rep.cycles
+        if rep.own_cycles is None:  # (the inline pass sets it for what it rewrote)
+            rep.own_cycles = rep.cycles
         rep.cycles, rep.baseline_cycles = v.cycles, v.baseline_cycles
         rep.halted = v.halted
         rep.heights, rep.baseline_heights = v.heights, v.baseline_heights

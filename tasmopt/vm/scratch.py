@@ -207,6 +207,27 @@ def private_cells(
     return ScratchAnalysis({c: f for c, f in sorted(seen.items()) if f is not None})
 
 
+def runs(items: Sequence[Item], isa: IsaVariant = "release") -> list[tuple[int, int]]:
+    """The straight-line runs ``(start, end)`` of an item list: control enters a run only at
+    its start (labels, control-flow instructions and the instruction a ``skiz`` may skip
+    are runs of their own; the instruction after each starts a new run)."""
+    table = instruction_set(isa)
+    out: list[tuple[int, int]] = []
+    start = 0
+    after_skip = False
+    for k, (name, _) in enumerate(items):
+        boundary = name == "label" or name not in table or table[name].is_control_flow
+        if boundary or after_skip:
+            if start < k:
+                out.append((start, k))
+            out.append((k, k + 1))
+            start = k + 1
+        after_skip = name != "label" and name in table and table[name].may_skip_next
+    if start < len(items):
+        out.append((start, len(items)))
+    return out
+
+
 def dead_after(
     items: Sequence[Item],
     start: int,
@@ -214,22 +235,41 @@ def dead_after(
     private: frozenset[int],
     isa: IsaVariant = "release",
 ) -> frozenset[int]:
-    """Private cells dead after the straight-line run ``items[start:end]`` of a program: every
-    read of the cell in the program lies in the run, and the run writes the cell before
-    it first reads it (module docstring). ``private`` must come from `private_cells` on a
-    request that contains this program's code."""
+    """Private cells dead after the straight-line run ``items[start:end]`` of a program
+    (module docstring): cells the run writes whose value never crosses a run boundary — every
+    run of the program that reads the cell writes it first (the single-run case: the run
+    itself holds every read, after its write). Whatever path leaves this run, the next read
+    of such a cell comes after a write in the same run. ``private`` must come from
+    `private_cells` on a request that contains this program's code."""
     if not private:
         return frozenset()
     accesses, _, _ = constant_accesses(items, isa)
-    read_outside: set[int] = set()
-    first: dict[int, bool] = {}  # cell -> first access in the run is a write
-    for a in accesses:
-        inside = start <= a.index < end
-        for c in a.cells:
-            if c not in private:
-                continue
-            if not a.write and not inside:
-                read_outside.add(c)
-            if inside and c not in first:
-                first[c] = a.write
-    return frozenset(c for c, w in first.items() if w and c not in read_outside)
+    if not accesses:
+        return frozenset()
+    bounds = runs(items, isa)
+    owner = {}
+    for r, (a, b) in enumerate(bounds):
+        for k in range(a, b):
+            owner[k] = r
+    first: dict[tuple[int, int], bool] = {}  # (run, cell) -> its first access there writes
+    for acc in accesses:
+        r = owner[acc.index]
+        for c in acc.cells:
+            if c in private and (r, c) not in first:
+                first[(r, c)] = acc.write
+    carried = {c for (_, c), w in first.items() if not w}  # some run reads it before writing
+    # the rest of the run the range ends in: a read there before a write sees the value
+    tail_end = next((b for a, b in bounds if a < end <= b), end)
+    later: dict[int, bool] = {}
+    for acc in accesses:
+        if end <= acc.index < tail_end:
+            for c in acc.cells:
+                later.setdefault(c, acc.write)
+    here = {
+        c
+        for acc in accesses
+        if start <= acc.index < end and acc.write
+        for c in acc.cells
+        if c in private
+    }
+    return frozenset(c for c in here if c not in carried and later.get(c, True))

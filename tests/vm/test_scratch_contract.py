@@ -219,3 +219,66 @@ __f:
     # without the contract the final RAM differs
     assert not check_function(base, cand).equivalent
     assert not check_aligned(base, cand).equivalent
+
+
+def test_a_cell_each_run_writes_before_reading_is_dead_after_every_run():
+    # a spill slot reused by two runs separated by a call: no value crosses a run boundary
+    text = lines(f"""
+__f:
+    read_io 1
+    push {A}
+    write_mem 1
+    pop 1
+    push {A}
+    read_mem 1
+    pop 1
+    call __g
+    read_io 1
+    push {A}
+    write_mem 1
+    pop 1
+    push {A}
+    read_mem 1
+    pop 1
+    mul
+    return
+""")
+    items = items_of_lines(text)
+    first = (1, 8)  # the first run, up to the call
+    assert items[first[1]][0] == "call"
+    assert dead_after(items, *first, frozenset({A})) == {A}
+    assert dead_after(items, 9, len(items) - 1, frozenset({A})) == {A}
+    # ... but not when the second run reads the first run's value before writing its own
+    carried = text[:9] + [f"    push {A}", "    read_mem 1", "    pop 1"] + text[9:]
+    items = items_of_lines(carried)
+    assert dead_after(items, *first, frozenset({A})) == frozenset()
+
+
+def test_a_run_that_only_overwrites_makes_the_earlier_store_dead():
+    base = lines(f"""
+__f:
+    read_io 1
+    push {A}
+    write_mem 1
+    pop 1
+    call __g
+    read_io 1
+    push {A}
+    write_mem 1
+    pop 1
+    push {A}
+    read_mem 1
+    pop 1
+    write_io 1
+    return
+__g:
+    return
+""")
+    # the first store `push A; write_mem 1; pop 1` becomes `pop 1`: its value is overwritten
+    # after the call before anything reads the cell
+    k = base.index("    write_mem 1")
+    cand = base[: k - 1] + ["    pop 1"] + base[k + 2 :]
+    b, c = _fn_harness(base), _fn_harness(cand)
+    assert check_aligned(b, c, private_cells=frozenset({A})).equivalent
+    assert check_function(b, c, private_cells=frozenset({A})).equivalent
+    assert not check_aligned(b, c).equivalent

@@ -52,6 +52,7 @@ from tasmopt.optimizer.splice import assemble, finish_function, measure_with_cal
 from tasmopt.optimizer.state import (
     FunctionState,
     VerifyBackend,
+    apply_costs,
     out_of_time,
     stage,
     verify_within,
@@ -66,7 +67,6 @@ from tasmopt.vm.equivalence import (
     Verdict,
     check_blocks,
     check_function,
-    padded_height,
 )
 
 __all__ = [
@@ -290,11 +290,7 @@ def _measure_hit(
         return False
     rep = f.report
     rep.own_cycles = rep.cycles if rep.cycles != v.cycles else None
-    rep.cycles, rep.baseline_cycles = v.cycles, v.baseline_cycles
-    rep.halted = v.halted
-    rep.heights, rep.baseline_heights = v.heights, v.baseline_heights
-    rep.padded_height = padded_height(v.heights)
-    rep.baseline_padded_height = padded_height(v.baseline_heights)
+    apply_costs(rep, v)
     return True
 
 

@@ -31,21 +31,26 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, instruction_set, names_where
 from tasmopt.module import ModuleText
-from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time, verify_within
+from tasmopt.optimizer.candidates import build_checks, propose
+from tasmopt.optimizer.state import (
+    FunctionState,
+    VerifyBackend,
+    apply_costs,
+    out_of_time,
+    verify_within,
+)
 from tasmopt.report import CompileOptions
 from tasmopt.sources import BlockTask, SourceSet
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.vm.equivalence import (
-    BlockCheck,
     check_aligned,
     check_function,
     no_taller,
-    padded_height,
 )
 
 __all__ = [
@@ -234,38 +239,14 @@ def _reoptimize(
         tasks.append(BlockTask(f.name, -1000 - k, f"{f.name}.inlined[{k}]", (), instrs, 0, 0, ""))
     if not tasks:
         return lines
-    names = tuple(n for n in options.sources if n != "model")
-    proposals: list[list[list[str]]] = [[] for _ in tasks]
-    for name in names:
-        src = sources.get(name)
-        if src is None:
-            continue
-        try:
-            got = src.propose(tasks, options)
-        except Exception:  # a source must never break a compile
-            log.exception("candidate source %r failed on inlined runs", name)
-            continue
-        if len(got) != len(tasks):
-            continue
-        for k, cands in enumerate(got):
-            proposals[k].extend([str(i) for i in c] for c in cands)
-    checks: list[BlockCheck] = []
-    owners: list[tuple[int, list[str]]] = []
-    for k, task in enumerate(tasks):
-        base = tuple(str(i) for i in task.baseline)
-        seen = {base}
-        for cand in proposals[k]:
-            if tuple(cand) in seen or len(cand) >= len(base):
-                continue
-            seen.add(tuple(cand))
-            checks.append(
-                BlockCheck(base, tuple(cand), options.isa, options.witnesses, options.seed)
-            )
-            owners.append((k, cand))
+    no_model = replace(options, sources=tuple(n for n in options.sources if n != "model"))
+    checks, owners = build_checks(tasks, propose(tasks, no_model, sources), options)
     best: dict[int, list[str]] = {}
-    for (k, cand), v in zip(owners, verify_within(verify, checks, options), strict=False):
-        if v.equivalent and (k not in best or len(cand) < len(best[k])):
-            best[k] = cand
+    for (k, src), chk, v in zip(
+        owners, checks, verify_within(verify, checks, options), strict=False
+    ):
+        if src and v.equivalent and len(chk.candidate) < len(best.get(k, chk.baseline)):
+            best[k] = list(chk.candidate)
     out = list(lines)
     for k in sorted(best, reverse=True):
         a, b = runs[k]
@@ -529,9 +510,5 @@ class _Run:
         # inlining gained over calling them as returned (their savings stay theirs)
         own = rep.own_cycles if rep.own_cycles is not None else rep.cycles
         rep.own_cycles = own - (best - v.cycles)
-        rep.cycles, rep.baseline_cycles = v.cycles, v.baseline_cycles
-        rep.halted = v.halted
-        rep.heights, rep.baseline_heights = v.heights, v.baseline_heights
-        rep.padded_height = padded_height(v.heights)
-        rep.baseline_padded_height = padded_height(v.baseline_heights)
+        apply_costs(rep, v)
         return True

@@ -17,7 +17,7 @@ from tasmopt.lower.triton import (
     Lowering,
 )
 from tasmopt.module import ModuleText, label_lines
-from tasmopt.optimizer.state import FunctionState, out_of_time
+from tasmopt.optimizer.state import FunctionState, apply_costs, out_of_time
 from tasmopt.report import (
     CompileOptions,
     Source,
@@ -148,11 +148,7 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
         rep.reason = rep.reason or f"{late}; returned unchanged, not measured"
         rep.latency_s = time.perf_counter() - t
         return
-    rep.cycles, rep.baseline_cycles = measured.cycles, measured.baseline_cycles
-    rep.halted = measured.halted
-    rep.heights, rep.baseline_heights = measured.heights, measured.baseline_heights
-    rep.padded_height = padded_height(measured.heights)
-    rep.baseline_padded_height = padded_height(measured.baseline_heights)
+    apply_costs(rep, measured)
     rep.latency_s = time.perf_counter() - t
 
 
@@ -199,11 +195,7 @@ def measure_with_callees(
         rep = f.report
         if rep.own_cycles is None:  # (the inline pass sets it for what it rewrote)
             rep.own_cycles = rep.cycles
-        rep.cycles, rep.baseline_cycles = v.cycles, v.baseline_cycles
-        rep.halted = v.halted
-        rep.heights, rep.baseline_heights = v.heights, v.baseline_heights
-        rep.padded_height = padded_height(v.heights)
-        rep.baseline_padded_height = padded_height(v.baseline_heights)
+        apply_costs(rep, v)
 
 
 def assemble(

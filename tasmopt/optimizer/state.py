@@ -15,10 +15,19 @@ from tasmopt.sources import BlockTask
 from tasmopt.tasm.program import Program
 from tasmopt.vm.equivalence import (
     BlockCheck,
+    FunctionVerdict,
     Verdict,
+    padded_height,
 )
 
-__all__ = ["VerifyBackend", "stage", "FunctionState", "out_of_time", "verify_within"]
+__all__ = [
+    "VerifyBackend",
+    "stage",
+    "FunctionState",
+    "out_of_time",
+    "verify_within",
+    "apply_costs",
+]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +71,16 @@ def verify_within(
             break
         out += verify(checks[k : k + VERIFY_CHUNK])
     return out
+
+
+def apply_costs(rep: FunctionReport, v: FunctionVerdict) -> None:
+    """A function's report takes the costs of a whole-function measurement: cycles and
+    table heights of the candidate and the baseline, their padded heights, halting runs."""
+    rep.cycles, rep.baseline_cycles = v.cycles, v.baseline_cycles
+    rep.halted = v.halted
+    rep.heights, rep.baseline_heights = v.heights, v.baseline_heights
+    rep.padded_height = padded_height(v.heights)
+    rep.baseline_padded_height = padded_height(v.baseline_heights)
 
 
 @contextmanager

@@ -189,6 +189,11 @@ the TASM to a file and prints only the table. Exit status 1 on invalid input.
 @click.option("--seed", type=int, help="Witness seed (results are deterministic for a seed).")
 @click.option("--witnesses", type=click.IntRange(16, 1024), help="Differential witnesses.")
 @click.option("--budget", "search_budget_s", type=click.FloatRange(0), help="Search seconds.")
+@click.option(
+    "--inline/--no-inline",
+    default=None,
+    help="Function-level inlining of small callees where proven and cheaper (default: on).",
+)
 def compile_cmd(
     file: Path,
     include: tuple[Path, ...],
@@ -200,6 +205,7 @@ def compile_cmd(
     seed: int | None,
     witnesses: int | None,
     search_budget_s: float | None,
+    inline: bool | None,
 ) -> None:
     """Optimize FILE.json (TIR) or FILE.tri (Trident source, through the frontend) and print
     the cheapest verified TASM with a cost table."""
@@ -209,7 +215,14 @@ def compile_cmd(
         tir, base, given = _frontend_tir(file, include, linked=True), None, {}
     else:
         tir, base, given = _load_request(file, baseline, ours)
-    opts = _options(given, isa=isa, seed=seed, witnesses=witnesses, search_budget_s=search_budget_s)
+    opts = _options(
+        given,
+        isa=isa,
+        seed=seed,
+        witnesses=witnesses,
+        search_budget_s=search_budget_s,
+        inline=inline,
+    )
     try:
         result = compile_tir(tir, base, options=opts)
     except TasmSyntaxError as exc:

@@ -65,7 +65,10 @@ class ModuleText:
 
         A function's section runs from its label line to the next function label line;
         deferred ``__then__k``/``__loop__k`` labels stay with the function before them.
-        Lines before the first function label belong to no function (the entry stub).
+        Lines before the first function label belong to no function (the entry stub), and so
+        do unreachable instruction lines right before a function label that follow a
+        ``return`` or ``halt`` (an entry stub ``call __main; halt`` emitted between two
+        functions, spec/tir.md §3.5).
         """
         lines = text.split("\n")
         by_label = {lab: name for name, lab in labels.items()}
@@ -78,7 +81,7 @@ class ModuleText:
                 if owner is not None and owner not in fns:
                     if current is not None:
                         start = fns[current].sections[0][0]
-                        fns[current].sections[0] = (start, i)
+                        fns[current].sections[0] = (start, _before_stub(lines, start, i))
                     current = owner
                     fns[owner] = FunctionText(owner, labels[owner], [(i, len(lines))])
         mod = cls(lines, fns)
@@ -140,6 +143,33 @@ class ModuleText:
             k = exc.line - 3  # the harness adds two lines before the text
             line = where[k] + 1 if 0 <= k < len(where) and where[k] >= 0 else exc.line
             raise TasmSyntaxError(exc.reason, line, exc.column, exc.source_line) from None
+
+
+def _before_stub(lines: Sequence[str], start: int, end: int) -> int:
+    """``end``, or where an unreachable trailing run of instruction lines begins: a run after
+    the section's last ``return``/``halt`` and before ``end`` with no label in between."""
+    from tasmopt.isa import names_where
+
+    ends = names_where(lambda i: i.ends_frame)
+
+    def kind(k: int) -> str | None:
+        text = lines[k].split("//", 1)[0].strip()
+        if not text:
+            return None
+        return ":" if text.endswith(":") and not lines[k][:1].isspace() else text.split()[0]
+
+    k = end - 1
+    while k > start and kind(k) is None:
+        k -= 1
+    run_start = k + 1
+    while k > start and kind(k) not in (None, ":"):
+        run_start = k
+        k -= 1
+    if run_start > end - 1 or kind(run_start) is None:
+        return end
+    while k > start and kind(k) is None:
+        k -= 1
+    return run_start if k > start and kind(k) in ends else end
 
 
 def label_lines(lines: Iterable[str]) -> list[str]:

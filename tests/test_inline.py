@@ -235,3 +235,46 @@ def test_a_callee_with_branches_is_inlined_with_its_helpers():
     assert any("inlined __k" in n for n in m.notes), m.notes
     assert "call __k" not in "\n".join(m.tasm)
     assert any(ln.strip().endswith("__in_main:") for ln in m.tasm)
+
+
+def test_an_entry_stub_between_functions_belongs_to_no_function():
+    # `call __main; halt` after a function's return (spec/tir.md §3.5): not part of that
+    # function, so its harness (and the costs reported for it) does not run main
+    text = "\n".join(
+        [
+            "__square:",
+            "    dup 0",
+            "    mul",
+            "    return",
+            "",
+            "    call __main",
+            "    halt",
+            "",
+            "__main:",
+            "    read_io 1",
+            "    call __square",
+            "    write_io 1",
+            "    return",
+        ]
+    )
+    mod = ModuleText.from_text(text, {"square": "__square", "main": "__main"})
+    assert "call __main" not in "\n".join(mod.section_lines("square"))
+    assert mod.functions["square"].callees == set()
+    # a labelled helper after the return stays with the function
+    helper = text.replace(
+        "    return\n\n    call __main", "    return\n__then__1:\n    call __main"
+    )
+    mod = ModuleText.from_text(helper, {"square": "__square", "main": "__main"})
+    assert "__then__1:" in mod.section_lines("square")
+
+
+def test_reported_padded_height_of_a_caller_is_not_inflated_by_the_entry_stub():
+    # examples/call.json puts the entry stub after sum_of_squares: measured as returned, its
+    # padded height must not count main's code
+    import json
+    from pathlib import Path
+
+    call = json.loads((Path(__file__).parents[1] / "examples" / "call.json").read_text())["tir"]
+    r = compile_tir(call, options=NO_INLINE)
+    for f in r.functions:
+        assert f.padded_height <= f.baseline_padded_height, f.name

@@ -286,7 +286,7 @@ def make_options(given: CompileOptionsIn | None, settings: Settings) -> CompileO
         return opts
     overrides = given.model_dump(exclude_none=True)
     overrides.pop("deadline_ms", None)  # the service's, see `deadline_s`
-    if "sources" in overrides and "use_cache" not in overrides:
+    if ("sources" in overrides or "inline" in overrides) and "use_cache" not in overrides:
         # the cache holds the best program of every source: a request that picks its
         # sources gets what those sources find now
         overrides["use_cache"] = False

@@ -68,6 +68,11 @@ class CompileOptionsIn(BaseModel):
         description="Answer from, and store into, the per-function result cache (default "
         "true); false computes every function afresh.",
     )
+    inline: bool | None = Field(
+        None,
+        description="Run the function-level inline pass with the rules (default true): small "
+        "callees inlined where proven and cheaper.",
+    )
 
 
 class CompileRequest(BaseModel):
@@ -155,8 +160,8 @@ class FunctionOut(BaseModel):
     own_cycles: int | None = Field(
         None,
         description="Cycles with the callees' baseline "
-        "code (the function's own saving); null if no callee "
-        "was improved.",
+        "code (the function's own saving; where the inline pass rewrote it, its saving "
+        "before inlining plus what inlining gained); null if no callee was improved.",
     )
     notes: list[str] = Field([], description="What was left alone and why.")
     rejections: dict[str, int] = Field(

@@ -160,3 +160,34 @@ def test_openapi_documents_the_compile_body(client):
 
 def _raise(*_a, **_k):
     raise RuntimeError("boom")
+
+
+def test_the_inline_pass_is_an_option(client):
+    # g(x, y) = x * y + 3, called once from main: inlined by default, not with inline false
+    tir = [
+        {"Entry": "main"},
+        {"FnStart": "g"},
+        "Mul",
+        {"Push": 3},
+        "Add",
+        "Return",
+        "FnEnd",
+        {"FnStart": "main"},
+        {"ReadIo": 1},
+        {"ReadIo": 1},
+        {"Call": "g"},
+        {"WriteIo": 1},
+        "Return",
+        "FnEnd",
+    ]
+    texts = {}
+    for inline in (True, False):
+        body = {"tir": tir, "options": {"sources": ["rules"], "inline": inline}}
+        r = client.post("/compile", json=body)
+        assert r.status_code == 200, r.text
+        out = r.json()
+        main = next(f for f in out["functions"] if f["name"] == "main")
+        texts[inline] = out["tasm"]  # g stays in the module; only main calls it
+        assert main["cycles"] <= main["baseline_cycles"]
+    assert "call __g" not in texts[True]
+    assert "call __g" in texts[False]

@@ -365,54 +365,35 @@ def main(argv: list[str] | None = None) -> int:
         f"rejected-but-equivalent {stats['rejected_equivalent']}, accepted {stats['accepted']}"
     )
     if args.functions:
-        fstats = {
-            "mutants": 0,
-            "different": 0,
-            "accepted_different": 0,
-            "rejected_equivalent": 0,
-            "accepted": 0,
-        }
-        fns = list(real_functions(args.data))
+        fns = [(name, prog, frozenset()) for name, prog in real_functions(args.data)]
         if args.max_units:
             rng.shuffle(fns)
             fns = fns[: args.max_units]
-        for name, prog in tqdm(fns, desc="functions", unit="fn", file=sys.stderr):
-            for kind, mut in function_mutants(prog, rng, args.per_kind):
-                fstats["mutants"] += 1
-                v = check_function(prog, mut, seed=args.seed, budget_s=1.0)
-                accepted = v.equivalent and check_aligned(prog, mut, seed=args.seed).equivalent
-                truth = check_function(prog, mut, seed=args.seed + 1000, witnesses=32, budget_s=2.0)
-                differs = truth.witness >= 0
-                fstats["different"] += differs
-                fstats["accepted"] += accepted
-                if accepted and differs:
-                    fstats["accepted_different"] += 1
-                    bad.append(f"{name} [{kind}] function")
-                if not accepted and not differs:
-                    fstats["rejected_equivalent"] += 1
-        print(
-            f"functions: {len(fns)} functions, {fstats['mutants']} mutants, "
-            f"{fstats['different']} truly different, accepted-but-different "
-            f"{fstats['accepted_different']}, rejected-but-equivalent "
-            f"{fstats['rejected_equivalent']}, accepted {fstats['accepted']}"
-        )
+        judge_functions("functions", fns, args, rng, bad, contract_mutants=False)
     for line in bad[:20]:
         print("ACCEPTED BUT DIFFERENT:", line)
     print(f"{time.perf_counter() - t0:.0f} s, seed {args.seed}")
     return 1 if bad else 0
 
 
-def contract(args: argparse.Namespace, rng: random.Random, t0: float) -> int:
+def judge_functions(
+    label: str,
+    fns: list[tuple[str, Program, frozenset[int]]],
+    args: argparse.Namespace,
+    rng: random.Random,
+    bad: list[str],
+    contract_mutants: bool,
+) -> None:
+    """Mutate whole functions and compare the optimizer's acceptance (`check_function` and
+    `check_aligned`, with the function's private cells) with the ground truth (32 other
+    witnesses, only the private cells' final values left out); print one summary line."""
     stats = dict.fromkeys(
         ("mutants", "different", "accepted_different", "rejected_equivalent", "accepted"), 0
     )
-    bad: list[str] = []
-    fns = list(contract_functions(args.corpus))
-    if args.max_units:
-        rng.shuffle(fns)
-        fns = fns[: args.max_units]
-    for name, prog, cells in tqdm(fns, desc="functions", unit="fn", file=sys.stderr):
-        muts = list(scratch_mutants(prog, cells, rng, 2 * args.per_kind))
+    for name, prog, cells in tqdm(fns, desc=label, unit="fn", file=sys.stderr):
+        muts = (
+            list(scratch_mutants(prog, cells, rng, 2 * args.per_kind)) if contract_mutants else []
+        )
         muts += list(function_mutants(prog, rng, args.per_kind))
         for kind, mut in muts:
             stats["mutants"] += 1
@@ -429,14 +410,23 @@ def contract(args: argparse.Namespace, rng: random.Random, t0: float) -> int:
             stats["accepted"] += accepted
             if accepted and differs:
                 stats["accepted_different"] += 1
-                bad.append(f"{name} [{kind}] contract")
+                bad.append(f"{name} [{kind}] {label}")
             if not accepted and not differs:
                 stats["rejected_equivalent"] += 1
     print(
-        f"contract: {len(fns)} functions, {stats['mutants']} mutants, {stats['different']} truly "
+        f"{label}: {len(fns)} functions, {stats['mutants']} mutants, {stats['different']} truly "
         f"different, accepted-but-different {stats['accepted_different']}, "
         f"rejected-but-equivalent {stats['rejected_equivalent']}, accepted {stats['accepted']}"
     )
+
+
+def contract(args: argparse.Namespace, rng: random.Random, t0: float) -> int:
+    bad: list[str] = []
+    fns = list(contract_functions(args.corpus))
+    if args.max_units:
+        rng.shuffle(fns)
+        fns = fns[: args.max_units]
+    judge_functions("contract", fns, args, rng, bad, contract_mutants=True)
     for line in bad[:20]:
         print("ACCEPTED BUT DIFFERENT:", line)
     print(f"{time.perf_counter() - t0:.0f} s, seed {args.seed}")

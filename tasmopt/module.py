@@ -18,7 +18,7 @@ from tasmopt.lower.triton import Lowering
 from tasmopt.tasm.program import Program
 from tasmopt.vm.equivalence import harness
 
-__all__ = ["FunctionText", "ModuleText", "label_lines"]
+__all__ = ["FunctionText", "ModuleText", "label_lines", "line_kind"]
 
 _CALL = re.compile(r"^\s*call\s+(\S+)")
 
@@ -153,10 +153,7 @@ def _before_stub(lines: Sequence[str], start: int, end: int) -> int:
     ends = names_where(lambda i: i.ends_frame)
 
     def kind(k: int) -> str | None:
-        text = lines[k].split("//", 1)[0].strip()
-        if not text:
-            return None
-        return ":" if text.endswith(":") and not lines[k][:1].isspace() else text.split()[0]
+        return line_kind(lines[k])
 
     k = end - 1
     while k > start and kind(k) is None:
@@ -170,6 +167,17 @@ def _before_stub(lines: Sequence[str], start: int, end: int) -> int:
     while k > start and kind(k) is None:
         k -= 1
     return run_start if k > start and kind(k) in ends else end
+
+
+def line_kind(line: str) -> str | None:
+    """``":"`` for a label line (flush left, ending in ``:``), the mnemonic for an
+    instruction line, None for blank and comment lines."""
+    text = line.split("//", 1)[0].strip()
+    if not text:
+        return None
+    if text.endswith(":") and not line[:1].isspace():
+        return ":"
+    return text.split()[0]
 
 
 def label_lines(lines: Iterable[str]) -> list[str]:

@@ -278,3 +278,11 @@ def test_reported_padded_height_of_a_caller_is_not_inflated_by_the_entry_stub():
     r = compile_tir(call, options=NO_INLINE)
     for f in r.functions:
         assert f.padded_height <= f.baseline_padded_height, f.name
+
+
+def test_a_callee_entered_mid_way_is_not_inlined():
+    # a label inside the callee's straight-line code: another caller may enter there, and the
+    # main section does not end in return
+    text = ["__g:", "    push 1", "__g_inner:", "    add", "    return"]
+    assert inline_parts(text, "x") is None
+    assert straight_body(text) is None

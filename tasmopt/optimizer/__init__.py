@@ -38,6 +38,7 @@ from tasmopt.errors import TasmSyntaxError
 from tasmopt.lower.blocks import split_functions
 from tasmopt.module import ModuleText
 from tasmopt.optimizer.candidates import build_checks, propose
+from tasmopt.optimizer.contract import private_by_function
 from tasmopt.optimizer.inline import inline_stage
 from tasmopt.optimizer.prepare import (
     cached_answers,
@@ -154,12 +155,13 @@ def _compile(
     with stage(timings, "lower"):
         low, ours, client = lower_module(ops, baseline_tasm, options)
         labels = {name: f.label for name, f in ours.functions.items()}
+        private = private_by_function(ours, client, options.isa)  # once per request
     keys: dict[str, str] = {}
     hits: dict[str, CachedFunction] = {}
     if cache is not None and options.use_cache:
         with stage(timings, "cache"):
-            keys, hits = cached_answers(cache, ops, low, ours, client, options)
-    fns = prepare_functions(low, ours, client, options, timings, keys, hits)
+            keys, hits = cached_answers(cache, ops, low, ours, client, options, private)
+    fns = prepare_functions(low, ours, client, options, timings, keys, hits, private)
     chunks = {c.name: c.ops for c in split_functions(ops)}
     for f in fns:
         f.report.tir_hash = tir_hash(chunks.get(f.name, ()))

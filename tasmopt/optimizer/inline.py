@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, instruction_set, names_where
-from tasmopt.module import ModuleText
+from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.candidates import build_checks, propose
 from tasmopt.optimizer.state import (
     FunctionState,
@@ -77,28 +77,19 @@ INDENT = "    "
 _CALL = re.compile(r"^\s*call\s+(\S+)\s*(//.*)?$")
 
 
-def _name(line: str) -> str | None:
-    """``":"`` for a label line, the mnemonic for an instruction, None for blanks/comments."""
-    text = line.split("//", 1)[0].strip()
-    if not text:
-        return None
-    if text.endswith(":") and not line[:1].isspace():
-        return ":"
-    return text.split()[0]
-
-
 def straight_body(lines: Sequence[str], isa: IsaVariant = "release") -> list[str] | None:
     """The instruction lines between a function's label and its final ``return`` when its
-    whole text is ``label:``, straight-line instructions, ``return``; else None."""
+    whole text is ``label:``, straight-line instructions, ``return``; else None (the
+    `inline_parts` of a function with no helper and no control flow)."""
     table = instruction_set(isa)
-    named = [(ln, n) for ln in lines if (n := _name(ln)) is not None]
-    if len(named) < 2 or named[0][1] != ":" or named[-1][1] != "return":
+    parts = inline_parts(lines, "", isa)
+    if parts is None or parts[1]:
         return None
-    body = []
-    for ln, n in named[1:-1]:
-        if n == ":" or n not in table or table[n].is_control_flow or table[n].may_skip_next:
+    body = parts[0]
+    for ln in body:
+        n = line_kind(ln)
+        if n is None or n not in table or table[n].is_control_flow or table[n].may_skip_next:
             return None
-        body.append(INDENT + ln.split("//", 1)[0].strip())
     return body
 
 
@@ -115,7 +106,7 @@ def inline_parts(
     """(main body, helper sections) of a function's text for inlining (module docstring), the
     helper labels renamed ``<label>__<suffix>`` in both; None if it does not qualify."""
     table = instruction_set(isa)
-    named = [(ln, n) for ln in lines if (n := _name(ln)) is not None]
+    named = [(ln, n) for ln in lines if (n := line_kind(ln)) is not None]
     if len(named) < 2 or named[0][1] != ":":
         return None
     end = next((k for k in range(1, len(named)) if named[k][1] == ":"), len(named))
@@ -168,7 +159,7 @@ def inline_calls(
             sites[m.group(1)] = sites.get(m.group(1), 0) + 1
         else:
             out.append(ln)
-        n = _name(ln)
+        n = line_kind(ln)
         if n is not None:
             prev = n
     return out, spans, sites
@@ -176,7 +167,7 @@ def inline_calls(
 
 def _count(lines: Sequence[str]) -> int:
     """Static instructions (labels, blanks and comments not counted)."""
-    return sum(1 for ln in lines if _name(ln) not in (None, ":"))
+    return sum(1 for ln in lines if line_kind(ln) not in (None, ":"))
 
 
 def _trim(lines: list[str]) -> list[str]:
@@ -205,7 +196,7 @@ def _runs(lines: Sequence[str], isa: IsaVariant) -> list[tuple[int, int]]:
     start: int | None = None
     after_skip = False
     for i, ln in enumerate(lines):
-        n = _name(ln)
+        n = line_kind(ln)
         if n is None:
             continue
         control = n == ":" or n not in table or table[n].is_control_flow or after_skip
@@ -234,7 +225,7 @@ def _reoptimize(
     runs = [r for r in _runs(lines, options.isa) if any(r[0] <= a < r[1] for a, _ in spans)]
     tasks = []
     for k, (a, b) in enumerate(runs):
-        text = "\n".join(ln for ln in lines[a:b] if _name(ln) is not None)
+        text = "\n".join(ln for ln in lines[a:b] if line_kind(ln) is not None)
         instrs = tuple(parse_instructions(text, options.isa))
         tasks.append(BlockTask(f.name, -1000 - k, f"{f.name}.inlined[{k}]", (), instrs, 0, 0, ""))
     if not tasks:

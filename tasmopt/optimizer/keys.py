@@ -41,6 +41,7 @@ def function_keys(
     ours: ModuleText,
     client: ModuleText | None,
     options: CompileOptions,
+    private: dict[str, frozenset[int]] | None = None,
 ) -> dict[str, str]:
     """Cache key (64 hex digits) of every function whose answer may be cached.
 
@@ -48,7 +49,8 @@ def function_keys(
     (they are passed through, which costs nothing to redo).
     """
     chunk_hash = {c.name: tir_hash(c.ops) for c in split_functions(ops)}
-    private = private_by_function(ours, client, options.isa)
+    if private is None:
+        private = private_by_function(ours, client, options.isa)
     keys: dict[str, str] = {}
     for lf in low.functions:
         if not lf.name or lf.unlowerable or lf.name not in ours.functions:

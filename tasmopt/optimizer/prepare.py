@@ -41,7 +41,7 @@ from tasmopt.vm.equivalence import (
     check_aligned,
     check_function,
 )
-from tasmopt.vm.scratch import Item, dead_after, items_of_lines
+from tasmopt.vm.scratch import Item, Liveness, items_of_lines
 
 __all__ = [
     "prepare_functions",
@@ -109,11 +109,12 @@ def cached_answers(
     ours: ModuleText,
     client: ModuleText | None,
     options: CompileOptions,
+    private: dict[str, frozenset[int]] | None = None,
 ) -> tuple[dict[str, str], dict[str, CachedFunction]]:
     """(cache key per function, the cache's entries by key) for this module; functions in
     ``options.only`` are not looked up (they are to be computed afresh). A lookup that
     raises is logged and answers nothing: the cache never breaks a compile."""
-    keys = function_keys(ops, low, ours, client, options)
+    keys = function_keys(ops, low, ours, client, options, private)
     wanted = [k for n, k in keys.items() if options.only is None or n not in options.only]
     try:
         return keys, cache.get_many(wanted) if wanted else {}
@@ -157,17 +158,22 @@ def prepare_functions(
     timings: dict[str, float],
     keys: dict[str, str] | None = None,
     hits: dict[str, CachedFunction] | None = None,
+    private: dict[str, frozenset[int]] | None = None,
 ) -> list[FunctionState]:
     """One `FunctionState` per function of the lowering, in order.
 
     Args:
+        private: `tasmopt.optimizer.contract.private_by_function` of this request, if the
+            caller has it (else it is computed here).
         keys: result-cache key per function name (`tasmopt.optimizer.keys`).
         hits: cache entries found for those keys, by key: such a function is answered from
             its entry (report and lines) and no stage works on it.
     """
     keys, hits = keys or {}, hits or {}
-    private = private_by_function(ours, client, options.isa)
-    scratch = _ScratchView(low.lines, options.isa) if private else None
+    if private is None:
+        private = private_by_function(ours, client, options.isa)
+    every = frozenset().union(*private.values()) if private else frozenset()
+    scratch = _ScratchView(low.lines, every, options.isa) if every else None
     fns: list[FunctionState] = []
     for lf in low.functions:
         if not lf.name:
@@ -249,22 +255,22 @@ def prepare_functions(
 
 
 class _ScratchView:
-    """Our lowering's text as `tasmopt.vm.scratch` items, to ask which private cells are dead
-    after a block (given as a line range)."""
+    """Our lowering's text analysed once (`tasmopt.vm.scratch.Liveness`), to ask which
+    private cells are dead after a block (given as a line range)."""
 
-    def __init__(self, lines: Sequence[str], isa: IsaVariant) -> None:
-        self.isa = isa
-        self.items: list[Item] = []
+    def __init__(self, lines: Sequence[str], private: frozenset[int], isa: IsaVariant) -> None:
+        items: list[Item] = []
         self.at: list[int] = []  # line index -> index of the first item at or after it
         for line in lines:
-            self.at.append(len(self.items))
-            self.items.extend(items_of_lines([line]))
-        self.at.append(len(self.items))
+            self.at.append(len(items))
+            items.extend(items_of_lines([line]))
+        self.at.append(len(items))
+        self.live = Liveness(items, private, isa)
 
     def dead(self, start: int, end: int, private: frozenset[int]) -> tuple[int, ...]:
         if not private:
             return ()
-        cells = dead_after(self.items, self.at[start], self.at[end], private, self.isa)
+        cells = self.live.dead_after(self.at[start], self.at[end]) & private
         return tuple(sorted(cells))
 
 

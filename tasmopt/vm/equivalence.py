@@ -60,6 +60,7 @@ from tasmopt.tasm.parser import parse, parse_instructions
 from tasmopt.tasm.program import Instr, Program
 from tasmopt.vm.expr import ExprContext, Guard
 from tasmopt.vm.guards import passing_witness
+from tasmopt.vm.scratch import Liveness, items_of_program
 from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
 from tasmopt.vm.witness import CONTROL_FAMILIES, Witness, witness
 
@@ -883,11 +884,11 @@ def check_aligned(
     so it does not either, and two states that differ only in dead cells lead to the same
     observables.
     """
-    from tasmopt.vm.scratch import dead_after, items_of_program
-
     sa = _segments_at(baseline)
     a, b = [(k, v) for k, v, _ in sa], _segments(candidate)
-    items = items_of_program(baseline) if private_cells else []
+    live = (
+        Liveness(items_of_program(baseline), private_cells, baseline.isa) if private_cells else None
+    )
     if len(a) != len(b):
         return AlignedVerdict(
             False, f"control skeletons differ ({len(b)} segments, baseline {len(a)})"
@@ -903,9 +904,9 @@ def check_aligned(
         if deadline is not None and deadline.expired:
             return AlignedVerdict(False, f"unverified: deadline ({deadline.why()}) at segment {k}")
         dead: tuple[int, ...] = ()
-        if private_cells:
+        if live is not None:
             start, end = sa[k][2]
-            dead = tuple(sorted(dead_after(items, start, end, private_cells, baseline.isa)))
+            dead = tuple(sorted(live.dead_after(start, end)))
         v = _check_block_cached(BlockCheck(va, vb, baseline.isa, witnesses, seed, dead))  # type: ignore[arg-type]  # segments are tuples of instruction lines
         if not v.equivalent:
             return AlignedVerdict(

@@ -49,6 +49,8 @@ __all__ = [
     "ScratchAnalysis",
     "private_cells",
     "dead_after",
+    "Liveness",
+    "runs",
 ]
 
 #: First address of the compiler's scratch regions: the temp region (2^29), below the spill
@@ -228,6 +230,50 @@ def runs(items: Sequence[Item], isa: IsaVariant = "release") -> list[tuple[int, 
     return out
 
 
+class Liveness:
+    """Which private cells are dead after a straight-line range of one program (module
+    docstring), with the program's accesses and runs analysed once: a cell the range writes
+    whose value never crosses a run boundary — every run of the program that reads the cell
+    writes it first — and that the rest of the run the range ends in does not read first.
+    Whatever path leaves the range, the next read of such a cell comes after a write in the
+    same run. ``private`` must come from `private_cells` on a request that contains this
+    program's code."""
+
+    def __init__(
+        self, items: Sequence[Item], private: frozenset[int], isa: IsaVariant = "release"
+    ) -> None:
+        self.private = private
+        self.accesses = constant_accesses(items, isa)[0] if private else []
+        self.bounds = runs(items, isa) if self.accesses else []
+        run_of: dict[int, int] = {}
+        for r, (a, b) in enumerate(self.bounds):
+            for k in range(a, b):
+                run_of[k] = r
+        first: dict[tuple[int, int], bool] = {}  # (run, cell) -> its first access there writes
+        for acc in self.accesses:
+            r = run_of[acc.index]
+            for c in acc.cells:
+                if c in private and (r, c) not in first:
+                    first[(r, c)] = acc.write
+        #: cells some run reads before writing: their values cross run boundaries
+        self.carried = frozenset(c for (_, c), w in first.items() if not w)
+
+    def dead_after(self, start: int, end: int) -> frozenset[int]:
+        """Private cells dead after ``items[start:end]``."""
+        if not self.accesses:
+            return frozenset()
+        tail_end = next((b for a, b in self.bounds if a < end <= b), end)
+        later: dict[int, bool] = {}
+        here: set[int] = set()
+        for acc in self.accesses:
+            if end <= acc.index < tail_end:
+                for c in acc.cells:
+                    later.setdefault(c, acc.write)
+            elif start <= acc.index < end and acc.write:
+                here.update(c for c in acc.cells if c in self.private)
+        return frozenset(c for c in here if c not in self.carried and later.get(c, True))
+
+
 def dead_after(
     items: Sequence[Item],
     start: int,
@@ -235,41 +281,6 @@ def dead_after(
     private: frozenset[int],
     isa: IsaVariant = "release",
 ) -> frozenset[int]:
-    """Private cells dead after the straight-line run ``items[start:end]`` of a program
-    (module docstring): cells the run writes whose value never crosses a run boundary — every
-    run of the program that reads the cell writes it first (the single-run case: the run
-    itself holds every read, after its write). Whatever path leaves this run, the next read
-    of such a cell comes after a write in the same run. ``private`` must come from
-    `private_cells` on a request that contains this program's code."""
-    if not private:
-        return frozenset()
-    accesses, _, _ = constant_accesses(items, isa)
-    if not accesses:
-        return frozenset()
-    bounds = runs(items, isa)
-    owner = {}
-    for r, (a, b) in enumerate(bounds):
-        for k in range(a, b):
-            owner[k] = r
-    first: dict[tuple[int, int], bool] = {}  # (run, cell) -> its first access there writes
-    for acc in accesses:
-        r = owner[acc.index]
-        for c in acc.cells:
-            if c in private and (r, c) not in first:
-                first[(r, c)] = acc.write
-    carried = {c for (_, c), w in first.items() if not w}  # some run reads it before writing
-    # the rest of the run the range ends in: a read there before a write sees the value
-    tail_end = next((b for a, b in bounds if a < end <= b), end)
-    later: dict[int, bool] = {}
-    for acc in accesses:
-        if end <= acc.index < tail_end:
-            for c in acc.cells:
-                later.setdefault(c, acc.write)
-    here = {
-        c
-        for acc in accesses
-        if start <= acc.index < end and acc.write
-        for c in acc.cells
-        if c in private
-    }
-    return frozenset(c for c in here if c not in carried and later.get(c, True))
+    """`Liveness.dead_after` for one range (analyses the program each call: for many ranges
+    of one program, build one `Liveness`)."""
+    return Liveness(items, private, isa).dead_after(start, end)

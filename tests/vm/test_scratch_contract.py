@@ -282,3 +282,61 @@ __g:
     assert check_aligned(b, c, private_cells=frozenset({A})).equivalent
     assert check_function(b, c, private_cells=frozenset({A})).equivalent
     assert not check_aligned(b, c).equivalent
+
+
+def test_dead_cells_do_not_hide_a_store_through_an_aliasing_pointer():
+    # the candidate stores the value at an address read from input: it may be the dead cell
+    # or any live one, so nothing proves the rest of RAM unchanged
+    cand = ("read_io 1", "read_io 1", "write_mem 1", "pop 1", "read_io 1", "read_io 1", "mul")
+    assert not check_block(BlockCheck(STORE_RELOAD, cand, dead_cells=(A,))).equivalent
+
+
+def test_dead_cells_do_not_excuse_dropping_a_rare_guard():
+    # the baseline fails unless its second input is 12345; the candidate drops that check
+    # along with the dead store
+    base = (
+        STORE_RELOAD[:4] + ("read_io 1", "dup 0", "push 12345", "eq", "assert") + STORE_RELOAD[5:]
+    )
+    cand = ("read_io 1", "read_io 1", "mul")
+    assert check_block(BlockCheck(base, base, dead_cells=(A,))).equivalent  # guard solvable
+    assert not check_block(BlockCheck(base, cand, dead_cells=(A,))).equivalent
+
+
+def test_a_label_between_store_and_reload_keeps_the_cell_live():
+    # control may enter at the label (a mid-block entry) and reload what an earlier pass stored
+    text = lines(f"""
+__f:
+    read_io 1
+    push {A}
+    write_mem 1
+    pop 1
+__f_again:
+    push {A}
+    read_mem 1
+    pop 1
+    write_io 1
+    return
+""")
+    items = items_of_lines(text)
+    assert dead_after(items, 1, 5, frozenset({A})) == frozenset()
+
+
+def test_privacy_needs_both_texts():
+    # our lowering keeps the cell to f, but the client's text reads it in g: not private
+    from tasmopt.module import ModuleText
+    from tasmopt.optimizer.contract import private_by_function
+
+    g_ours = ["__g:", "    push 1", "    write_io 1", "    return"]
+    g_client = [
+        "__g:",
+        f"    push {A}",
+        "    read_mem 1",
+        "    pop 1",
+        "    write_io 1",
+        "    return",
+    ]
+    labels = {"f": "__f", "g": "__g"}
+    ours = ModuleText.from_text("\n".join(F_SPILL + g_ours), labels)
+    client = ModuleText.from_text("\n".join(F_SPILL + g_client), labels)
+    assert private_by_function(ours, None, "release") == {"f": frozenset({A})}
+    assert private_by_function(ours, client, "release") == {}

@@ -65,6 +65,7 @@ from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
 from tasmopt.vm.witness import CONTROL_FAMILIES, Witness, witness
 
 if TYPE_CHECKING:  # the simulator is imported late (its Tip5 tables are heavy)
+    from tasmopt.vm.lanes import LaneInputs, LaneRun
     from tasmopt.vm.state import VmResult
     from tasmopt.vm.tables import TableHeights
 
@@ -85,6 +86,7 @@ __all__ = [
     "harness",
     "observe",
     "MIN_WITNESSES",
+    "LANE_WITNESSES",
     "HARNESS_CYCLES",
     "AlignedVerdict",
     "check_aligned",
@@ -97,11 +99,17 @@ __all__ = [
 #: Version of what this module accepts. Bump it with every change that could accept a program
 #: an earlier version rejected (or the reverse): results proven by another version are not
 #: reused (the per-function result cache keys on it, `tasmopt.optimizer.keys`).
-VERIFIER_VERSION = "2026.11.26"
+VERIFIER_VERSION = "2026.11.26.2"
 
 #: Design §2: at least this many differential witnesses per check, each of which must run
 #: the baseline to its end (witnesses on which it fails do not count).
 MIN_WITNESSES = 16
+
+#: Random witnesses a straight-line block is run on when the lane evaluator covers it
+#: (`tasmopt.vm.lanes`): one numpy pass over 64 lanes costs about what 16 simulator runs
+#: cost (``benchmarks/lanes.py``), so the verifier takes the wider evidence, and fewer
+#: blocks need guard-directed witnesses (the SMT solver) to reach `MIN_WITNESSES` passing.
+LANE_WITNESSES = 64
 
 #: A polynomial-identity acceptance needs this many passing witnesses drawn uniformly from F_p.
 MIN_RANDOM_FIELD = 4
@@ -481,10 +489,9 @@ def check_block(check: BlockCheck) -> Verdict:
     heights: dict[str, int] = {}
     passed = random_field = 0
 
-    def compare(i: int, w: Witness) -> str | None:
+    def compare(i: int, w: Witness, runs: tuple[VmResult, VmResult] | None = None) -> str | None:
         nonlocal passed, random_field
-        rb = _run(prog_b, w, len(base) + 2)
-        rc = _run(prog_c, w, limit)
+        rb, rc = runs or (_run(prog_b, w, len(base) + 2), _run(prog_c, w, limit))
         ob, oc = observe(rb, hidden), observe(rc, hidden)
         if ob != oc:
             detail = _explain(ob, oc)
@@ -504,16 +511,38 @@ def check_block(check: BlockCheck) -> Verdict:
             _merge_heights(heights, rc.heights)
         return None
 
-    for i in range(need):
-        w = witness(i, check.seed, depth=depth, inputs=inputs, digests=digests)
-        bad = compare(i, w)
-        if bad:
-            return _reject(bad)
+    def draw(i: int) -> Witness:
+        return witness(i, check.seed, depth=depth, inputs=inputs, digests=digests)
+
+    wide = [draw(i) for i in range(max(need, LANE_WITNESSES))]
+    lanes = _lane_runs(prog_b, prog_c, wide, (len(base) + 2, limit), check.seed)
+    if lanes is not None:  # one numpy pass over every witness (`tasmopt.vm.lanes`)
+        lane_b, lane_c = lanes
+        i = lane_b.first_difference(lane_c, hidden)
+        if i is not None:
+            bad = compare(i, wide[i], (lane_b.result(i), lane_c.result(i)))
+            if bad:
+                return _reject(bad)
+            log.error("lane evaluator: lanes differ, their results do not: %s", check.candidate)
+            lanes = None  # trust neither: the simulator decides below
+        else:
+            halting = lane_b.halting_lanes()
+            passed += len(halting)
+            random_field += sum(wide[k].family == "field" for k in halting)
+            for k, v in lane_c.max_heights(halting).items():
+                heights[k] = max(heights.get(k, -1), v)
+    first = wide if lanes is not None else wide[:need]
+    if lanes is None:
+        for i, w in enumerate(first):
+            bad = compare(i, w)
+            if bad:
+                return _reject(bad)
+    start = len(first)
     if passed < need or (cmp.status == "testable" and random_field < MIN_RANDOM_FIELD):
         guards = sym_b.guards
         rng = random.Random(check.seed * 7919 + 17)
         stop = current_deadline()  # the request's, where the caller made it active
-        for j in range(need, need + DIRECTED_TRIES * need):
+        for j in range(start, start + DIRECTED_TRIES * need):
             if passed >= need and (cmp.status != "testable" or random_field >= MIN_RANDOM_FIELD):
                 break
             if stop is not None and stop.expired:
@@ -523,12 +552,12 @@ def check_block(check: BlockCheck) -> Verdict:
             found = passing_witness(
                 ctx,
                 guards,
-                witness(j, check.seed, depth=depth, inputs=inputs, digests=digests),
+                draw(j),
                 rng,
                 time_budget_s=0.25 if stop is None else min(0.25, stop.remaining()),
             )
             if found is None:
-                if j >= need + need // 2 and passed == 0:
+                if j >= start + need // 2 and passed == 0:
                     break  # no attempt gets through the guards: stop early, reject below
                 continue
             bad = compare(j, found)
@@ -547,6 +576,56 @@ def check_block(check: BlockCheck) -> Verdict:
         )
     method = "symbolic" if cmp.status == "proven" else "differential"
     return Verdict(True, method, None, len(cand), heights)
+
+
+def _agree(a: VmResult, b: VmResult) -> bool:
+    """The lane evaluator's result ``a`` says what the simulator's ``b`` says: the same
+    observables, the same failing instruction, the same table heights of a halting run."""
+    if (a.error is None) != (b.error is None):
+        return False
+    if a.error is not None and b.error is not None:
+        return (a.error.kind, a.error.ip) == (b.error.kind, b.error.ip)
+    return observe(a) == observe(b) and a.heights == b.heights and a.cycles == b.cycles
+
+
+@lru_cache(maxsize=64)
+def _lane_inputs(ws: tuple[Witness, ...]) -> LaneInputs:
+    """The witnesses in lane form, shared by every check that draws the same ones (a
+    request's checks use one seed; `LaneInputs` is never changed by a run)."""
+    from tasmopt.vm.lanes import LaneInputs
+
+    return LaneInputs([w.vm_input() for w in ws])
+
+
+def _lane_runs(
+    prog_b: Program,
+    prog_c: Program,
+    ws: list[Witness],
+    limits: tuple[int, int],
+    seed: int,
+) -> tuple[LaneRun, LaneRun] | None:
+    """Baseline and candidate of a straight-line block run on all of ``ws`` at once
+    (`tasmopt.vm.lanes`), or None where the lane evaluator does not cover them.
+
+    Spot check: one lane of each program (the first halting one from ``seed``'s choice on)
+    is run again in the simulator, the authority; when the two disagree the batch is thrown
+    away (the caller runs the simulator on every witness) and the disagreement is logged as
+    a verifier bug."""
+    from tasmopt.vm.lanes import execute  # late, as the simulator (`_vm`)
+
+    lanes = _lane_inputs(tuple(ws))
+    rb = execute(prog_b, lanes, step_limit=limits[0])
+    rc = execute(prog_c, lanes, step_limit=limits[1]) if rb is not None else None
+    if rb is None or rc is None:
+        return None
+    halting = rb.halting_lanes()
+    j = seed % len(ws)
+    j = next((k for k in halting if k >= j), halting[0] if halting else j)
+    for prog, run, limit in ((prog_b, rb, limits[0]), (prog_c, rc, limits[1])):
+        if not _agree(run.result(j), _run(prog, ws[j], limit)):
+            log.error("lane evaluator disagrees with the simulator on witness %d: %s", j, prog)
+            return None
+    return rb, rc
 
 
 def check_blocks(checks: list[BlockCheck]) -> list[Verdict]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
+from functools import lru_cache
 from typing import NamedTuple
 
 from tasmopt.isa import P
@@ -67,12 +68,15 @@ class TableHeights:
 
     def as_dict(self) -> dict[str, int]:
         """Table name -> height, in the field order above."""
-        return asdict(self)
+        return {name: getattr(self, name) for name in _TABLE_NAMES}
 
     def max_table(self) -> str:
         """Name of the tallest table (first in field order on ties)."""
         d = self.as_dict()
         return max(d, key=d.__getitem__)
+
+
+_TABLE_NAMES = tuple(f.name for f in fields(TableHeights))
 
 
 def u32_rows(key: tuple[str, int, int]) -> int:
@@ -132,11 +136,19 @@ class Attestation(NamedTuple):
 
 
 def attestation(program: Program) -> Attestation:
-    """Program attestation of ``program``: digest, rows and limbs (cached on the program)."""
+    """Program attestation of ``program``: digest, rows and limbs (cached on the program, and
+    by the program's words: the verifier rebuilds the same baseline for every candidate)."""
     cached = program._cache.get("vm.attestation")
     if isinstance(cached, Attestation):
         return cached
-    padded = tip5.pad_varlen(program.words())
+    att = _attest(tuple(program.words()))
+    program._cache.setdefault("vm.attestation", att)
+    return att
+
+
+@lru_cache(maxsize=4096)
+def _attest(words: tuple[int, ...]) -> Attestation:
+    padded = tip5.pad_varlen(words)
     chunks = len(padded) // tip5.RATE
     limbs: set[int] = set()
     state = [0] * tip5.STATE_SIZE
@@ -145,8 +157,6 @@ def attestation(program: Program) -> Attestation:
             padded[c * tip5.RATE : (c + 1) * tip5.RATE] + state[tip5.RATE :]
         )
         add_cascade_limbs(limbs, montgomery)
-    att = Attestation(
+    return Attestation(
         tuple(state[: tip5.DIGEST_LENGTH]), tip5.RATE * chunks, 6 * chunks, frozenset(limbs)
     )
-    program._cache.setdefault("vm.attestation", att)
-    return att

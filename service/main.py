@@ -95,7 +95,10 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
             state.migrated = await asyncio.to_thread(_try_migrate, state.engine)
         if settings.embedded and state.migrated:
             await asyncio.to_thread(_try_bootstrap, state.session_factory, settings)
-        worker_context.configure(session_factory=state.session_factory)
+        worker_context.configure(  # POST /admin/finetune runs here without a worker
+            session_factory=state.session_factory,
+            learning=worker_context.learning_from(settings),
+        )
         state.watcher = ModelWatcher.from_settings(settings, state.session_factory, model_loader)
         if state.migrated:  # serve the production model from the first request on
             await asyncio.to_thread(_try_refresh, state.watcher)

@@ -389,10 +389,10 @@ def run(
 
 def _register_groups() -> None:
     from tasmopt.cli_corpus import corpus
-    from tasmopt.cli_ops import checkpoint, scheduler, worker
+    from tasmopt.cli_ops import checkpoint, finetune, scheduler, worker
     from tasmopt.cli_train import eval_cmd, train
 
-    for command in (train, eval_cmd, worker, scheduler, checkpoint, corpus):
+    for command in (train, eval_cmd, worker, scheduler, checkpoint, finetune, corpus):
         main.add_command(command)
 
 

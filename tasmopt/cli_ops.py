@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-__all__ = ["worker", "scheduler", "checkpoint"]
+__all__ = ["worker", "scheduler", "checkpoint", "finetune"]
 
 
 # -- worker -----------------------------------------------------------------------------------
@@ -72,7 +72,9 @@ def worker(
         )
     url = url or settings.redis_url or "redis://127.0.0.1:6379/0"
     context.configure(
-        database_url=settings.database_url, connect_timeout_s=settings.db_connect_timeout_s
+        database_url=settings.database_url,
+        connect_timeout_s=settings.db_connect_timeout_s,
+        learning=context.learning_from(settings),
     )
     port = settings.worker_metrics_port if metrics_port is None else metrics_port
     if port:
@@ -88,6 +90,63 @@ def worker(
         f"worker {w.name} on {names} at {url}" + (f", metrics on :{port}" if port else ""), err=True
     )
     w.work(burst=burst, logging_level="WARNING")
+
+
+# -- finetune ---------------------------------------------------------------------------------
+
+
+@click.command(
+    epilog="""\b
+Examples:
+  tasmopt finetune                 # FINETUNE_STEPS (200) steps on the configured database
+  tasmopt finetune --steps 20      # a short run
+  AUTO_PROMOTE=true tasmopt finetune
+What it does (design §4 Stage 3): the replay buffer's newest judged candidates (what
+`tasmopt serve` stored in DATABASE_URL, the embedded SQLite database by default) are
+sampled by reward and recency, 10% history mixed in; the production checkpoint is trained
+for N steps; the regression guard decodes the holdout corpus and the labeled online
+results with both checkpoints and verifies every hypothesis. The new checkpoint is
+registered as a candidate (or promoted with AUTO_PROMOTE), or rejected by the guard.
+Ends with one line:
+  finetune: outcome=<candidate|promoted|rejected|no_new_results> steps=N validity_before=X validity_after=Y
+"""
+)
+@click.option(
+    "--steps", type=click.IntRange(1), help="Optimizer steps (default: FINETUNE_STEPS, 200)."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
+def finetune(steps: int | None, seed: int) -> None:
+    """Run the scheduled micro-finetune once, now, in the foreground."""
+    from dataclasses import replace
+
+    from service.core.config import Settings
+    from service.core.db import engine_from_settings, migrate
+    from service.core.model_watcher import bootstrap_embedded
+    from tasmopt.store import make_sessionmaker
+    from worker import context
+    from worker.jobs import finetune_job
+
+    settings = Settings()
+    engine = engine_from_settings(settings)
+    migrate(engine)
+    factory = make_sessionmaker(engine)
+    if settings.embedded:
+        bootstrap_embedded(factory, settings.model_store)
+    learning = context.learning_from(settings)
+    cfg = replace(learning.config, steps=steps or learning.config.steps, seed=seed)
+    context.configure(session_factory=factory, learning=replace(learning, config=cfg))
+    try:
+        out = finetune_job("cli", force=True, progress=True)
+    finally:
+        context.reset()
+    click.echo(out.get("line") or _line(out, cfg.steps))
+
+
+def _line(out: dict[str, Any], steps: int) -> str:
+    return (
+        f"finetune: outcome={out['outcome']} steps={0 if out['outcome'] == 'no_new_results' else steps} "
+        "validity_before=n/a validity_after=n/a"
+    )
 
 
 # -- scheduler --------------------------------------------------------------------------------

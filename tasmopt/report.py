@@ -17,6 +17,10 @@ from tasmopt.isa import IsaVariant
 __all__ = [
     "Source",
     "CandidateStats",
+    "CandidateRecord",
+    "BlockTrajectories",
+    "reward",
+    "INVALID_REWARD",
     "BlockReport",
     "FunctionReport",
     "CompileResult",
@@ -252,6 +256,80 @@ class CompileOptions:
     inline: bool = True
 
 
+#: Design §4 reward of a rejected candidate (a valid one earns ``1 + relative saving``).
+INVALID_REWARD = 1e-3
+
+
+def reward(accepted: bool, cycles: int, baseline_cycles: int) -> float:
+    """Design §4 reward of one verified candidate: ``1 + max(0, (baseline - cycles) /
+    baseline)`` if the verifier accepted it, else `INVALID_REWARD`. Cycles are clock cycles
+    of one pass through the block."""
+    if not accepted:
+        return INVALID_REWARD
+    return 1.0 + max(0.0, (baseline_cycles - cycles) / baseline_cycles) if baseline_cycles else 1.0
+
+
+@dataclass
+class CandidateRecord:
+    """One candidate the verifier judged (a step of the replay buffer, design §4 Stage 3).
+
+    Attributes:
+        source: the source that proposed it (``rules``/``search``/``model``).
+        tasm: its instruction lines.
+        accepted: the verifier proved it equivalent to the block's baseline.
+        reason: why it was rejected (the verifier's first difference), else None.
+        reason_class: `tasmopt.vm.equivalence.rejection_class` of ``reason``.
+        cycles: clock cycles of one pass (0 when rejected before measuring).
+        heights: AET table heights of the block run alone (rows), when measured.
+        logprob: total log-probability under the model that proposed it (natural log,
+            EOS included), None for other sources.
+        model_version: that model's checkpoint version.
+    """
+
+    source: str
+    tasm: list[str]
+    accepted: bool
+    reason: str | None = None
+    reason_class: str | None = None
+    cycles: int = 0
+    heights: dict[str, int] = field(default_factory=dict)
+    logprob: float | None = None
+    model_version: str | None = None
+
+
+@dataclass
+class BlockTrajectories:
+    """Every candidate judged for one block, with what the model needs to learn from them.
+
+    Attributes:
+        function, block_index, tir_hash: which block (as in `BlockReport`).
+        tir: the block's TIR ops, canonical JSON (`tasmopt.tir.codec.encode`).
+        entry_depth, net_effect: stack elements read on entry; change of the stack length.
+        baseline: the baseline's instruction lines; baseline_cycles: their clock cycles.
+        candidates: one record per distinct candidate, in the order they were checked.
+    """
+
+    function: str
+    block_index: int
+    tir_hash: str
+    tir: list[Any]
+    entry_depth: int
+    net_effect: int
+    baseline: list[str]
+    baseline_cycles: int
+    candidates: list[CandidateRecord] = field(default_factory=list)
+
+    def context(self) -> dict[str, Any]:
+        """The block's model input, as stored with its replay-buffer row."""
+        return {
+            "tir": self.tir,
+            "entry_depth": self.entry_depth,
+            "net_effect": self.net_effect,
+            "baseline": self.baseline,
+            "baseline_cycles": self.baseline_cycles,
+        }
+
+
 @dataclass
 class CompileResult:
     """Result of `tasmopt.optimizer.compile`.
@@ -266,6 +344,8 @@ class CompileResult:
         model_version: checkpoint version that proposed candidates, if the model ran.
         cache_entries: results worth keeping in the per-function result cache (complete
             runs, computed now, not served from it); the caller stores them.
+        trajectories: every candidate judged, per block (the replay buffer's steps; not part
+            of the response).
     """
 
     tasm: str
@@ -275,6 +355,7 @@ class CompileResult:
     timings: dict[str, float] = field(default_factory=dict)
     model_version: str | None = None
     cache_entries: list[CachedFunction] = field(default_factory=list)
+    trajectories: list[BlockTrajectories] = field(default_factory=list)
 
     @property
     def cycles(self) -> int:

@@ -9,16 +9,29 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-from tasmopt.store import last_finetune_run, record_finetune_run, results_since
+from sqlalchemy.orm import Session
+
+from tasmopt.store import (
+    last_finetune_run,
+    production_checkpoint,
+    prune_trajectories,
+    record_finetune_run,
+    results_since,
+)
+from tasmopt.train.online import guard_rows, micro_finetune
 from tasmopt.vm.equivalence import BlockCheck, check_blocks
 from worker import context
+from worker.context import Learning
 from worker.metrics import FINETUNE_RUNS, GUARD_REJECTIONS
 
-__all__ = ["check_blocks_job", "finetune_job", "MIN_NEW_RESULTS", "MAX_AGE_H"]
+__all__ = ["check_blocks_job", "finetune_job", "run_learning", "MIN_NEW_RESULTS", "MAX_AGE_H"]
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +55,50 @@ def check_blocks_job(payload: list[dict]) -> list[dict]:
     return [v.to_dict() for v in check_blocks([BlockCheck.from_dict(d) for d in payload])]
 
 
-def _learning_loop() -> Any | None:
-    """The micro-finetune + regression guard, once the learning loop provides it.
+def _learning_loop() -> Callable[..., dict[str, Any]] | None:
+    """The micro-finetune + regression guard of this worker (`tasmopt.train.online`), or
+    None when the worker was configured without one (the run is then recorded as
+    ``learning_unavailable`` and the new results stay counted for the next run)."""
+    learning = context.current().learning
+    if learning is None:
+        return None
 
-    Returns None until then: the run is recorded as ``learning_unavailable`` and the new
-    results stay counted for the next run.
-    """
-    return None
+    def loop(*, session: Session, since: datetime | None, progress: bool) -> dict[str, Any]:
+        return run_learning(session, learning, progress=progress)
+
+    return loop
+
+
+def run_learning(session: Session, learning: Learning, *, progress: bool) -> dict[str, Any]:
+    """One micro-finetune on the production checkpoint (design §4 Stage 3), trajectories
+    pruned to the retention bound first. Returns ``outcome``, ``checkpoint_version`` and a
+    JSON-safe ``detail``; ``outcome`` is ``no_new_results`` without a production checkpoint
+    or replay data."""
+    pruned = prune_trajectories(session)
+    prod = production_checkpoint(session)
+    if prod is None:
+        return {"outcome": "no_new_results", "detail": {"note": "no production checkpoint"}}
+    path = Path(prod.path)
+    if not path.is_absolute():
+        path = learning.model_store / path
+    guard = guard_rows(
+        learning.corpus_dir, limit=learning.config.guard_limit, cache=learning.guard_cache
+    )
+    out = micro_finetune(
+        session,
+        production=path,
+        model_store=learning.model_store,
+        cfg=learning.config,
+        guard=guard,
+        progress=progress,
+    )
+    detail = {**out.detail, "pruned_trajectories": pruned, "line": out.line()}
+    return {
+        "outcome": out.outcome,
+        "checkpoint_version": out.version,
+        "detail": json.loads(json.dumps(detail, default=str)),
+        "result": out,
+    }
 
 
 def finetune_job(
@@ -58,6 +108,7 @@ def finetune_job(
     max_age_h: float = MAX_AGE_H,
     force: bool = False,
     job_id: str | None = None,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Decide whether the replay buffer warrants a micro-finetune, and record the run.
 
@@ -67,7 +118,8 @@ def finetune_job(
     ``no_new_results`` or ``waiting`` and keep the watermark, so the results keep counting.
 
     Args:
-        trigger: ``cron`` or ``admin``.
+        trigger: ``cron``, ``admin`` or ``cli`` (``tasmopt finetune``).
+        progress: show a progress bar over the finetune steps (the CLI).
         job_id: the RQ job id (recorded with the run).
 
     Returns:
@@ -102,8 +154,8 @@ def finetune_job(
         elif (loop := _learning_loop()) is None:
             outcome = "learning_unavailable"
             detail["note"] = "no learning loop installed; results stay counted"
-        else:  # pragma: no cover - the learning loop does not exist yet
-            result = loop(session=session, since=after)
+        else:
+            result = loop(session=session, since=after, progress=progress)
             outcome, version = result["outcome"], result.get("checkpoint_version")
             detail.update(result.get("detail", {}))
             watermark = newest
@@ -120,7 +172,7 @@ def finetune_job(
         )
         run_id = run.id
     FINETUNE_RUNS.labels(outcome).inc()
-    if outcome == "rejected":  # pragma: no cover - see _learning_loop
+    if outcome == "rejected":
         GUARD_REJECTIONS.inc()
     log.info("finetune check (%s): %d new result(s), %s", trigger, count, outcome)
     return {
@@ -128,4 +180,5 @@ def finetune_job(
         "outcome": outcome,
         "new_results": count,
         "checkpoint_version": version,
+        "line": detail.get("line"),
     }

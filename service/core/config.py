@@ -299,6 +299,26 @@ class Settings(BaseSettings):
     finetune_max_age_h: float = Field(
         24.0, gt=0, description="Hours after which any new result triggers a micro-finetune."
     )
+    finetune_steps: int = Field(
+        200, ge=1, description="Optimizer steps of one micro-finetune (design §4 Stage 3)."
+    )
+    auto_promote: bool = Field(
+        False,
+        description="Promote a micro-finetuned checkpoint that passes the regression guard "
+        "(else it waits as a candidate for POST /admin/checkpoints/{version}/promote).",
+    )
+    finetune_device: str | None = Field(
+        None, description="Torch device of micro-finetunes (default: cuda if available)."
+    )
+    corpus_dir: Path | None = Field(
+        default_factory=lambda data: _home(data) / "corpus",
+        description="The learning corpus; its holdout modules (corpus/holdout.txt) are the "
+        "regression guard's holdout (default TASMOPT_HOME/corpus; missing: the guard uses the "
+        "labeled online results only).",
+    )
+    guard_blocks: int = Field(
+        200, ge=1, description="Most holdout blocks the regression guard decodes."
+    )
     log_level: str = Field("INFO", description="Root log level.")
 
     @field_validator("admin_token")

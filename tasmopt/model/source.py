@@ -67,10 +67,24 @@ class ModelSource:
         # beam search is deterministic: a block seen before costs nothing (bounded LRU)
         self._cache: OrderedDict[tuple, list[list[Instr]]] = OrderedDict()
         self._cache_size = 4096
+        # total log-probability of each proposed candidate, for the replay buffer (LRU)
+        self._logp: OrderedDict[tuple, float] = OrderedDict()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"ModelSource(version={self.version!r}, k={self.k})"
+
+    def _remember(self, task: BlockTask, candidate: tuple[str, ...], logprob: float) -> None:
+        with self._lock:
+            self._logp[(_block_key(task), candidate)] = float(logprob)
+            if len(self._logp) > 16 * self._cache_size:
+                self._logp.popitem(last=False)
+
+    def logprob(self, task: BlockTask, candidate: Sequence[Instr]) -> float | None:
+        """Total log-probability (nats, EOS included) this model gave ``candidate`` when it
+        proposed it for ``task``; None if it did not propose it (or it was forgotten)."""
+        with self._lock:
+            return self._logp.get((_block_key(task), tuple(map(str, candidate))))
 
     @property
     def device(self) -> torch.device:
@@ -136,6 +150,7 @@ class ModelSource:
                     if key not in seen:
                         seen.add(key)
                         out[i].append(list(h.instrs))
+                        self._remember(tasks[i], key, h.logprob)
                 if i in keys:
                     with self._lock:
                         self._cache[keys[i]] = [list(c) for c in out[i]]
@@ -143,6 +158,10 @@ class ModelSource:
                             self._cache.popitem(last=False)
         self.last_latency_s = time.perf_counter() - t0
         return out
+
+
+def _block_key(task: BlockTask) -> tuple:
+    return (task.tir_hash, tuple(map(str, task.baseline)), task.entry_depth, task.net_effect)
 
 
 def load_model_source(

@@ -37,7 +37,7 @@ from tasmopt.deadline import Deadline
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.lower.blocks import split_functions
 from tasmopt.module import ModuleText
-from tasmopt.optimizer.candidates import build_checks, propose
+from tasmopt.optimizer.candidates import build_checks, candidate_logprobs, propose
 from tasmopt.optimizer.contract import private_by_function
 from tasmopt.optimizer.inline import inline_stage
 from tasmopt.optimizer.prepare import (
@@ -188,8 +188,11 @@ def _compile(
                 "verify backend returned %d verdicts for %d checks", len(verdicts), len(checks)
             )
             verdicts = [Verdict(False, "rejected", "no verdict")] * len(checks)
+    model = sources.get("model") if "model" in proposals else None
+    model_version = getattr(model, "version", None)
     with stage(timings, "rank"):
-        rank(fns, tasks, owners, checks, verdicts)
+        logprobs = candidate_logprobs(tasks, proposals, sources)
+        rank(fns, tasks, owners, checks, verdicts, logprobs, model_version)
     with stage(timings, "splice"):
         for f in fns:
             finish_function(f, ours, options)
@@ -206,15 +209,15 @@ def _compile(
         measure_with_callees(fns, out, options)
         _costs_as_returned(fns, entries, out, client if client is not None else ours, options)
     reference_text = baseline_tasm if baseline_tasm is not None else low.text()
-    model = sources.get("model") if "model" in proposals else None
     return CompileResult(
         text,
         [f.report for f in fns],
         request_hash,
         reference_text,
         timings,
-        model_version=getattr(model, "version", None),
+        model_version=model_version,
         cache_entries=[e for e in entries if e is not None] if keys else [],
+        trajectories=[t for f in fns for t in f.trajectories],
     )
 
 

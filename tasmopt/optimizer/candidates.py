@@ -16,7 +16,7 @@ from tasmopt.vm.equivalence import (
     BlockCheck,
 )
 
-__all__ = ["propose", "build_checks"]
+__all__ = ["propose", "build_checks", "candidate_logprobs"]
 
 log = logging.getLogger(__name__)
 
@@ -70,3 +70,24 @@ def build_checks(
                 )
                 owners.append((ti, name))
     return checks, owners
+
+
+def candidate_logprobs(
+    tasks: list[BlockTask],
+    proposals: dict[str, list[list[list[Instr]]]],
+    sources: SourceSet,
+) -> dict[tuple[int, tuple[str, ...]], float]:
+    """The proposing model's total log-probability of each candidate it proposed, by task
+    index and candidate lines (sources with a ``logprob(task, candidate)`` method: the model
+    source), for the replay buffer."""
+    out: dict[tuple[int, tuple[str, ...]], float] = {}
+    for name, per_task in proposals.items():
+        score = getattr(sources.get(name), "logprob", None)
+        if score is None:
+            continue
+        for ti, cands in enumerate(per_task):
+            for cand in cands:
+                lp = score(tasks[ti], cand)
+                if lp is not None:
+                    out[(ti, tuple(str(i) for i in cand))] = float(lp)
+    return out

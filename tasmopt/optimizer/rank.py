@@ -11,9 +11,12 @@ from collections.abc import Sequence
 from tasmopt.optimizer.state import FunctionState
 from tasmopt.report import (
     BlockReport,
+    BlockTrajectories,
+    CandidateRecord,
     CandidateStats,
 )
 from tasmopt.sources import BlockTask
+from tasmopt.tir.codec import encode
 from tasmopt.vm.equivalence import (
     ACCEPTANCE_TABLES,
     BlockCheck,
@@ -38,7 +41,12 @@ def rank(
     owners: list[tuple[int, str]],
     checks: list[BlockCheck],
     verdicts: list[Verdict],
+    logprobs: dict[tuple[int, tuple[str, ...]], float] | None = None,
+    model_version: str | None = None,
 ) -> None:
+    """Choose each block's best accepted candidate, fill the block reports, and record every
+    judged candidate in the function's trajectories (``logprobs``: the model's total
+    log-probability of a candidate, by task index and candidate lines)."""
     by_task: dict[int, list[tuple[str, BlockCheck, Verdict]]] = defaultdict(list)
     for (ti, source), check, verdict in zip(owners, checks, verdicts):
         by_task[ti].append((source, check, verdict))
@@ -53,15 +61,43 @@ def rank(
         entries = by_task.get(ti, [])
         base_entry = next((e for e in entries if e[0] == ""), None)
         stats: dict[str, CandidateStats] = {}
-        for source, _check, verdict in entries:
+        base_lines = [str(i) for i in task.baseline]
+        base_cycles = base_entry[2].cycles if base_entry and base_entry[2].equivalent else 0
+        steps = BlockTrajectories(
+            task.function,
+            task.index,
+            task.tir_hash,
+            encode(task.ops),
+            task.entry_depth,
+            task.net_effect,
+            base_lines,
+            base_cycles or len(base_lines),
+        )
+        for source, check, verdict in entries:
             if source:
                 st = stats.setdefault(source, CandidateStats())
                 st.generated += 1
                 st.valid += int(verdict.equivalent)
+                cls = None
                 if not verdict.equivalent:
                     cls = rejection_class(verdict.reason)
                     f.report.rejections[cls] = f.report.rejections.get(cls, 0) + 1
-        base_lines = [str(i) for i in task.baseline]
+                logp = (logprobs or {}).get((ti, tuple(check.candidate)))
+                steps.candidates.append(
+                    CandidateRecord(
+                        source,
+                        list(check.candidate),
+                        verdict.equivalent,
+                        verdict.reason,
+                        cls,
+                        verdict.cycles,
+                        dict(verdict.heights),
+                        logp,
+                        model_version if source == "model" else None,
+                    )
+                )
+        if steps.candidates:
+            f.trajectories.append(steps)
         report = BlockReport(
             index=task.index,
             path=task.path,

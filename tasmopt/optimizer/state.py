@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasmopt.report import CachedFunction, CompileOptions, FunctionReport
+from tasmopt.report import BlockTrajectories, CachedFunction, CompileOptions, FunctionReport
 from tasmopt.sources import BlockTask
 from tasmopt.tasm.program import Program
 from tasmopt.vm.equivalence import (
@@ -118,6 +118,7 @@ class FunctionState:
             (`tasmopt.optimizer.contract`).
         whole: ``new_lines`` replace all of its sections (a function-level pass rewrote
             it), not just the chosen blocks.
+        trajectories: every candidate judged for its blocks (rank), for the replay buffer.
     """
 
     name: str
@@ -135,6 +136,7 @@ class FunctionState:
     skipped: bool = False
     private: frozenset[int] = frozenset()
     whole: bool = False
+    trajectories: list[BlockTrajectories] = field(default_factory=list)
 
     def give_back_blocks(self) -> None:
         """Every block back to the baseline: its report says ``compiler`` with the baseline's

@@ -38,6 +38,7 @@ from tasmopt.store.models import (
     CompileJob,
     FinetuneRun,
     FunctionResult,
+    Trajectory,
 )
 from tasmopt.store.queries import (
     count_build_results,
@@ -56,8 +57,23 @@ from tasmopt.store.runs import (
     results_since,
     save_compile_job,
 )
+from tasmopt.store.trajectories import (
+    KEEP_TRAJECTORIES,
+    REPLAY_WINDOW,
+    ReplayBlock,
+    count_trajectories,
+    prune_trajectories,
+    replay_blocks,
+)
 
 __all__ = [
+    "KEEP_TRAJECTORIES",
+    "REPLAY_WINDOW",
+    "ReplayBlock",
+    "Trajectory",
+    "count_trajectories",
+    "prune_trajectories",
+    "replay_blocks",
     "SOURCES",
     "Base",
     "BuildResult",

@@ -10,6 +10,9 @@
 * `AdminAction` — audit log of the admin endpoints and commands (who, when, why, what).
 * `CompileJob` — ``POST /compile/jobs``: request, status and the response, kept for good.
 * `FinetuneRun` — one run of the scheduled finetune check (design §4 Stage 3).
+* `Trajectory` — every candidate the verifier judged for a served block (the replay buffer's
+  steps, design §4 Stage 3), linked to its block's `BuildResult` row (whose ``context`` holds
+  the block's model input).
 * `FunctionResult` — the per-function result cache: the best verified program known for a
   function in a context (`tasmopt.optimizer.keys`), shared by every API process and worker.
 """
@@ -43,6 +46,7 @@ __all__ = [
     "CompileJob",
     "FinetuneRun",
     "FunctionResult",
+    "Trajectory",
     "SOURCES",
     "CHECKPOINT_STATUSES",
     "JOB_STATUSES",
@@ -114,6 +118,9 @@ class BuildResult(Base):
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: verifier rejections of candidates by reason class (`REJECTION_CLASSES`)
     rejections: Mapped[dict | None] = mapped_column(JsonDict, nullable=True)
+    #: block rows whose candidates were judged: the block's model input (TIR ops, entry
+    #: depth, net effect, baseline lines and cycles; `BlockTrajectories.context`)
+    context: Mapped[dict | None] = mapped_column(JsonDict, nullable=True)
 
     def __repr__(self) -> str:
         where = self.function if self.block_index is None else f"{self.function}#{self.block_index}"
@@ -296,3 +303,50 @@ class FunctionResult(Base):
 
     def __repr__(self) -> str:
         return f"FunctionResult({self.key[:12]}, {self.name}, cycles={self.cycles}, final={self.final})"
+
+
+class Trajectory(Base):
+    """One candidate the verifier judged for a served block: a step of the replay buffer
+    (design §4 Stage 3; `tasmopt.report.CandidateRecord`).
+
+    Retention: the finetune job keeps the newest `tasmopt.store.trajectories.KEEP_TRAJECTORIES`
+    rows (``prune_trajectories``); replay samples from the newest `REPLAY_WINDOW`.
+
+    Attributes:
+        id: row id, chosen by the writer (uuid4).
+        build_result_id: the block's `BuildResult` row (its ``context`` is the model input).
+        tir_hash: the block's canonical TIR hash.
+        source: ``rules``/``search``/``model``.
+        tasm: the candidate's lines, newline-separated.
+        accepted: proven equivalent to the block's baseline.
+        reason, reason_class: the verifier's rejection and its class, else NULL.
+        cycles, baseline_cycles: clock cycles of one pass, candidate and baseline.
+        heights: AET table heights of the candidate run alone (rows).
+        logprob: total log-probability under the proposing model (nats), NULL otherwise.
+        model_version: that model's checkpoint version.
+        reward: design §4 reward (`tasmopt.report.reward`), stored for prioritized replay.
+        created_at: when the block was served (UTC).
+    """
+
+    __tablename__ = "trajectories"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    build_result_id: Mapped[uuid.UUID] = mapped_column(Uuid, index=True)
+    tir_hash: Mapped[str] = mapped_column(String(64), index=True)
+    source: Mapped[str] = mapped_column(String(16))
+    tasm: Mapped[str] = mapped_column(Text)
+    accepted: Mapped[bool] = mapped_column(Boolean)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    reason_class: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    cycles: Mapped[int] = mapped_column(Integer)
+    baseline_cycles: Mapped[int] = mapped_column(Integer)
+    heights: Mapped[dict] = mapped_column(JsonDict, default=dict)
+    logprob: Mapped[float | None] = mapped_column(Float, nullable=True)
+    model_version: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    reward: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), index=True, server_default=func.now()
+    )
+
+    def __repr__(self) -> str:
+        return f"Trajectory({self.id}, {self.source}, accepted={self.accepted}, {self.cycles})"

@@ -9,7 +9,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from tasmopt.store.models import BuildResult
+from tasmopt.store.models import BuildResult, Trajectory
+from tasmopt.store.records import TRAJECTORIES
 
 __all__ = [
     "insert_build_results",
@@ -34,7 +35,8 @@ def insert_build_results(session: Session, *, rows: Sequence[dict[str, Any]]) ->
     """Add the rows whose id is not stored yet (idempotent by id); does not commit.
 
     Args:
-        rows: dicts from `tasmopt.store.build_records`.
+        rows: dicts from `tasmopt.store.build_records`; a block row's ``trajectories`` (its
+            judged candidates) are written to `Trajectory` with it.
 
     Returns:
         How many rows were added (rows already present are skipped).
@@ -43,8 +45,16 @@ def insert_build_results(session: Session, *, rows: Sequence[dict[str, Any]]) ->
         sqlalchemy.exc.SQLAlchemyError: the database is unreachable or refused the rows.
     """
     present = existing_ids(session, ids=[r["id"] for r in rows])
-    new = [BuildResult(**r) for r in rows if r["id"] not in present]
+    new, steps = [], []
+    for r in rows:
+        if r["id"] in present:
+            continue  # its trajectories were written with it
+        fields = {k: v for k, v in r.items() if k != TRAJECTORIES}
+        new.append(BuildResult(**fields))
+        steps += [Trajectory(**t) for t in r.get(TRAJECTORIES) or ()]
     session.add_all(new)
+    session.flush()  # the block rows before the rows that point at them
+    session.add_all(steps)
     session.flush()
     return len(new)
 

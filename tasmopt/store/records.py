@@ -11,7 +11,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from tasmopt.report import CompileResult, FunctionReport
+from tasmopt.report import BlockTrajectories, CompileResult, FunctionReport, reward
 
 __all__ = [
     "build_records",
@@ -20,6 +20,8 @@ __all__ = [
     "label_index",
     "rows_to_json",
     "rows_from_json",
+    "trajectory_rows",
+    "TRAJECTORIES",
 ]
 
 
@@ -92,6 +94,7 @@ def build_records(
     when = created_at or datetime.now(UTC)
     rows: list[dict[str, Any]] = []
     index = label_index(result)
+    judged = {(t.function, t.block_index): t for t in result.trajectories}
     for fn in result.functions:
         latency_s = fn.latency_s or total_latency_s or 0.0
         rows.append(
@@ -117,9 +120,11 @@ def build_records(
             }
         )
         for block in fn.blocks:
+            block_id = uuid.uuid4()
+            steps = judged.get((fn.name, block.index))
             rows.append(
                 {
-                    "id": uuid.uuid4(),
+                    "id": block_id,
                     "request_id": rid,
                     "tir_hash": block.tir_hash or fn.tir_hash or result.tir_hash,
                     "function": fn.name,
@@ -135,9 +140,45 @@ def build_records(
                     "model_version": result.model_version,
                     "created_at": when,
                     "latency_ms": block.latency_s * 1000.0,
+                    "context": steps.context() if steps is not None else None,
+                    TRAJECTORIES: trajectory_rows(steps, block_id, when) if steps else [],
                 }
             )
     return rows
+
+
+#: Key of a block row's judged candidates: rows for `tasmopt.store.models.Trajectory`, which
+#: `insert_build_results` writes with the row (they travel through the spool together).
+TRAJECTORIES = "trajectories"
+
+#: Longest rejection reason kept per candidate, characters.
+MAX_REASON_CHARS = 1000
+
+
+def trajectory_rows(
+    steps: BlockTrajectories, build_result_id: uuid.UUID, when: datetime
+) -> list[dict[str, Any]]:
+    """One `Trajectory` row per judged candidate of a block, with its design §4 reward."""
+    return [
+        {
+            "id": uuid.uuid4(),
+            "build_result_id": build_result_id,
+            "tir_hash": steps.tir_hash,
+            "source": c.source,
+            "tasm": "\n".join(c.tasm),
+            "accepted": c.accepted,
+            "reason": None if c.reason is None else c.reason[:MAX_REASON_CHARS],
+            "reason_class": c.reason_class,
+            "cycles": c.cycles,
+            "baseline_cycles": steps.baseline_cycles,
+            "heights": dict(c.heights),
+            "logprob": c.logprob,
+            "model_version": c.model_version,
+            "reward": reward(c.accepted, c.cycles, steps.baseline_cycles),
+            "created_at": when,
+        }
+        for c in steps.candidates
+    ]
 
 
 def fallback_records(
@@ -176,15 +217,22 @@ def fallback_records(
     ]
 
 
+_UUID_KEYS = ("id", "request_id", "build_result_id")
+
+
 def rows_to_json(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows -> JSON-safe dicts (uuids as strings, datetimes as ISO 8601)."""
+    """Rows -> JSON-safe dicts (uuids as strings, datetimes as ISO 8601), a block row's
+    trajectory rows included."""
     out = []
     for row in rows:
         r = dict(row)
-        for key in ("id", "request_id"):
-            r[key] = str(r[key])
+        for key in _UUID_KEYS:
+            if isinstance(r.get(key), uuid.UUID):
+                r[key] = str(r[key])
         if isinstance(r.get("created_at"), datetime):
             r["created_at"] = r["created_at"].isoformat()
+        if r.get(TRAJECTORIES):
+            r[TRAJECTORIES] = rows_to_json(r[TRAJECTORIES])
         out.append(r)
     return out
 
@@ -194,9 +242,12 @@ def rows_from_json(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for row in rows:
         r = dict(row)
-        for key in ("id", "request_id"):
-            r[key] = uuid.UUID(r[key])
+        for key in _UUID_KEYS:
+            if isinstance(r.get(key), str):
+                r[key] = uuid.UUID(r[key])
         if isinstance(r.get("created_at"), str):
             r["created_at"] = datetime.fromisoformat(r["created_at"])
+        if r.get(TRAJECTORIES):
+            r[TRAJECTORIES] = rows_from_json(r[TRAJECTORIES])
         out.append(r)
     return out

@@ -242,6 +242,20 @@ def _holdout(corpus_dir: Path | None) -> set[str]:
     return names
 
 
+def holdout_modules(corpus_dir: Path) -> list[tuple[str, Path]]:
+    """``(module, source file)`` of every holdout module named in ``corpus/holdout.txt``
+    (e.g. ``field.ntt`` -> ``corpus/field/ntt.tri``), in file order; names without a file
+    are left out with a warning."""
+    out = []
+    for name in sorted(_holdout(corpus_dir)):
+        path = corpus_dir / (name.replace(".", "/") + ".tri")
+        if path.is_file():
+            out.append((name, path))
+        else:
+            log.warning("holdout module %s has no file %s", name, path)
+    return out
+
+
 def _split_of(
     origin: str, module: str, holdout: set[str], cfg: BuildConfig, real_splits: dict[str, str]
 ) -> str:

@@ -17,7 +17,13 @@ EXPECTED_INDEXES = {
     "ix_build_results_request_id",
 }
 
-OPERATIONS_TABLES = {"checkpoints", "admin_actions", "compile_jobs", "finetune_runs"}
+OPERATIONS_TABLES = {
+    "checkpoints",
+    "admin_actions",
+    "compile_jobs",
+    "finetune_runs",
+    "trajectories",
+}
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
@@ -36,11 +42,17 @@ def test_upgrade_downgrade_upgrade(empty_engine):
     assert not schema_status(empty_engine).migrated
     migrate(empty_engine)
     status = schema_status(empty_engine)
-    assert status.migrated and status.current == status.head == "0004"
+    assert status.migrated and status.current == status.head == "0005"
     insp = inspect(empty_engine)
     assert set(insp.get_table_names()) >= {"build_results", *OPERATIONS_TABLES}
     assert EXPECTED_INDEXES <= {ix["name"] for ix in insp.get_indexes("build_results")}
     assert "uq_checkpoints_one_production" in {ix["name"] for ix in insp.get_indexes("checkpoints")}
+    assert "context" in {c["name"] for c in insp.get_columns("build_results")}
+    assert "ix_trajectories_created_at" in {ix["name"] for ix in insp.get_indexes("trajectories")}
+
+    downgrade(empty_engine, "0004")
+    assert "trajectories" not in inspect(empty_engine).get_table_names()
+    assert "context" not in {c["name"] for c in inspect(empty_engine).get_columns("build_results")}
 
     downgrade(empty_engine, "0001")
     assert not set(inspect(empty_engine).get_table_names()) & OPERATIONS_TABLES

@@ -275,6 +275,7 @@ def make_options(given: CompileOptionsIn | None, settings: Settings) -> CompileO
         InvalidRequest: a search budget above MAX_SEARCH_BUDGET_S.
     """
     opts = CompileOptions(
+        sources=tuple(settings.sync_sources),
         witnesses=settings.witnesses,
         search_budget_s=settings.search_budget_s,
         max_ops=settings.max_tir_ops,

@@ -14,7 +14,7 @@ import math
 import os
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import platformdirs
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -163,6 +163,14 @@ class Settings(BaseSettings):
     )
     witnesses: int = Field(
         16, ge=16, le=1024, description="Default differential witnesses per check."
+    )
+    sync_sources: list[Literal["rules", "search", "model"]] = Field(
+        ["rules", "search"],
+        description="Candidate sources of a synchronous compile whose request names none. "
+        "The model is left out by default: on this 2-core machine it adds little at equal "
+        "budget (issue 12's marginal-contribution table) and costs seconds per module; it "
+        "works where time is cheap, in background deepening (which consults every source) and "
+        "offline. A request may still ask for it (options.sources).",
     )
 
     spool_dir: Path = Field(

@@ -116,3 +116,40 @@ def test_beam_returns_k_distinct_hypotheses(model, example_blocks) -> None:
     assert len(hyps) == 16
     assert len({tuple(map(str, h.instrs)) for h in hyps}) == 16
     assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "entry", "net", "floor", "forbidden_at"),
+    [
+        # the sponge instructions move ten elements: the mask follows them exactly
+        ("sponge_squeeze\npop 5\npop 5", 0, 0, 0, None),
+        ("sponge_squeeze", 0, 10, 0, None),
+        ("sponge_absorb", 10, -10, -10, None),
+        ("divine 5\ndivine 5\nsponge_absorb", 0, 0, 0, None),
+        ("push 1\nsponge_squeeze\nswap 10\npop 1\npop 5\npop 5", 0, 0, 0, None),
+        ("sponge_absorb", 9, -10, -10, 0),  # reads ten, the window holds nine
+        ("sponge_squeeze\npick 10\npop 5\npop 5\npop 1", 0, 0, 0, 1),  # st10 is below entry
+        ("sponge_absorb", 10, -10, -9, 0),  # below the baseline's low-water mark
+    ],
+)
+def test_ten_element_moves(text, entry, net, floor, forbidden_at) -> None:
+    from tasmopt.model.vocab import MAX_POINTERS, POINTER_KINDS
+    from tasmopt.tasm.parser import parse_instructions
+
+    voc = vocab()
+    tables = GrammarTables.build(voc)
+    toks = voc.encode(parse_instructions(text), [])
+    state = GrammarState.start(
+        torch.tensor([entry]),
+        torch.tensor([net]),
+        torch.tensor([floor]),
+        torch.zeros(1, len(POINTER_KINDS) * MAX_POINTERS, dtype=torch.bool),
+        torch.tensor([len(toks) + 1]),
+    )
+    for t, tok in enumerate(toks):
+        allowed = bool(state.allowed(tables)[0, tok])
+        assert allowed == (t != forbidden_at), (t, voc.tokens[tok].text)
+        if not allowed:
+            return
+        state = state.step(tables, torch.tensor([tok]))
+    assert forbidden_at is None and bool(state.allowed(tables)[0, EOS])

@@ -58,7 +58,7 @@ def test_native_stack(
     http = httpx.Client(base_url=api, timeout=60)
 
     ready = http.get("/readyz").json()
-    assert ready["ready"] and ready["redis"]["ok"] and ready["schema_revision"] == "0004"
+    assert ready["ready"] and ready["redis"]["ok"] and ready["schema_revision"] == "0005"
 
     out = http.post("/compile", json=timelock_request).json()
     assert out["cycles"] < out["baseline_cycles"] and out["stored"] == "database"

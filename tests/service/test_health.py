@@ -13,7 +13,7 @@ def test_readyz_on_a_migrated_database(client):
     assert r.status_code == 200
     body = r.json()
     assert body["ready"] and body["database"]["ok"]
-    assert body["schema_revision"] == body["schema_head"] == "0004"
+    assert body["schema_revision"] == body["schema_head"] == "0005"
     assert body["redis"] is None and body["spooled_rows"] == 0
 
 
@@ -26,4 +26,4 @@ def test_readyz_on_an_unmigrated_database(make_client, pg_database_factory):
     c = make_client(database_url=pg_database_factory(migrate=False), migrate_on_start=False)
     r = c.get("/readyz")
     assert r.status_code == 503
-    assert not r.json()["database"]["ok"] and "head is 0004" in r.json()["database"]["detail"]
+    assert not r.json()["database"]["ok"] and "head is 0005" in r.json()["database"]["detail"]

@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 
 from tasmopt.optimizer import REJECTION_CLASSES
 from tasmopt.report import CompileResult
+from tasmopt.train.phase import phase_b_figures
 
 __all__ = [
     "STAGES",
@@ -310,13 +311,32 @@ class StateCollector(Collector):
         yield phases
         buffer = GaugeMetricFamily(
             "tasmopt_replay_buffer_rows",
-            "Replay-buffer rows: all, blocks, and online (valid, not fallback) block results.",
+            "Replay-buffer rows: all, blocks, and online (model-proposed, valid, not fallback, "
+            "cheaper than the baseline) block results.",
             labels=["kind"],
         )
         for kind in ("rows", "blocks", "online"):
             if counts is not None and kind in counts:
                 buffer.add_metric([kind], counts[kind])
         yield buffer
+        criteria = GaugeMetricFamily(
+            "tasmopt_phase_b_criterion",
+            "Design §4 Phase B targets from the online results: current value, 90% CI bounds "
+            "and target, per criterion (fractions; latency in ms).",
+            labels=["criterion", "stat"],
+        )
+        if counts is not None:
+            for name, fig in phase_b_figures(counts).items():
+                lo, hi = fig.get("ci90", [None, None])
+                for stat, v in (
+                    ("value", fig["value"]),
+                    ("ci_low", lo),
+                    ("ci_high", hi),
+                    ("target", fig["target"]),
+                ):
+                    if v is not None:
+                        criteria.add_metric([name, stat], float(v))
+        yield criteria
 
 
 def render(*registries: CollectorRegistry) -> bytes:

@@ -370,7 +370,8 @@ class PhaseOut(BaseModel):
     phase: Literal["A", "B"]
     detail: dict[str, Any]
     buffer: dict[str, Any] = Field(
-        description="rows, functions, blocks, online (valid, non-fallback blocks), by_source."
+        description="rows, functions, blocks, online (model-proposed, valid, non-fallback blocks "
+        "cheaper than the baseline), by_source, fallback, the model's judged candidates."
     )
     production: CheckpointPublic | None
     model_loaded: str | None = Field(

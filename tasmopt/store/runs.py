@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from tasmopt.store.models import BuildResult, CompileJob, FinetuneRun
+from tasmopt.store.models import BuildResult, CompileJob, FinetuneRun, Trajectory
 
 __all__ = [
     "save_compile_job",
@@ -144,26 +144,65 @@ def _utc(when: datetime | None) -> datetime | None:
 
 
 def buffer_counts(session: Session) -> dict[str, Any]:
-    """Replay-buffer counts: ``rows``, ``functions``, ``blocks``, ``online`` (block rows that
-    are valid and not a fallback: what design §4 counts towards Phase B) and ``by_source``
-    (rows per source)."""
+    """Replay-buffer counts and the online figures of design §4's Phase B.
+
+    Keys: ``rows``, ``functions``, ``blocks``, ``by_source`` (rows per source);
+    ``online``: served block rows that the **model** proposed, valid, not a fallback and
+    strictly cheaper than the baseline (so not a copy of it) — what design §4 counts
+    towards Phase B; ``model``: over the model's judged candidates (`Trajectory`, which
+    never holds a copy of the baseline: identical candidates are not checked) ``judged``,
+    ``accepted``, ``beats_compiler`` (accepted and cheaper) and ``reductions`` (relative
+    cycle reduction of each accepted one, for the median and its CI); ``fallback``:
+    function rows served as the baseline, of ``functions``; ``latency_ms``: per-function
+    latencies of the newest 1000 function rows (for the P90).
+    """
     is_block = BuildResult.block_index.is_not(None)
     rows, blocks, online = session.execute(
         select(
             func.count(),
             func.count().filter(is_block),
             func.count().filter(
-                is_block, BuildResult.valid.is_(True), BuildResult.fallback_used.is_(False)
+                is_block,
+                BuildResult.source == "model",
+                BuildResult.valid.is_(True),
+                BuildResult.fallback_used.is_(False),
+                BuildResult.clock_cycles < BuildResult.compiler_cycles,
             ),
         ).select_from(BuildResult)
     ).one()
     by_source = dict(
         session.execute(select(BuildResult.source, func.count()).group_by(BuildResult.source)).all()
     )
+    fallback = session.scalar(
+        select(func.count()).where(~is_block, BuildResult.fallback_used.is_(True))
+    )
+    latency = list(
+        session.scalars(
+            select(BuildResult.latency_ms)
+            .where(~is_block)
+            .order_by(BuildResult.created_at.desc())
+            .limit(1000)
+        )
+    )
+    model = session.execute(
+        select(Trajectory.accepted, Trajectory.cycles, Trajectory.baseline_cycles)
+        .where(Trajectory.source == "model")
+        .order_by(Trajectory.created_at.desc())
+        .limit(10_000)
+    ).all()
+    accepted = [(c, b) for ok, c, b in model if ok]
     return {
         "rows": int(rows),
         "functions": int(rows) - int(blocks),
         "blocks": int(blocks),
         "online": int(online),
         "by_source": {k: int(v) for k, v in by_source.items()},
+        "fallback": int(fallback or 0),
+        "latency_ms": [float(x) for x in latency],
+        "model": {
+            "judged": len(model),
+            "accepted": len(accepted),
+            "beats_compiler": sum(c < b for c, b in accepted),
+            "reductions": [(b - c) / b if b else 0.0 for c, b in accepted],
+        },
     }

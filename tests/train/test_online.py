@@ -305,3 +305,55 @@ def test_no_replay_means_no_new_results(tmp_path, db):
     with db() as s, s.begin():
         out = micro_finetune(s, production=prod, model_store=tmp_path, cfg=_cfg())
     assert out.outcome == "no_new_results" and out.version is None
+
+
+def test_phase_b_counts_only_what_the_model_proposed_and_that_saved_cycles(db):
+    from tasmopt.store import buffer_counts
+    from tasmopt.train.phase import compute_phase, phase_b_figures, wilson
+
+    now = datetime.now(UTC)
+    with db() as s, s.begin():
+        s.execute(delete(Trajectory))
+        s.execute(delete(BuildResult))
+        ids = [_step(s, accepted=True, cycles=c, base=4, when=now) for c in (1, 2, 4, 4)]
+        rows = {r.id: r for r in s.scalars(select(BuildResult))}
+        # served: model cheaper (counts), model equal cost (a copy: no), rules cheaper (no),
+        # model but a fallback (no)
+        for bid, (source, cycles, fallback) in zip(
+            ids, [("model", 1, False), ("model", 4, False), ("rules", 2, False), ("model", 2, True)]
+        ):
+            rows[bid].source, rows[bid].clock_cycles, rows[bid].fallback_used = (
+                source,
+                cycles,
+                fallback,
+            )
+        for t in s.scalars(select(Trajectory)):
+            t.source = "model"
+        s.add(
+            Trajectory(
+                id=uuid.uuid4(),
+                build_result_id=ids[0],
+                tir_hash="f" * 64,
+                source="model",
+                tasm="pop 1",
+                accepted=False,
+                cycles=0,
+                baseline_cycles=4,
+                heights={},
+                reward=reward(False, 0, 4),
+                created_at=now,
+            )
+        )
+    with db() as s:
+        counts = buffer_counts(s)
+    assert counts["online"] == 1
+    assert counts["model"]["judged"] == 5 and counts["model"]["accepted"] == 4
+    figs = phase_b_figures(counts)
+    assert figs["validity"]["value"] == pytest.approx(0.8)
+    lo, hi = figs["validity"]["ci90"]
+    assert lo < 0.8 < hi and (lo, hi) == wilson(4, 5)
+    assert figs["beats_compiler_of_valid"]["value"] == pytest.approx(0.5)  # 1 and 2 of 4
+    assert figs["median_reduction"]["value"] == pytest.approx(0.25)  # of 0.75, 0.5, 0, 0
+    phase, detail = compute_phase(counts, {"holdout_validity": 0.9, "holdout_validity_ci_low": 0.8})
+    assert phase == "A" and detail["online_results"] == 1  # 100 needed
+    assert detail["phase_b"]["validity"]["target"] == 0.95

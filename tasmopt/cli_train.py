@@ -4,6 +4,7 @@ candidate source (design §4)."""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -191,20 +192,37 @@ def train_stage1_cmd(
     "eval",
     epilog="""\b
 Examples:
-  tasmopt eval --data data/pairs/real-v1 --checkpoint model_store/s1-real-v1
-  tasmopt eval --data DIR --checkpoint DIR --split validation --k 8 --out reports/v1
-Prints the Markdown table; --out also writes report.json, report.md, blocks.jsonl and
-report.png. Exit status 0 whether or not the Phase A gate passes (see report.json).
+  tasmopt eval                       # the production checkpoint on the standard holdout
+                                     # (corpus/holdout.txt) and the real data
+  tasmopt eval --checkpoint model_store/s1-corpus-v1 --k 8 --out reports/s1
+  tasmopt eval --data data/pairs/real-v1 --split validation --limit 200
+Without --data the rows are built (and cached under TASMOPT_HOME/var/eval): the holdout
+modules of the corpus through our frontend (whole modules: generated programs of one
+template never straddle the split) and the real toolchain modules (--real, default
+../shared/data/trident-std). Without --checkpoint: the production checkpoint of the
+configured registry (DATABASE_URL), else the newest one in MODEL_STORE.
+Validity is reported with and without copies of the baseline (a copy is always valid),
+per block and per function, with 90% bootstrap CIs (1000 resamples, --seed): the same
+numbers on every run. Prints the Markdown table; --out also writes report.json,
+report.md, blocks.jsonl and report.png. Exit status 0 whether or not the Phase A gate
+passes (see report.json).
 """,
 )
 @click.option(
     "--data",
-    required=True,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Pairs directory.",
+    help="Pairs directory (default: build the standard holdout and real-data rows).",
 )
 @click.option(
-    "--checkpoint", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path)
+    "--checkpoint",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Checkpoint directory (default: the production checkpoint).",
+)
+@click.option(
+    "--real",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Real toolchain modules for the default rows (default: TASMOPT_TRIDENT_STD, else "
+    "../shared/data/trident-std beside the checkout).",
 )
 @click.option(
     "--split",
@@ -216,6 +234,7 @@ report.png. Exit status 0 whether or not the Phase A gate passes (see report.jso
 @click.option("--witnesses", type=click.IntRange(16), default=16, show_default=True)
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--limit", type=click.IntRange(1), help="Evaluate only the first N rows.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
@@ -228,33 +247,105 @@ report.png. Exit status 0 whether or not the Phase A gate passes (see report.jso
     "service reads for the learning phase).",
 )
 def eval_cmd(
-    data: Path,
-    checkpoint: Path,
+    data: Path | None,
+    checkpoint: Path | None,
+    real: Path | None,
     split: str,
     k: int,
     witnesses: int,
     device: str,
     limit: int | None,
+    seed: int,
     out: Path | None,
     record: bool,
 ) -> None:
-    """Evaluate a checkpoint: validity, gains over the compiler, latency, Phase A gate."""
+    """Evaluate a checkpoint: validity with and without copies, gains over the compiler,
+    latency, Phase A gate."""
     from tasmopt.train.evaluate import evaluate, markdown, record_metrics, write_report
 
     if record and (split != "holdout" or limit is not None):
         raise click.BadParameter("--record needs the whole holdout split (no --limit)")
+    settings = _settings()
+    if checkpoint is None:
+        checkpoint = _default_checkpoint(settings)
+        click.echo(f"checkpoint: {checkpoint}", err=True)
+    rows: Path | list[Any]
+    if data is not None:
+        rows, name = data, None
+    else:
+        rows, name = _standard_rows(settings, real), "standard holdout + real data"
+        click.echo(f"rows: {len(rows)} blocks ({name})", err=True)
     report, results = evaluate(
         checkpoint,
-        data,
+        rows,
         split=split,
         k=k,
         witnesses=witnesses,
         device=device,
         limit=limit,
         progress=sys.stderr.isatty(),
+        seed=seed,
+        data_name=name,
     )
     if out is not None:
         write_report(report, results, out)
     if record:
         record_metrics(checkpoint, report)
     click.echo(markdown(report))
+
+
+def _settings() -> Any:
+    from service.core.config import Settings
+
+    return Settings()
+
+
+def _default_checkpoint(settings: Any) -> Path:
+    """The registry's production checkpoint, else the newest checkpoint in MODEL_STORE.
+
+    Raises:
+        click.UsageError: there is none.
+    """
+    store = Path(settings.model_store)
+    try:
+        from service.core.db import engine_from_settings
+        from tasmopt.store import make_sessionmaker, production_checkpoint
+
+        with make_sessionmaker(engine_from_settings(settings))() as session:
+            prod = production_checkpoint(session)
+        if prod is not None:
+            path = Path(prod.path)
+            path = path if path.is_absolute() else store / path
+            if path.is_dir():
+                return path
+    except Exception as exc:  # no registry (unmigrated, unreachable): look at the store
+        logging.getLogger(__name__).info("no checkpoint registry (%s)", str(exc)[:200])
+    found = sorted(
+        (p for p in store.glob("*/config.json")), key=lambda p: p.stat().st_mtime, reverse=True
+    )
+    if not found:
+        raise click.UsageError(f"no checkpoint in {store}: pass --checkpoint DIR")
+    return found[0].parent
+
+
+def _standard_rows(settings: Any, real: Path | None) -> list[Any]:
+    import os
+
+    from tasmopt.train.corpus import holdout_rows, real_rows
+
+    cache = Path(settings.tasmopt_home) / "var" / "eval"
+    rows: list[Any] = []
+    corpus = settings.corpus_dir
+    if corpus is not None and (Path(corpus) / "holdout.txt").is_file():
+        rows += holdout_rows(Path(corpus), cache=cache)
+    real = real or Path(
+        os.environ.get(
+            "TASMOPT_TRIDENT_STD",
+            Path(settings.tasmopt_home).parent / "shared" / "data" / "trident-std",
+        )
+    )
+    if real.is_dir():
+        rows += real_rows(real, cache=cache)
+    if not rows:
+        raise click.UsageError("no corpus holdout and no real data found: pass --data DIR")
+    return rows

@@ -31,7 +31,7 @@ import multiprocessing.pool
 import os
 import statistics
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -254,6 +254,67 @@ def holdout_modules(corpus_dir: Path) -> list[tuple[str, Path]]:
         else:
             log.warning("holdout module %s has no file %s", name, path)
     return out
+
+
+def holdout_rows(corpus_dir: Path, *, cache: Path | None = None) -> list[PairRow]:
+    """Block rows of every holdout module (``corpus/holdout.txt``: whole modules, so the
+    near-identical programs of one template never straddle the split) through our
+    frontend, with the rules' best as target, sorted by id. Kept in the directory ``cache``
+    under a name that hashes the holdout sources (an edited module is compiled again)."""
+    from tasmopt.frontend import compile_modules
+
+    modules = holdout_modules(corpus_dir)
+    digest = hashlib.sha256()
+    for module, path in modules:
+        digest.update(module.encode() + b"\0" + path.read_bytes())
+    return _rows_cached(
+        cache,
+        f"holdout-{digest.hexdigest()[:16]}",
+        lambda: [
+            row
+            for module, path in modules
+            for mod in compile_modules(path, [corpus_dir])
+            if mod.kind == "module"
+            for row in module_rows(mod.ops, module, "corpus", "holdout", options=_RULES)[0]
+        ],
+    )
+
+
+def real_rows(real_dir: Path, *, cache: Path | None = None) -> list[PairRow]:
+    """Block rows of the real toolchain modules (``../shared/data/trident-std``, our lowering
+    of their TIR), the rules' best as target, split ``holdout``, sorted by id; cached like
+    `holdout_rows`."""
+    files = sorted(real_dir.glob("*.json"))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+
+    def make() -> list[PairRow]:
+        rows = []
+        for path in files:
+            data = json.loads(path.read_text())
+            module = data.get("module", path.stem)
+            rows += module_rows(decode(data["tir"]), module, "real", "holdout", options=_RULES)[0]
+        return rows
+
+    return _rows_cached(cache, f"real-{digest.hexdigest()[:16]}", make)
+
+
+#: Targets of the evaluation rows: the rules' best (the evaluation measures the model).
+_RULES = CompileOptions(sources=("rules",), inline=False, use_cache=False)
+
+
+def _rows_cached(cache: Path | None, name: str, make: Callable[[], list[PairRow]]) -> list[PairRow]:
+    file = cache / f"{name}.jsonl" if cache is not None else None
+    if file is not None and file.exists():
+        return [PairRow.from_dict(json.loads(ln)) for ln in file.read_text().splitlines() if ln]
+    rows = sorted(make(), key=lambda r: r.id)
+    if file is not None:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_suffix(".tmp")
+        tmp.write_text("".join(r.to_json() + "\n" for r in rows))
+        tmp.replace(file)
+    return rows
 
 
 def _split_of(

@@ -30,7 +30,6 @@ between runs except the guard's holdout rows (`guard_rows` ``cache``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -48,7 +47,6 @@ from tqdm import tqdm
 
 from tasmopt.model.checkpoint import load_model, read_config, save_checkpoint
 from tasmopt.model.model import TasmModel
-from tasmopt.report import CompileOptions
 from tasmopt.store.checkpoints import (
     describe_checkpoint,
     promote_checkpoint,
@@ -192,38 +190,15 @@ def prioritized_indices(
 
 
 def guard_rows(corpus_dir: Path | None, *, limit: int, cache: Path | None = None) -> list[PairRow]:
-    """Block rows of the holdout modules (``corpus/holdout.txt``) through our frontend, the
-    rules as target (the guard measures the model, not the target), in a fixed order; at
-    most ``limit``. Kept in the directory ``cache`` when given, under a name that hashes the
-    holdout sources (an edited module is compiled again). Returns ``[]`` without a corpus."""
+    """The guard's holdout: the first ``limit`` block rows of the holdout modules
+    (`tasmopt.train.corpus.holdout_rows`: ``corpus/holdout.txt``, whole modules, so
+    near-identical generated programs never straddle the split), kept in the directory
+    ``cache``. Returns ``[]`` without a corpus."""
     if corpus_dir is None or not (corpus_dir / "holdout.txt").exists():
         return []
-    from tasmopt.frontend import compile_modules
-    from tasmopt.train.corpus import holdout_modules, module_rows
+    from tasmopt.train.corpus import holdout_rows
 
-    modules = holdout_modules(corpus_dir)
-    digest = hashlib.sha256()
-    for module, path in modules:
-        digest.update(module.encode() + b"\0" + path.read_bytes())
-    file = cache / f"holdout-{digest.hexdigest()[:16]}.jsonl" if cache is not None else None
-    if file is not None and file.exists():
-        rows = [PairRow.from_dict(json.loads(ln)) for ln in file.read_text().splitlines() if ln]
-        return rows[:limit]
-    options = CompileOptions(sources=("rules",), inline=False, use_cache=False)
-    rows: list[PairRow] = []
-    for module, path in modules:
-        for mod in compile_modules(path, [corpus_dir]):
-            if mod.kind != "module":
-                continue
-            blocks, _ = module_rows(mod.ops, module, "corpus", "holdout", options=options)
-            rows += blocks
-    rows.sort(key=lambda r: r.id)
-    if file is not None:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_suffix(".tmp")
-        tmp.write_text("".join(r.to_json() + "\n" for r in rows))
-        tmp.replace(file)
-    return rows[:limit]
+    return holdout_rows(corpus_dir, cache=cache)[:limit]
 
 
 def guard_metrics(model: TasmModel, rows: Sequence[PairRow], cfg: FinetuneConfig) -> dict[str, Any]:

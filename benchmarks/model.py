@@ -7,6 +7,13 @@ batch of its blocks, the way `tasmopt.model.source.ModelSource` does for a reque
     python benchmarks/model.py --checkpoint model_store/s1-real-v1
     python benchmarks/model.py --checkpoint DIR --data data/pairs/real-v1 --split holdout \\
         --k 8 32 --functions 40 --threads 2 --device cpu
+    python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --marginal 30
+    python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --stage3 20
+
+``--marginal N``: the model's marginal contribution on the N smallest real modules: cycles of
+rules+search, of rules+search+model, and of rules+search given the model's extra wall-clock
+time as search budget (equal budget), blocks the model won, seconds. ``--stage3 STEPS``: the
+cost of one Stage 3 micro-finetune step.
 
 Without ``--checkpoint`` a randomly initialized model of the default size is timed (the
 cost does not depend on the weights, only on the hypotheses' lengths, which are bounded by
@@ -90,6 +97,110 @@ def peak_memory_mb(device: str) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def marginal(checkpoint: Path, modules: int, budget_s: float, seed: int) -> list[dict]:
+    """The model's marginal contribution on the real modules (compiler TASM as baseline):
+    rules+search at ``budget_s``, rules+search+model at ``budget_s``, and rules+search given
+    the model's extra wall-clock time as extra search budget (equal budget). Per module:
+    summed function cycles of each run, blocks the model won (its candidate chosen), blocks
+    where the model run beats the equal-budget run and the reverse, wall seconds."""
+    from dataclasses import replace
+
+    from tasmopt.model.source import load_model_source
+    from tasmopt.optimizer import compile as compile_tir
+    from tasmopt.optimizer import default_sources
+    from tasmopt.report import CompileOptions
+
+    sources = default_sources()
+    sources.add(load_model_source(checkpoint, k=32))
+    base = CompileOptions(
+        sources=("rules", "search"), search_budget_s=budget_s, use_cache=False, seed=seed
+    )
+    files = sorted(SHARED.glob("*.json"), key=lambda p: p.stat().st_size)[:modules]
+    out = []
+    print(
+        f"{'module':<28} {'r+s':>7} {'r+s+m':>7} {'r+s eq':>7} {'model':>6} "
+        f"{'m>eq':>5} {'eq>m':>5} {'t r+s':>7} {'t r+s+m':>8} {'t eq':>7}"
+    )
+    for path in files:
+        mod = json.loads(path.read_text())
+        args = (mod["tir"], mod["compiler_tasm"])
+        runs, times = {}, {}
+        for label, opts in (
+            ("rs", base),
+            ("all", replace(base, sources=("rules", "search", "model"))),
+        ):
+            t0 = time.perf_counter()
+            runs[label] = compile_tir(*args, options=opts, sources=sources)
+            times[label] = time.perf_counter() - t0
+        extra = max(0.0, times["all"] - times["rs"])
+        t0 = time.perf_counter()
+        runs["eq"] = compile_tir(
+            *args, options=replace(base, search_budget_s=budget_s + extra), sources=sources
+        )
+        times["eq"] = time.perf_counter() - t0
+
+        def blocks(r):
+            return {(f.name, b.index): b for f in r.functions for b in f.blocks}
+
+        b_all, b_eq = blocks(runs["all"]), blocks(runs["eq"])
+        row = {
+            "module": mod["module"],
+            "cycles": {k: r.cycles for k, r in runs.items()},
+            "model_blocks": sum(b.source == "model" for b in b_all.values()),
+            "model_beats_eq": sum(b.cycles < b_eq[k].cycles for k, b in b_all.items() if k in b_eq),
+            "eq_beats_model": sum(b_eq[k].cycles < b.cycles for k, b in b_all.items() if k in b_eq),
+            "seconds": times,
+        }
+        out.append(row)
+        c, t = row["cycles"], row["seconds"]
+        print(
+            f"{row['module'][:28]:<28} {c['rs']:>7} {c['all']:>7} {c['eq']:>7} "
+            f"{row['model_blocks']:>6} {row['model_beats_eq']:>5} {row['eq_beats_model']:>5} "
+            f"{t['rs']:>7.1f} {t['all']:>8.1f} {t['eq']:>7.1f}"
+        )
+    tot = {k: sum(r["cycles"][k] for r in out) for k in ("rs", "all", "eq")}
+    print(
+        f"{'total':<28} {tot['rs']:>7} {tot['all']:>7} {tot['eq']:>7} "
+        f"{sum(r['model_blocks'] for r in out):>6} {sum(r['model_beats_eq'] for r in out):>5} "
+        f"{sum(r['eq_beats_model'] for r in out):>5} "
+        f"{sum(r['seconds']['rs'] for r in out):>7.1f} "
+        f"{sum(r['seconds']['all'] for r in out):>8.1f} {sum(r['seconds']['eq'] for r in out):>7.1f}"
+    )
+    return out
+
+
+def stage3_step_cost(checkpoint: Path | None, steps: int, batch_size: int, device: str) -> float:
+    """Seconds per Stage 3 micro-finetune step (teacher-forced cross-entropy, AdamW, batch
+    of ``batch_size`` real-data blocks), median over ``steps`` steps after one warm-up."""
+    from tasmopt.train.corpus import real_rows
+    from tasmopt.train.dataset import PairDataset, collate
+
+    model = load_model(checkpoint, device) if checkpoint else TasmModel(ModelConfig()).to(device)
+    rows = real_rows(SHARED, cache=ROOT / "var" / "eval")
+    ds = PairDataset(rows[: batch_size * (steps + 1)], max_len=model.config.max_len)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model.train()
+    times = []
+    for s in range(steps + 1):
+        batch, tokens, _ = collate([ds[(s * batch_size + i) % len(ds)] for i in range(batch_size)])
+        batch, tokens = batch.to(device), tokens.to(device)
+        t0 = time.perf_counter()
+        _, loss = model(batch, tokens)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        if s:
+            times.append(time.perf_counter() - t0)
+    per = statistics.median(times)
+    print(
+        f"stage 3 step: {1000 * per:.0f} ms per step of {batch_size} blocks on {device} "
+        f"({model.num_parameters() / 1e6:.2f}M parameters; 200 steps = {200 * per:.0f} s)"
+    )
+    return per
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -101,9 +212,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--functions", type=int, default=60, help="functions to decode")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ap.add_argument(
+        "--marginal",
+        type=int,
+        metavar="N",
+        help="print the marginal-contribution table on the N smallest real modules instead",
+    )
+    ap.add_argument("--budget", type=float, default=0.5, help="search budget (s) for --marginal")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--stage3", type=int, metavar="STEPS", help="time STEPS Stage 3 finetune steps instead"
+    )
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.marginal:
+        if not args.checkpoint:
+            ap.error("--marginal needs --checkpoint")
+        print(json.dumps(marginal(args.checkpoint, args.marginal, args.budget, args.seed)))
+        return 0
+    if args.stage3:
+        stage3_step_cost(args.checkpoint, args.stage3, 16, args.device)
+        return 0
     device = args.device
     model = (
         load_model(args.checkpoint, device)

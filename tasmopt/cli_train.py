@@ -22,6 +22,7 @@ __all__ = ["train", "eval_cmd"]
 Examples:
   tasmopt train pairs-real --out data/pairs/real-v1     # pairs from the real toolchain data
   tasmopt train stage1 --data data/pairs/real-v1 --version s1-real-v1 --max-minutes 12
+  tasmopt train stage2 --checkpoint model_store/s1-real-v1 --version s2-real-v1
 """
 )
 def train() -> None:
@@ -184,6 +185,98 @@ def train_stage1_cmd(
                 "coverage": res.coverage,
             },
             indent=2,
+        )
+    )
+
+
+@train.command(
+    "stage2",
+    epilog="""\b
+Examples:
+  tasmopt train stage2 --checkpoint model_store/s1-corpus-v1 --version s2-v1 --steps 200
+  tasmopt train stage2 --checkpoint DIR --data data/pairs/real-v1 --version v --device cuda
+Trajectory balance with a conditional log Z head (tasmopt.train.gflownet): samples
+candidates at a temperature annealed 2.0 -> 0.5, rewards them with the verifier (design §4:
+1 + relative cycle saving if proven equivalent, else 1e-3; partial credit during the first
+--partial-steps), and writes OUT/VERSION (stage gflownet, parent = the checkpoint, with
+logz.safetensors and stage2_metrics.jsonl). Blocks: the train split of --data, else the
+replay buffer of the configured database (what `tasmopt serve` stored).
+""",
+)
+@click.option(
+    "--checkpoint",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Checkpoint to resume from.",
+)
+@click.option("--version", required=True, help="Version of the new checkpoint.")
+@click.option(
+    "--data",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Pairs directory (its train split); default: the replay buffer.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("model_store"),
+    show_default=True,
+)
+@click.option("--steps", type=click.IntRange(1), default=200, show_default=True)
+@click.option("--blocks", type=click.IntRange(1), default=8, show_default=True, help="Per step.")
+@click.option("--samples", type=click.IntRange(1), default=8, show_default=True, help="Per block.")
+@click.option("--lr", type=float, default=1e-5, show_default=True)
+@click.option("--partial-steps", type=click.IntRange(0), default=1000, show_default=True)
+@click.option("--max-minutes", type=click.FloatRange(0), help="Wall-clock budget.")
+@click.option("--device", help="cpu, cuda, ... (default: cuda if available).")
+@click.option("--seed", type=int, default=0, show_default=True)
+def train_stage2_cmd(
+    checkpoint: Path,
+    version: str,
+    data: Path | None,
+    out: Path,
+    steps: int,
+    blocks: int,
+    samples: int,
+    lr: float,
+    partial_steps: int,
+    max_minutes: float | None,
+    device: str | None,
+    seed: int,
+) -> None:
+    """Stage 2: GFlowNet fine-tuning with trajectory balance."""
+    from tasmopt.train.dataset import read_pairs
+    from tasmopt.train.gflownet import Stage2Config, train_stage2
+
+    if data is not None:
+        _, rows = read_pairs(data, ["train"])
+    else:
+        from service.core.db import engine_from_settings
+        from tasmopt.store import make_sessionmaker, replay_blocks
+        from tasmopt.train.online import replay_rows
+
+        with make_sessionmaker(engine_from_settings(_settings()))() as session:
+            rows = replay_rows(replay_blocks(session))
+    if not rows:
+        raise click.UsageError("no blocks: pass --data DIR or serve some requests first")
+    cfg = Stage2Config(
+        steps=steps,
+        blocks=blocks,
+        samples=samples,
+        lr=lr,
+        partial_steps=partial_steps,
+        max_minutes=max_minutes,
+        device=device,
+        seed=seed,
+    )
+    res = train_stage2(checkpoint, rows, out, version, cfg, progress=sys.stderr.isatty())
+    last = res.history[-1] if res.history else {}
+    click.echo(
+        json.dumps(
+            {
+                "checkpoint": str(res.checkpoint),
+                "steps": len(res.history),
+                "last": last,
+            }
         )
     )
 

@@ -19,7 +19,7 @@ for diversity. Both return per block the finished hypotheses, best first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -97,6 +97,7 @@ def beam_search(
     k: int = 32,
     alpha: float = 0.7,
     limits: torch.Tensor | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search for every graph of ``batch`` at once.
 
@@ -108,6 +109,9 @@ def beam_search(
         alpha: length-normalisation exponent.
         limits: (G,) most tokens per block, EOS included (default ``batch.limit`` or the
             model's ``max_len``).
+        stop: looked at every 4 decoding steps (with the host sync); when it returns True
+            decoding ends and only the hypotheses finished by then are returned (a request's
+            deadline: the model never makes a request wait past its budget).
 
     Returns:
         per graph, up to ``k`` distinct finished hypotheses, best score first.
@@ -161,6 +165,8 @@ def beam_search(
         cache = cache.index_select(parent)
         tok = token
         if t % 4 == 3:  # one host sync every 4 steps: retire blocks whose beams all ended
+            if stop is not None and stop():
+                break
             over = (done | torch.isinf(logprob)).view(a, k).all(dim=1)  # (A,)
             n_over = int(over.sum())
             if n_over == a:
@@ -193,9 +199,10 @@ def sample(
     alpha: float = 0.7,
     limits: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> list[list[Hypothesis]]:
     """``k`` samples per graph from the masked model distribution at ``temperature``;
-    duplicates removed. Arguments as `beam_search`."""
+    duplicates removed. Arguments as `beam_search` (``stop`` included)."""
     limits = _limits(batch, limits, model.config.max_len)
     enc = model.encode(batch)
     rows, state, cache, tok = model.start(batch, enc, k, limits)
@@ -220,6 +227,6 @@ def sample(
         done = done | (token == EOS)
         state = state.step(tables, token)
         tok = token
-        if t % 4 == 3 and bool(done.all()):
+        if t % 4 == 3 and (bool(done.all()) or (stop is not None and stop())):
             break
     return _collect(model, seqs, logprob, lengths, done, k, alpha, immediates)

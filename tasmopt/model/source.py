@@ -131,16 +131,23 @@ class ModelSource:
                 isa=isa,
             )
             items.append((i, data, imms))
+        dl = options.deadline
+        stop = (lambda: dl.expired) if dl is not None else None
         for s in range(0, len(items), self.max_blocks):
             if options.deadline is not None and options.deadline.expired:
                 break  # decoding is batched: the request's deadline is looked at per batch
             chunk = items[s : s + self.max_blocks]
             batch = batch_graphs([d for _, d, _ in chunk]).to(self.device)
             imms = [m for _, _, m in chunk]
-            hyps = beam_search(self.model, batch, imms, k=self.k)
+            hyps = beam_search(self.model, batch, imms, k=self.k, stop=stop)
             if self.samples:
                 extra = sample(
-                    self.model, batch, imms, k=self.samples, temperature=self.temperature
+                    self.model,
+                    batch,
+                    imms,
+                    k=self.samples,
+                    temperature=self.temperature,
+                    stop=stop,
                 )
                 hyps = [h + e for h, e in zip(hyps, extra)]
             for (i, _, _), hs in zip(chunk, hyps):
@@ -151,7 +158,7 @@ class ModelSource:
                         seen.add(key)
                         out[i].append(list(h.instrs))
                         self._remember(tasks[i], key, h.logprob)
-                if i in keys:
+                if i in keys and not (dl is not None and dl.expired):  # cut: not complete
                     with self._lock:
                         self._cache[keys[i]] = [list(c) for c in out[i]]
                         if len(self._cache) > self._cache_size:

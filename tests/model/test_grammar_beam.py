@@ -153,3 +153,20 @@ def test_ten_element_moves(text, entry, net, floor, forbidden_at) -> None:
             return
         state = state.step(tables, torch.tensor([tok]))
     assert forbidden_at is None and bool(state.allowed(tables)[0, EOS])
+
+
+def test_decoding_stops_when_asked(model, inputs) -> None:
+    # a request's deadline: decoding ends at the next check and returns only what finished
+    batch, imms, _ = inputs
+    calls = []
+
+    def stop() -> bool:
+        calls.append(1)
+        return True
+
+    hyps = beam_search(model, batch, imms, k=4, stop=stop)
+    full = beam_search(model, batch, imms, k=4)
+    assert len(calls) == 1 and len(hyps) == len(full)
+    assert sum(map(len, hyps)) <= sum(map(len, full))
+    samples = sample(model, batch, imms, k=4, stop=stop)
+    assert len(calls) == 2 and len(samples) == len(full)

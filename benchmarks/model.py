@@ -97,76 +97,25 @@ def peak_memory_mb(device: str) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def marginal(checkpoint: Path, modules: int, budget_s: float, seed: int) -> list[dict]:
-    """The model's marginal contribution on the real modules (compiler TASM as baseline):
-    rules+search at ``budget_s``, rules+search+model at ``budget_s``, and rules+search given
-    the model's extra wall-clock time as extra search budget (equal budget). Per module:
-    summed function cycles of each run, blocks the model won (its candidate chosen), blocks
-    where the model run beats the equal-budget run and the reverse, wall seconds."""
-    from dataclasses import replace
-
+def marginal(
+    checkpoint: Path, modules: int, budget_s: float, seed: int, cap: bool = True
+) -> list[dict]:
+    """The model's marginal contribution on the ``modules`` smallest real modules at equal
+    wall-clock budget (`tasmopt.train.marginal`); prints the table."""
     from tasmopt.model.source import load_model_source
-    from tasmopt.optimizer import compile as compile_tir
-    from tasmopt.optimizer import default_sources
-    from tasmopt.report import CompileOptions
+    from tasmopt.train.marginal import marginal_contribution, marginal_markdown
 
-    sources = default_sources()
-    sources.add(load_model_source(checkpoint, k=32))
-    base = CompileOptions(
-        sources=("rules", "search"), search_budget_s=budget_s, use_cache=False, seed=seed
-    )
     files = sorted(SHARED.glob("*.json"), key=lambda p: p.stat().st_size)[:modules]
-    out = []
-    print(
-        f"{'module':<28} {'r+s':>7} {'r+s+m':>7} {'r+s eq':>7} {'model':>6} "
-        f"{'m>eq':>5} {'eq>m':>5} {'t r+s':>7} {'t r+s+m':>8} {'t eq':>7}"
+    rows = marginal_contribution(
+        load_model_source(checkpoint, k=32),
+        files,
+        budget_s=budget_s,
+        seed=seed,
+        progress=sys.stderr.isatty(),
+        cap=cap,
     )
-    for path in files:
-        mod = json.loads(path.read_text())
-        args = (mod["tir"], mod["compiler_tasm"])
-        runs, times = {}, {}
-        for label, opts in (
-            ("rs", base),
-            ("all", replace(base, sources=("rules", "search", "model"))),
-        ):
-            t0 = time.perf_counter()
-            runs[label] = compile_tir(*args, options=opts, sources=sources)
-            times[label] = time.perf_counter() - t0
-        extra = max(0.0, times["all"] - times["rs"])
-        t0 = time.perf_counter()
-        runs["eq"] = compile_tir(
-            *args, options=replace(base, search_budget_s=budget_s + extra), sources=sources
-        )
-        times["eq"] = time.perf_counter() - t0
-
-        def blocks(r):
-            return {(f.name, b.index): b for f in r.functions for b in f.blocks}
-
-        b_all, b_eq = blocks(runs["all"]), blocks(runs["eq"])
-        row = {
-            "module": mod["module"],
-            "cycles": {k: r.cycles for k, r in runs.items()},
-            "model_blocks": sum(b.source == "model" for b in b_all.values()),
-            "model_beats_eq": sum(b.cycles < b_eq[k].cycles for k, b in b_all.items() if k in b_eq),
-            "eq_beats_model": sum(b_eq[k].cycles < b.cycles for k, b in b_all.items() if k in b_eq),
-            "seconds": times,
-        }
-        out.append(row)
-        c, t = row["cycles"], row["seconds"]
-        print(
-            f"{row['module'][:28]:<28} {c['rs']:>7} {c['all']:>7} {c['eq']:>7} "
-            f"{row['model_blocks']:>6} {row['model_beats_eq']:>5} {row['eq_beats_model']:>5} "
-            f"{t['rs']:>7.1f} {t['all']:>8.1f} {t['eq']:>7.1f}"
-        )
-    tot = {k: sum(r["cycles"][k] for r in out) for k in ("rs", "all", "eq")}
-    print(
-        f"{'total':<28} {tot['rs']:>7} {tot['all']:>7} {tot['eq']:>7} "
-        f"{sum(r['model_blocks'] for r in out):>6} {sum(r['model_beats_eq'] for r in out):>5} "
-        f"{sum(r['eq_beats_model'] for r in out):>5} "
-        f"{sum(r['seconds']['rs'] for r in out):>7.1f} "
-        f"{sum(r['seconds']['all'] for r in out):>8.1f} {sum(r['seconds']['eq'] for r in out):>7.1f}"
-    )
-    return out
+    print(marginal_markdown(rows, budget_s))
+    return rows
 
 
 def stage3_step_cost(checkpoint: Path | None, steps: int, batch_size: int, device: str) -> float:
@@ -221,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=0.5, help="search budget (s) for --marginal")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
+        "--uncapped",
+        action="store_true",
+        help="--marginal: the equal-budget run gets the extra search budget but no deadline",
+    )
+    ap.add_argument(
         "--stage3", type=int, metavar="STEPS", help="time STEPS Stage 3 finetune steps instead"
     )
     args = ap.parse_args(argv)
@@ -229,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.marginal:
         if not args.checkpoint:
             ap.error("--marginal needs --checkpoint")
-        print(json.dumps(marginal(args.checkpoint, args.marginal, args.budget, args.seed)))
+        rows = marginal(args.checkpoint, args.marginal, args.budget, args.seed, not args.uncapped)
+        print(json.dumps(rows))
         return 0
     if args.stage3:
         stage3_step_cost(args.checkpoint, args.stage3, 16, args.device)

@@ -329,6 +329,15 @@ passes (see report.json).
 @click.option("--limit", type=click.IntRange(1), help="Evaluate only the first N rows.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
 @click.option(
+    "--marginal",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Also compile the N smallest real modules with rules+search with and without the "
+    "model at equal wall-clock budget (the model's marginal contribution; minutes).",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     help="Directory for the report files.",
@@ -349,11 +358,12 @@ def eval_cmd(
     device: str,
     limit: int | None,
     seed: int,
+    marginal: int,
     out: Path | None,
     record: bool,
 ) -> None:
     """Evaluate a checkpoint: validity with and without copies, gains over the compiler,
-    latency, Phase A gate."""
+    latency, Phase A gate, and (--marginal) the model's marginal contribution."""
     from tasmopt.train.evaluate import evaluate, markdown, record_metrics, write_report
 
     if record and (split != "holdout" or limit is not None):
@@ -385,6 +395,31 @@ def eval_cmd(
     if record:
         record_metrics(checkpoint, report)
     click.echo(markdown(report))
+    if marginal:
+        from tasmopt.model.source import load_model_source
+        from tasmopt.train.marginal import marginal_contribution, marginal_markdown
+
+        files = sorted(_real_dir(settings, real).glob("*.json"), key=lambda p: p.stat().st_size)
+        table = marginal_contribution(
+            load_model_source(checkpoint, device, k=k),
+            files[:marginal],
+            seed=seed,
+            progress=sys.stderr.isatty(),
+        )
+        click.echo(marginal_markdown(table, 0.5))
+        if out is not None:
+            (out / "marginal.json").write_text(json.dumps(table, indent=2) + "\n")
+
+
+def _real_dir(settings: Any, real: Path | None) -> Path:
+    import os
+
+    return real or Path(
+        os.environ.get(
+            "TASMOPT_TRIDENT_STD",
+            Path(settings.tasmopt_home).parent / "shared" / "data" / "trident-std",
+        )
+    )
 
 
 def _settings() -> Any:
@@ -422,7 +457,6 @@ def _default_checkpoint(settings: Any) -> Path:
 
 
 def _standard_rows(settings: Any, real: Path | None) -> list[Any]:
-    import os
 
     from tasmopt.train.corpus import holdout_rows, real_rows
 
@@ -431,12 +465,7 @@ def _standard_rows(settings: Any, real: Path | None) -> list[Any]:
     corpus = settings.corpus_dir
     if corpus is not None and (Path(corpus) / "holdout.txt").is_file():
         rows += holdout_rows(Path(corpus), cache=cache)
-    real = real or Path(
-        os.environ.get(
-            "TASMOPT_TRIDENT_STD",
-            Path(settings.tasmopt_home).parent / "shared" / "data" / "trident-std",
-        )
-    )
+    real = _real_dir(settings, real)
     if real.is_dir():
         rows += real_rows(real, cache=cache)
     if not rows:

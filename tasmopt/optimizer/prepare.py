@@ -229,7 +229,7 @@ def prepare_functions(
         if client is not None:
             if not _client_reference(f, lf.name, our_prog, ours, client, options, timings):
                 continue
-        for block in _with_loop_counters(low, lf):
+        for block in blocks_with_loop_counters(low, lf):
             instrs = _block_instrs(low.lines[block.start : block.end], options.isa)
             if not instrs:
                 continue
@@ -278,7 +278,7 @@ class _ScratchView:
 _DECREMENT = (Op("Push", P - 1), Op("Add"))
 
 
-def _with_loop_counters(low: Lowering, lf: LoweredFunction) -> list[LoweredBlock]:
+def blocks_with_loop_counters(low: Lowering, lf: LoweredFunction) -> list[LoweredBlock]:
     """The function's blocks, where the counter decrement ``push -1; add`` that the loop
     header puts before each loop body joins the body's first block (as the TIR ops
     ``Push(-1), Add``): it runs once per iteration and is worth optimizing with the body.

@@ -41,6 +41,7 @@ from tqdm import tqdm
 from tasmopt.lower.blocks import split_functions
 from tasmopt.lower.triton import lower
 from tasmopt.optimizer import compile as compile_tir
+from tasmopt.optimizer.prepare import blocks_with_loop_counters
 from tasmopt.report import CompileOptions
 from tasmopt.tir.codec import decode, encode, tir_hash
 from tasmopt.tir.ops import Op
@@ -52,8 +53,10 @@ __all__ = ["FunctionRow", "BuildConfig", "build", "module_rows"]
 
 log = logging.getLogger(__name__)
 
-#: Bump when the rows a module produces change meaning (invalidates the cache).
-CACHE_VERSION = 1
+#: Bump when the rows a module produces change meaning (invalidates the caches). 2: rows use
+#: the optimizer's block definitions (loop-counter decrements merged into loop bodies); 1
+#: paired the plain lowering's blocks with the merged blocks' baselines.
+CACHE_VERSION = 2
 
 
 @dataclass
@@ -105,7 +108,9 @@ def module_rows(
 ) -> tuple[list[PairRow], list[FunctionRow]]:
     """Block rows and function rows of one module's TIR (see module docstring)."""
     low = lower(ops, isa=options.isa)
-    where = {(f.name, b.index): b for f in low.functions for b in f.blocks}
+    # the optimizer's block definitions (a loop's counter decrement joins its body's first
+    # block), so each row's TIR, entry depth and baseline describe the same block
+    where = {(f.name, b.index): b for f in low.functions for b in blocks_with_loop_counters(low, f)}
     chunks = {c.name: c.ops for c in split_functions(ops)}
     result = compile_tir(ops, options=options)
     base_fn = {f.name: [low.lines[a:b] for a, b in f.sections] for f in low.functions}
@@ -269,7 +274,7 @@ def holdout_rows(corpus_dir: Path, *, cache: Path | None = None) -> list[PairRow
         digest.update(module.encode() + b"\0" + path.read_bytes())
     return _rows_cached(
         cache,
-        f"holdout-{digest.hexdigest()[:16]}",
+        f"holdout-v{CACHE_VERSION}-{digest.hexdigest()[:16]}",
         lambda: [
             row
             for module, path in modules
@@ -297,7 +302,7 @@ def real_rows(real_dir: Path, *, cache: Path | None = None) -> list[PairRow]:
             rows += module_rows(decode(data["tir"]), module, "real", "holdout", options=_RULES)[0]
         return rows
 
-    return _rows_cached(cache, f"real-{digest.hexdigest()[:16]}", make)
+    return _rows_cached(cache, f"real-v{CACHE_VERSION}-{digest.hexdigest()[:16]}", make)
 
 
 #: Targets of the evaluation rows: the rules' best (the evaluation measures the model).

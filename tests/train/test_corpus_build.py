@@ -123,3 +123,28 @@ def test_coverage_counts_clusters_and_entropy() -> None:
     assert mixed["clusters"] == 4 and abs(mixed["cluster_entropy"] - 2.0) < 1e-9
     assert mixed["ngram_entropy"] > same["ngram_entropy"]
     json.dumps(mixed)
+
+
+def test_rows_describe_the_optimizers_blocks_loop_counters_included() -> None:
+    # a loop's counter decrement `push -1; add` joins its body's first block in the
+    # optimizer; a row must carry it in its TIR and entry depth, not only in its baseline
+    # (rows that mixed the two broke the grammar: the baseline read below the entry depth)
+    import json as _json
+
+    from tasmopt.report import CompileOptions
+    from tasmopt.tir.codec import decode
+    from tasmopt.train.corpus import module_rows
+    from tasmopt.train.dataset import encode_row, grammar_violations
+
+    root = Path(__file__).resolve().parents[2]
+    data = _json.loads((root / "examples" / "loop.json").read_text())
+    rows, _ = module_rows(
+        decode(data["tir"]), "loop", "real", "train", options=CompileOptions(sources=("rules",))
+    )
+    merged = [r for r in rows if r.baseline[:2] == ["push -1", "add"]]
+    assert merged, "the example has a loop body"
+    for r in merged:
+        assert r.tir[:2] == [{"Push": 2**64 - 2**32}, "Add"], r.tir[:2]  # Push(p - 1)
+        assert r.entry_depth >= 1
+    examples = [encode_row(r, max_len=256) for r in rows]
+    assert grammar_violations(examples) == []

@@ -1,0 +1,139 @@
+"""The model's marginal contribution at equal wall-clock budget (issue 12, design §4).
+
+For each module (TIR and the client's compiler TASM), three cold compiles: rules+search at
+a search budget ``B``; rules+search+model at ``B``; and rules+search again with the model's
+extra wall-clock time added to its search budget (``B + max(0, t_model - t_rules+search)``)
+and the model run's wall time as its deadline, so both sides get the same time (the search
+budget alone is not a wall-clock bound: verification comes on top; what the deadline cuts
+falls back to the baseline, function by function). Every compile starts cold (fresh search and model caches,
+no memoized verdicts) after one warm-up compile of the module, so that one-time costs
+(lowering, attestation, concolic caches) are not charged to whichever run comes first.
+Reported per module and in total: summed clock cycles of the three runs, blocks whose
+chosen candidate came from the model, and blocks where the model run beats the
+equal-budget run (and the reverse).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from tasmopt.deadline import Deadline
+from tasmopt.optimizer import compile as compile_tir
+from tasmopt.report import CompileOptions, CompileResult
+from tasmopt.rules import RulesSource
+from tasmopt.search.source import SearchSource
+from tasmopt.sources import CandidateSource, SourceSet
+from tasmopt.vm import equivalence
+
+__all__ = ["marginal_contribution", "marginal_markdown"]
+
+
+def _blocks(result: CompileResult) -> dict[tuple[str, int], Any]:
+    return {(f.name, b.index): b for f in result.functions for b in f.blocks}
+
+
+def marginal_contribution(
+    model: CandidateSource,
+    modules: Iterable[Path],
+    *,
+    budget_s: float = 0.5,
+    seed: int = 0,
+    progress: bool = False,
+    cap: bool = True,
+) -> list[dict[str, Any]]:
+    """One row per module file (trident-std JSON: ``tir``, ``compiler_tasm``, ``module``):
+    ``cycles`` (``rs``, ``all``, ``eq``), ``model_blocks``, ``model_beats_eq``,
+    ``eq_beats_model``, ``seconds`` (per run). See the module docstring. ``cap=False``:
+    the equal-budget run gets the extra search budget but no deadline (it then runs longer
+    than the model run: the search budget does not bound verification)."""
+
+    def cold() -> SourceSet:
+        for attr in ("_cache", "_logp"):
+            cache = getattr(model, attr, None)
+            if cache is not None:
+                cache.clear()
+        equivalence._BLOCK_VERDICTS.clear()
+        return SourceSet([RulesSource(), SearchSource(), model])
+
+    base = CompileOptions(
+        sources=("rules", "search"), search_budget_s=budget_s, use_cache=False, seed=seed
+    )
+    out = []
+    for path in tqdm(list(modules), desc="modules", unit="module", disable=not progress):
+        mod = json.loads(Path(path).read_text())
+        args = (mod["tir"], mod.get("compiler_tasm"))
+        compile_tir(*args, options=replace(base, sources=("rules",)), sources=cold())
+        runs, times = {}, {}
+        for label, opts in (("rs", base), ("all", replace(base, sources=(*base.sources, "model")))):
+            sources = cold()
+            t0 = time.perf_counter()
+            runs[label] = compile_tir(*args, options=opts, sources=sources)
+            times[label] = time.perf_counter() - t0
+        extra = max(0.0, times["all"] - times["rs"])
+        sources = cold()
+        t0 = time.perf_counter()
+        runs["eq"] = compile_tir(  # the same wall clock: the model run's time is its deadline
+            *args,
+            options=replace(
+                base,
+                search_budget_s=budget_s + extra,
+                deadline=Deadline(times["all"]) if cap else None,
+            ),
+            sources=sources,
+        )
+        times["eq"] = time.perf_counter() - t0
+        b_all, b_eq = _blocks(runs["all"]), _blocks(runs["eq"])
+        out.append(
+            {
+                "module": mod.get("module", Path(path).stem),
+                "cycles": {k: r.cycles for k, r in runs.items()},
+                "model_blocks": sum(b.source == "model" for b in b_all.values()),
+                "model_beats_eq": sum(
+                    b.cycles < b_eq[k].cycles for k, b in b_all.items() if k in b_eq
+                ),
+                "eq_beats_model": sum(
+                    b_eq[k].cycles < b.cycles for k, b in b_all.items() if k in b_eq
+                ),
+                "seconds": times,
+            }
+        )
+    return out
+
+
+def marginal_markdown(rows: list[dict[str, Any]], budget_s: float) -> str:
+    """The table: per module and in total."""
+    lines = [
+        f"## Marginal contribution of the model (search budget {budget_s:g} s; `eq`: "
+        "rules+search with the model's extra time as search budget)",
+        "",
+        "| module | rules+search | +model | rules+search, equal time | model blocks | "
+        "model beats eq | eq beats model | s (r+s / +model / eq) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in [*rows, None]:
+        if r is None:
+            if not rows:
+                break
+            r = {
+                "module": "**total**",
+                "cycles": {k: sum(x["cycles"][k] for x in rows) for k in ("rs", "all", "eq")},
+                "seconds": {k: sum(x["seconds"][k] for x in rows) for k in ("rs", "all", "eq")},
+                **{
+                    k: sum(x[k] for x in rows)
+                    for k in ("model_blocks", "model_beats_eq", "eq_beats_model")
+                },
+            }
+        c, s = r["cycles"], r["seconds"]
+        lines.append(
+            f"| {r['module']} | {c['rs']} | {c['all']} | {c['eq']} | {r['model_blocks']} | "
+            f"{r['model_beats_eq']} | {r['eq_beats_model']} | "
+            f"{s['rs']:.1f} / {s['all']:.1f} / {s['eq']:.1f} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -37,13 +37,14 @@ from tasmopt.store import (
     rollback_checkpoint,
     save_compile_job,
 )
+from tasmopt.store.models import Trajectory
 
 
 @pytest.fixture()
 def session(pg_session):
     """The session's database, emptied of the tables these tests write."""
     with pg_session.begin():
-        for model in (Checkpoint, AdminAction, CompileJob, FinetuneRun, BuildResult):
+        for model in (Checkpoint, AdminAction, CompileJob, FinetuneRun, Trajectory, BuildResult):
             pg_session.execute(delete(model))
     yield pg_session
     pg_session.rollback()
@@ -199,13 +200,25 @@ def test_buffer_counts_and_results_since(session):
         fn = _rows(1)[0] | {"block_index": None, "source": "compiler"}
         insert_build_results(session, rows=[fn])
     counts = buffer_counts(session)
-    assert counts == {
+    assert {k: counts[k] for k in ("rows", "functions", "blocks", "online", "by_source")} == {
         "rows": 6,
         "functions": 1,
         "blocks": 5,
-        "online": 3,
+        "online": 0,  # design §4 counts what the *model* proposed
         "by_source": {"rules": 5, "compiler": 1},
     }
+    assert counts["fallback"] == 0 and counts["model"]["judged"] == 0
+    session.rollback()  # end the read's transaction
+    with session.begin():
+        model = _rows(2) + _rows(1, fallback=True)
+        for r in model:
+            r["source"] = "model"
+        model.append(_rows(1)[0] | {"source": "model", "clock_cycles": 2})  # a copy's cost
+        insert_build_results(session, rows=model)
+    assert buffer_counts(session)["online"] == 2  # valid, not fallback, cheaper
+    session.rollback()
+    with session.begin():
+        session.execute(delete(BuildResult).where(BuildResult.source == "model"))
     n, oldest, newest = results_since(session, after=None)
     assert n == 5 and oldest < newest
     n, _, _ = results_since(session, after=old + timedelta(hours=1))

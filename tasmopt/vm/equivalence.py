@@ -20,8 +20,10 @@ halt. Callers pass the cells (`BlockCheck.dead_cells`, ``private_cells=`` of `ch
    through comparisons, bit operations, RAM reads that may alias or RAM cells at
    non-algebraic addresses, differing guards or RAM write sequences are unprovable.
 2. **Differential**: both run in the simulator on >= `MIN_WITNESSES` witnesses that *pass
-   the baseline's guards* (`check_block`): random ones first, then guard-directed ones
-   solved from the symbolic guards (`tasmopt.vm.guards`). Witnesses start with a live random
+   the baseline's guards* (`check_block`): random ones first — `LANE_WITNESSES` of them in one
+   numpy pass where the lane evaluator covers the block (`tasmopt.vm.lanes`; one lane of each
+   program is re-run in the simulator and any disagreement falls back to it) — then
+   guard-directed ones solved from the symbolic guards (`tasmopt.vm.guards`). Witnesses start with a live random
    sponge (every eighth uninitialised). Witnesses on which the baseline fails must make the
    candidate fail too but never count: if fewer than the minimum pass, the check rejects.
    When layer 1 could not prove equality, acceptance additionally needs every remaining

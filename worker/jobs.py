@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from tasmopt.store import (
+    count_trajectories,
     last_finetune_run,
     production_checkpoint,
     prune_trajectories,
@@ -69,6 +70,10 @@ def _learning_loop() -> Callable[..., dict[str, Any]] | None:
     return loop
 
 
+def _empty() -> str:
+    return "finetune: outcome=no_new_results steps=0 validity_before=n/a validity_after=n/a"
+
+
 def run_learning(session: Session, learning: Learning, *, progress: bool) -> dict[str, Any]:
     """One micro-finetune on the production checkpoint (design §4 Stage 3), trajectories
     pruned to the retention bound first. Returns ``outcome``, ``checkpoint_version`` and a
@@ -78,6 +83,11 @@ def run_learning(session: Session, learning: Learning, *, progress: bool) -> dic
     prod = production_checkpoint(session)
     if prod is None:
         return {"outcome": "no_new_results", "detail": {"note": "no production checkpoint"}}
+    if not count_trajectories(session):  # nothing to learn from: skip the guard's holdout
+        return {
+            "outcome": "no_new_results",
+            "detail": {"note": "no judged candidates in the replay buffer", "line": _empty()},
+        }
     path = Path(prod.path)
     if not path.is_absolute():
         path = learning.model_store / path

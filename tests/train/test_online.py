@@ -357,3 +357,24 @@ def test_phase_b_counts_only_what_the_model_proposed_and_that_saved_cycles(db):
     phase, detail = compute_phase(counts, {"holdout_validity": 0.9, "holdout_validity_ci_low": 0.8})
     assert phase == "A" and detail["online_results"] == 1  # 100 needed
     assert detail["phase_b"]["validity"]["target"] == 0.95
+
+
+def test_tasmopt_finetune_on_an_empty_embedded_home(tmp_path, monkeypatch):
+    # a newcomer's first run: embedded database, the shipped checkpoint bootstrapped, nothing
+    # served yet: one line, no training, no guard compile
+    import shutil
+
+    from click.testing import CliRunner
+
+    from tasmopt.cli import main
+
+    root = Path(__file__).resolve().parents[2]
+    shutil.copytree(root / "model_store", tmp_path / "model_store")
+    for var in ("DATABASE_URL", "REDIS_URL", "MODEL_STORE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("TASMOPT_HOME", str(tmp_path))
+    res = CliRunner().invoke(main, ["finetune", "--steps", "3"])
+    assert res.exit_code == 0, res.output
+    assert res.output.strip().splitlines()[-1] == (
+        "finetune: outcome=no_new_results steps=0 validity_before=n/a validity_after=n/a"
+    )

@@ -123,6 +123,7 @@ def finetune(steps: int | None, seed: int) -> None:
     from service.core.db import engine_from_settings, migrate
     from service.core.model_watcher import bootstrap_embedded
     from tasmopt.store import make_sessionmaker
+    from tasmopt.train.online import finetune_line
     from worker import context
     from worker.jobs import finetune_job
 
@@ -139,14 +140,7 @@ def finetune(steps: int | None, seed: int) -> None:
         out = finetune_job("cli", force=True, progress=True)
     finally:
         context.reset()
-    click.echo(out.get("line") or _line(out, cfg.steps))
-
-
-def _line(out: dict[str, Any], steps: int) -> str:
-    return (
-        f"finetune: outcome={out['outcome']} steps={0 if out['outcome'] == 'no_new_results' else steps} "
-        "validity_before=n/a validity_after=n/a"
-    )
+    click.echo(out.get("line") or finetune_line(out["outcome"]))
 
 
 # -- scheduler --------------------------------------------------------------------------------

@@ -437,15 +437,12 @@ def _default_checkpoint(settings: Any) -> Path:
     store = Path(settings.model_store)
     try:
         from service.core.db import engine_from_settings
-        from tasmopt.store import make_sessionmaker, production_checkpoint
+        from tasmopt.store import checkpoint_dir, make_sessionmaker, production_checkpoint
 
         with make_sessionmaker(engine_from_settings(settings))() as session:
             prod = production_checkpoint(session)
-        if prod is not None:
-            path = Path(prod.path)
-            path = path if path.is_absolute() else store / path
-            if path.is_dir():
-                return path
+        if prod is not None and checkpoint_dir(prod.path, store).is_dir():
+            return checkpoint_dir(prod.path, store)
     except Exception as exc:  # no registry (unmigrated, unreachable): look at the store
         logging.getLogger(__name__).info("no checkpoint registry (%s)", str(exc)[:200])
     found = sorted(

@@ -303,7 +303,7 @@ class BlockTrajectories:
 
     Attributes:
         function, block_index, tir_hash: which block (as in `BlockReport`).
-        tir: the block's TIR ops, canonical JSON (`tasmopt.tir.codec.encode`).
+        ops: the block's TIR ops (`tasmopt.tir.ops.Op`; encoded only when stored).
         entry_depth, net_effect: stack elements read on entry; change of the stack length.
         baseline: the baseline's instruction lines; baseline_cycles: their clock cycles.
         candidates: one record per distinct candidate, in the order they were checked.
@@ -312,22 +312,12 @@ class BlockTrajectories:
     function: str
     block_index: int
     tir_hash: str
-    tir: list[Any]
+    ops: tuple[Any, ...]
     entry_depth: int
     net_effect: int
     baseline: list[str]
     baseline_cycles: int
     candidates: list[CandidateRecord] = field(default_factory=list)
-
-    def context(self) -> dict[str, Any]:
-        """The block's model input, as stored with its replay-buffer row."""
-        return {
-            "tir": self.tir,
-            "entry_depth": self.entry_depth,
-            "net_effect": self.net_effect,
-            "baseline": self.baseline,
-            "baseline_cycles": self.baseline_cycles,
-        }
 
 
 @dataclass

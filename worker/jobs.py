@@ -13,12 +13,12 @@ import json
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from tasmopt.store import (
+    checkpoint_dir,
     count_trajectories,
     last_finetune_run,
     production_checkpoint,
@@ -26,7 +26,7 @@ from tasmopt.store import (
     record_finetune_run,
     results_since,
 )
-from tasmopt.train.online import guard_rows, micro_finetune
+from tasmopt.train.online import finetune_line, guard_rows, micro_finetune
 from tasmopt.vm.equivalence import BlockCheck, check_blocks
 from worker import context
 from worker.context import Learning
@@ -70,10 +70,6 @@ def _learning_loop() -> Callable[..., dict[str, Any]] | None:
     return loop
 
 
-def _empty() -> str:
-    return "finetune: outcome=no_new_results steps=0 validity_before=n/a validity_after=n/a"
-
-
 def run_learning(session: Session, learning: Learning, *, progress: bool) -> dict[str, Any]:
     """One micro-finetune on the production checkpoint (design §4 Stage 3), trajectories
     pruned to the retention bound first. Returns ``outcome``, ``checkpoint_version`` and a
@@ -82,15 +78,12 @@ def run_learning(session: Session, learning: Learning, *, progress: bool) -> dic
     pruned = prune_trajectories(session)
     prod = production_checkpoint(session)
     if prod is None:
-        return {"outcome": "no_new_results", "detail": {"note": "no production checkpoint"}}
+        note = "no production checkpoint"
+        return {"outcome": "no_new_results", "detail": {"note": note, "line": _idle()}}
     if not count_trajectories(session):  # nothing to learn from: skip the guard's holdout
-        return {
-            "outcome": "no_new_results",
-            "detail": {"note": "no judged candidates in the replay buffer", "line": _empty()},
-        }
-    path = Path(prod.path)
-    if not path.is_absolute():
-        path = learning.model_store / path
+        note = "no judged candidates in the replay buffer"
+        return {"outcome": "no_new_results", "detail": {"note": note, "line": _idle()}}
+    path = checkpoint_dir(prod.path, learning.model_store)
     guard = guard_rows(
         learning.corpus_dir, limit=learning.config.guard_limit, cache=learning.guard_cache
     )
@@ -107,8 +100,11 @@ def run_learning(session: Session, learning: Learning, *, progress: bool) -> dic
         "outcome": out.outcome,
         "checkpoint_version": out.version,
         "detail": json.loads(json.dumps(detail, default=str)),
-        "result": out,
     }
+
+
+def _idle() -> str:
+    return finetune_line("no_new_results")
 
 
 def finetune_job(

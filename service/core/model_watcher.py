@@ -40,7 +40,7 @@ from tasmopt.store import (
     record_admin_action,
     register_checkpoint,
 )
-from tasmopt.store.checkpoints import MODEL_FILE, file_sha256
+from tasmopt.store.checkpoints import MODEL_FILE, checkpoint_dir, file_sha256
 from tasmopt.store.errors import InvalidCheckpoint
 from tasmopt.store.runs import buffer_counts
 from tasmopt.train.phase import (
@@ -178,7 +178,7 @@ class ModelWatcher:
             self._metrics = metrics
             if version == self.version or (version, sha256) in self._failed:
                 return False
-            source = self._load(version, sha256, self._resolve(path))
+            source = self._load(version, sha256, checkpoint_dir(path, self.model_store))
             if source is None:
                 self._failed.add((version, sha256))
                 MODEL_LOAD_FAILURES.inc()
@@ -200,10 +200,6 @@ class ModelWatcher:
         self.phase, self.phase_detail = compute_phase(counts, self._metrics)
 
     # -- steps -------------------------------------------------------------------------------
-
-    def _resolve(self, path: str) -> Path:
-        p = Path(path)
-        return p if p.is_absolute() else self.model_store / p
 
     def _load(self, version: str, sha256: str, directory: Path) -> Any | None:
         try:

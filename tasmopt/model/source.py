@@ -74,11 +74,17 @@ class ModelSource:
     def __repr__(self) -> str:
         return f"ModelSource(version={self.version!r}, k={self.k})"
 
-    def _remember(self, task: BlockTask, candidate: tuple[str, ...], logprob: float) -> None:
+    def _remember(self, block: tuple, candidate: tuple[str, ...], logprob: float) -> None:
         with self._lock:
-            self._logp[(_block_key(task), candidate)] = float(logprob)
+            self._logp[(block, candidate)] = float(logprob)
             if len(self._logp) > 16 * self._cache_size:
                 self._logp.popitem(last=False)
+
+    def clear_cache(self) -> None:
+        """Forget decoded blocks and remembered log-probabilities (benchmarks start cold)."""
+        with self._lock:
+            self._cache.clear()
+            self._logp.clear()
 
     def logprob(self, task: BlockTask, candidate: Sequence[Instr]) -> float | None:
         """Total log-probability (nats, EOS included) this model gave ``candidate`` when it
@@ -152,12 +158,13 @@ class ModelSource:
                 hyps = [h + e for h, e in zip(hyps, extra)]
             for (i, _, _), hs in zip(chunk, hyps):
                 seen: set[tuple[str, ...]] = set()
+                block = _block_key(tasks[i])
                 for h in hs:
                     key = tuple(map(str, h.instrs))
                     if key not in seen:
                         seen.add(key)
                         out[i].append(list(h.instrs))
-                        self._remember(tasks[i], key, h.logprob)
+                        self._remember(block, key, h.logprob)
                 if i in keys and not (dl is not None and dl.expired):  # cut: not complete
                     with self._lock:
                         self._cache[keys[i]] = [list(c) for c in out[i]]

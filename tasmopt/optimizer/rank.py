@@ -16,7 +16,6 @@ from tasmopt.report import (
     CandidateStats,
 )
 from tasmopt.sources import BlockTask
-from tasmopt.tir.codec import encode
 from tasmopt.vm.equivalence import (
     ACCEPTANCE_TABLES,
     BlockCheck,
@@ -67,7 +66,7 @@ def rank(
             task.function,
             task.index,
             task.tir_hash,
-            encode(task.ops),
+            task.ops,
             task.entry_depth,
             task.net_effect,
             base_lines,

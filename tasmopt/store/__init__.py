@@ -16,6 +16,7 @@ from tasmopt.store.cache import (
 )
 from tasmopt.store.checkpoints import (
     CheckpointInfo,
+    checkpoint_dir,
     describe_checkpoint,
     get_checkpoint,
     list_admin_actions,
@@ -67,6 +68,7 @@ from tasmopt.store.trajectories import (
 )
 
 __all__ = [
+    "checkpoint_dir",
     "KEEP_TRAJECTORIES",
     "REPLAY_WINDOW",
     "ReplayBlock",

@@ -26,6 +26,7 @@ from tasmopt.store.models import AdminAction, Checkpoint
 
 __all__ = [
     "CheckpointInfo",
+    "checkpoint_dir",
     "describe_checkpoint",
     "file_sha256",
     "register_checkpoint",
@@ -264,6 +265,13 @@ def reject_checkpoint(session: Session, *, version: str) -> Checkpoint:
     row.status = "rejected"
     session.flush()
     return row
+
+
+def checkpoint_dir(path: str, model_store: Path | str) -> Path:
+    """The directory of a registered checkpoint from its ``Checkpoint.path``: relative to
+    MODEL_STORE unless absolute (see `describe_checkpoint`)."""
+    p = Path(path)
+    return p if p.is_absolute() else Path(model_store) / p
 
 
 def record_admin_action(

@@ -119,7 +119,7 @@ class BuildResult(Base):
     #: verifier rejections of candidates by reason class (`REJECTION_CLASSES`)
     rejections: Mapped[dict | None] = mapped_column(JsonDict, nullable=True)
     #: block rows whose candidates were judged: the block's model input (TIR ops, entry
-    #: depth, net effect, baseline lines and cycles; `BlockTrajectories.context`)
+    #: depth, net effect, baseline lines and cycles; `tasmopt.store.records.block_context`)
     context: Mapped[dict | None] = mapped_column(JsonDict, nullable=True)
 
     def __repr__(self) -> str:

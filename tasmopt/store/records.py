@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tasmopt.report import BlockTrajectories, CompileResult, FunctionReport, reward
+from tasmopt.tir.codec import encode
 
 __all__ = [
     "build_records",
@@ -140,7 +141,7 @@ def build_records(
                     "model_version": result.model_version,
                     "created_at": when,
                     "latency_ms": block.latency_s * 1000.0,
-                    "context": steps.context() if steps is not None else None,
+                    "context": block_context(steps) if steps is not None else None,
                     TRAJECTORIES: trajectory_rows(steps, block_id, when) if steps else [],
                 }
             )
@@ -153,6 +154,18 @@ TRAJECTORIES = "trajectories"
 
 #: Longest rejection reason kept per candidate, characters.
 MAX_REASON_CHARS = 1000
+
+
+def block_context(steps: BlockTrajectories) -> dict[str, Any]:
+    """A judged block's model input, as stored with its row (`BuildResult.context`): the
+    TIR ops as canonical JSON, entry depth, net effect, baseline lines and cycles."""
+    return {
+        "tir": encode(steps.ops),
+        "entry_depth": steps.entry_depth,
+        "net_effect": steps.net_effect,
+        "baseline": steps.baseline,
+        "baseline_cycles": steps.baseline_cycles,
+    }
 
 
 def trajectory_rows(

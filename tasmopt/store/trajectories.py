@@ -43,7 +43,7 @@ class ReplayBlock:
     Attributes:
         build_result_id: the block's `BuildResult` row.
         tir_hash: the block's TIR hash.
-        context: its model input (`tasmopt.report.BlockTrajectories.context`).
+        context: its model input (`tasmopt.store.records.block_context`).
         best: lines of the cheapest accepted candidate (the baseline when none beat it).
         best_cycles, baseline_cycles: clock cycles of ``best`` and of the baseline.
         reward: the largest design §4 reward among its candidates.

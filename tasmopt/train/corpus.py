@@ -265,14 +265,15 @@ def holdout_rows(corpus_dir: Path, *, cache: Path | None = None) -> list[PairRow
     """Block rows of every holdout module (``corpus/holdout.txt``: whole modules, so the
     near-identical programs of one template never straddle the split) through our
     frontend, with the rules' best as target, sorted by id. Kept in the directory ``cache``
-    under a name that hashes the holdout sources (an edited module is compiled again)."""
+    (`_cached_rows`) under a key that hashes the holdout sources (an edited module is
+    compiled again)."""
     from tasmopt.frontend import compile_modules
 
     modules = holdout_modules(corpus_dir)
     digest = hashlib.sha256()
     for module, path in modules:
         digest.update(module.encode() + b"\0" + path.read_bytes())
-    return _rows_cached(
+    return _eval_rows(
         cache,
         f"holdout-v{CACHE_VERSION}-{digest.hexdigest()[:16]}",
         lambda: [
@@ -302,24 +303,17 @@ def real_rows(real_dir: Path, *, cache: Path | None = None) -> list[PairRow]:
             rows += module_rows(decode(data["tir"]), module, "real", "holdout", options=_RULES)[0]
         return rows
 
-    return _rows_cached(cache, f"real-v{CACHE_VERSION}-{digest.hexdigest()[:16]}", make)
+    return _eval_rows(cache, f"real-v{CACHE_VERSION}-{digest.hexdigest()[:16]}", make)
 
 
 #: Targets of the evaluation rows: the rules' best (the evaluation measures the model).
 _RULES = CompileOptions(sources=("rules",), inline=False, use_cache=False)
 
 
-def _rows_cached(cache: Path | None, name: str, make: Callable[[], list[PairRow]]) -> list[PairRow]:
-    file = cache / f"{name}.jsonl" if cache is not None else None
-    if file is not None and file.exists():
-        return [PairRow.from_dict(json.loads(ln)) for ln in file.read_text().splitlines() if ln]
-    rows = sorted(make(), key=lambda r: r.id)
-    if file is not None:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_suffix(".tmp")
-        tmp.write_text("".join(r.to_json() + "\n" for r in rows))
-        tmp.replace(file)
-    return rows
+def _eval_rows(cache: Path | None, key: str, make: Callable[[], list[PairRow]]) -> list[PairRow]:
+    """``make()`` sorted by id, through the module-row cache (`_cached_rows`)."""
+    blocks, _ = _cached_rows(cache, key, lambda: (sorted(make(), key=lambda r: r.id), []))
+    return blocks
 
 
 def _split_of(

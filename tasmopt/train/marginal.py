@@ -30,7 +30,7 @@ from tasmopt.report import CompileOptions, CompileResult
 from tasmopt.rules import RulesSource
 from tasmopt.search.source import SearchSource
 from tasmopt.sources import CandidateSource, SourceSet
-from tasmopt.vm import equivalence
+from tasmopt.vm.equivalence import clear_block_verdicts
 
 __all__ = ["marginal_contribution", "marginal_markdown"]
 
@@ -55,11 +55,10 @@ def marginal_contribution(
     than the model run: the search budget does not bound verification)."""
 
     def cold() -> SourceSet:
-        for attr in ("_cache", "_logp"):
-            cache = getattr(model, attr, None)
-            if cache is not None:
-                cache.clear()
-        equivalence._BLOCK_VERDICTS.clear()
+        clear = getattr(model, "clear_cache", None)
+        if clear is not None:
+            clear()
+        clear_block_verdicts()
         return SourceSet([RulesSource(), SearchSource(), model])
 
     base = CompileOptions(

@@ -67,6 +67,7 @@ __all__ = [
     "guard_rows",
     "guard_metrics",
     "micro_finetune",
+    "finetune_line",
 ]
 
 log = logging.getLogger(__name__)
@@ -134,16 +135,23 @@ class FinetuneOutcome:
     detail: dict[str, Any] = field(default_factory=dict)
 
     def line(self) -> str:
-        """The one-line summary ``tasmopt finetune`` ends with."""
-        return (
-            f"finetune: outcome={self.outcome} steps={self.steps} "
-            f"validity_before={_fmt(self.validity_before)} "
-            f"validity_after={_fmt(self.validity_after)}"
-        )
+        """The one-line summary ``tasmopt finetune`` ends with (`finetune_line`)."""
+        return finetune_line(self.outcome, self.steps, self.validity_before, self.validity_after)
 
 
-def _fmt(x: float) -> str:
-    return "n/a" if math.isnan(x) else f"{x:.3f}"
+def finetune_line(
+    outcome: str, steps: int = 0, before: float = float("nan"), after: float = float("nan")
+) -> str:
+    """``finetune: outcome=<...> steps=N validity_before=X validity_after=Y`` (``n/a`` for an
+    unmeasured validity)."""
+
+    def fmt(x: float) -> str:
+        return "n/a" if math.isnan(x) else f"{x:.3f}"
+
+    return (
+        f"finetune: outcome={outcome} steps={steps} "
+        f"validity_before={fmt(before)} validity_after={fmt(after)}"
+    )
 
 
 def replay_rows(blocks: Sequence[ReplayBlock]) -> list[PairRow]:

@@ -42,6 +42,7 @@ __all__ = [
     "MIN_STACK",
     "HOT_THRESHOLD",
     "ROW_SHIFT",
+    "static_facts",
 ]
 
 #: The op stack never gets shorter than this (Triton VM spec §3, §4).
@@ -178,21 +179,30 @@ class _Kind(NamedTuple):
 
 
 @cache
+def static_facts(variant: IsaVariant, name: str, arg: int | None) -> tuple[int, int, int]:
+    """``(stack delta, TooShallow bound, packed rows)`` of one instruction with small argument
+    ``arg`` (None for ``push``/``addi``/``call`` and argument-free instructions), from the
+    instruction table: the shortest op stack it does not fail on (spec §4) and the op-stack,
+    RAM and Hash rows of one execution (spec §7, `pack_rows`).
+
+    Raises:
+        IsaError: ``arg`` is outside the instruction's range.
+    """
+    spec = instruction_set(variant)[name]
+    allowed = spec.arg_range()
+    if allowed is not None and arg not in allowed:
+        raise IsaError(f"{name}: argument {arg!r} out of range {allowed}")
+    delta = spec.stack_delta(arg)
+    rows = spec.table_rows(arg)
+    packed = pack_rows(rows["op_stack"], rows["ram"], rows["hash"])
+    return delta, MIN_STACK - delta if delta < 0 else 0, packed
+
+
+@cache
 def _kind(variant: IsaVariant, shape: Shape) -> _Kind:
     """Factory and instruction-table data of a shape: stack delta, TooShallow bound, rows."""
-    spec = instruction_set(variant)[shape.name]
-    allowed = spec.arg_range()
-    if allowed is not None and shape.arg not in allowed:
-        raise IsaError(f"{shape.name}: argument {shape.arg!r} out of range {allowed}")
-    delta = spec.stack_delta(shape.arg)
-    rows = spec.table_rows(shape.arg)
-    return _Kind(
-        _factory(variant, shape),
-        delta,
-        MIN_STACK - delta if delta < 0 else 0,
-        pack_rows(rows["op_stack"], rows["ram"], rows["hash"]),
-        shape.terminates,
-    )
+    delta, need, rows = static_facts(variant, shape.name, shape.arg)
+    return _Kind(_factory(variant, shape), delta, need, rows, shape.terminates)
 
 
 class Decoded:

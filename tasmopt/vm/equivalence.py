@@ -81,6 +81,7 @@ __all__ = [
     "Verdict",
     "check_block",
     "check_blocks",
+    "clear_block_verdicts",
     "compare_symbolic",
     "SymbolicComparison",
     "FunctionVerdict",
@@ -1002,6 +1003,12 @@ def check_aligned(
 _BLOCK_VERDICTS: dict[BlockCheck, Verdict] = {}
 _BLOCK_VERDICTS_MAX = 4096
 _BLOCK_VERDICTS_LOCK = threading.Lock()
+
+
+def clear_block_verdicts() -> None:
+    """Forget the memoized block verdicts (`check_blocks`; benchmarks that time cold runs)."""
+    with _BLOCK_VERDICTS_LOCK:
+        _BLOCK_VERDICTS.clear()
 
 
 def _check_block_cached(check: BlockCheck) -> Verdict:

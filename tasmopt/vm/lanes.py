@@ -31,7 +31,6 @@ Sources: Triton VM spec §5 (instruction semantics), §7 (table heights), §9 (T
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -41,7 +40,7 @@ from tasmopt.errors import VmError
 from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.tasm.program import Program
 from tasmopt.vm import tip5
-from tasmopt.vm.codegen import MIN_STACK
+from tasmopt.vm.codegen import static_facts, unpack_rows
 from tasmopt.vm.state import VmInput, VmResult
 from tasmopt.vm.tables import LOOKUP_HEIGHT, TableHeights, attestation, u32_height
 
@@ -611,16 +610,12 @@ LANE_OPS: dict[str, LaneOp] = {
 }
 
 
-@lru_cache(maxsize=4096)
-def _static(isa: IsaVariant, name: str, arg: int | str | None) -> tuple[int, int, int, int]:
-    """``(need, op_stack rows, RAM rows, Hash rows)`` of one instruction, from the ISA table:
-    the shortest op stack that does not fail TooShallow (spec §4) and its table rows
-    (spec §7), as the simulator's decoder derives them."""
-    spec = instruction_set(isa)[name]
-    small = arg if isinstance(arg, int) and spec.arg_range() is not None else None
-    delta = spec.stack_delta(small)
-    rows = spec.table_rows(small)
-    return (MIN_STACK - delta if delta < 0 else 0), rows["op_stack"], rows["ram"], rows["hash"]
+def _static(isa: IsaVariant, ins: Any) -> tuple[int, int, int, int]:
+    """``(TooShallow bound, op-stack rows, RAM rows, Hash rows)`` of one instruction, as the
+    simulator's decoder derives them (`tasmopt.vm.codegen.static_facts`)."""
+    small = ins.arg if instruction_set(isa)[ins.name].arg_range() is not None else None
+    _, need, rows = static_facts(isa, ins.name, small)
+    return (need, *unpack_rows(rows))
 
 
 def lane_coverage(program: Program) -> bool:
@@ -658,7 +653,7 @@ def execute(
     if not lanes.ok:
         return None
     table = instruction_set(program.isa)
-    steps = [_static(program.isa, ins.name, ins.arg) for ins in program.instructions]
+    steps = [_static(program.isa, ins) for ins in program.instructions]
     vm = _Machine(lanes, measure)
     for ip, ins in enumerate(program.instructions):
         if len(vm.stk) < steps[ip][0]:

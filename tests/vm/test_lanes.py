@@ -227,3 +227,53 @@ def test_a_wrong_lane_semantics_is_caught_by_the_spot_check(monkeypatch, caplog)
 
 def test_lanes_module_does_not_keep_its_own_field_constant():
     assert lanes_mod._P == np.uint64(P)
+
+
+# -- the lane pass cannot hide a difference that a witness exposes ------------------------------
+# The verifier's known holes (tests/vm/test_soundness.py): a rare guard, a live sponge, a
+# high-degree term, a RAM address from a comparison, possibly aliasing writes. Each wrong
+# candidate is run on lanes with 63 random witnesses plus the one input that exposes it: that
+# lane must differ, and must say what the simulator says for both programs. (Mid-block entries
+# and a client baseline that differs from our lowering are function-level questions: the lane
+# pass only ever sees one straight-line block and its baseline.)
+
+from test_soundness import FERMAT, GUARDED, block  # noqa: E402  (tests/vm/test_soundness.py)
+
+EXPOSED = [
+    *[(base, wrong, top, None, None) for base, wrong, _right, top in GUARDED],
+    (
+        block("push 1; push 2; push 3; push 4; push 5; push 6; push 7; push 8; push 9; "
+              "push 12345; sponge_absorb; sponge_squeeze"),
+        block("push 1; push 2; push 3; push 4; push 5; push 6; push 7; push 8; push 9; "
+              "push 1234; sponge_absorb; sponge_squeeze"),
+        [], None, tuple(range(100, 116)),
+    ),
+    (block("sponge_squeeze; pop 5; pop 5"),
+     block("sponge_squeeze; pop 5; pop 5; sponge_squeeze; pop 5; pop 5"), [], None,
+     tuple(range(16))),
+    (block(FERMAT), block("pop 1; push 1"), [P - 7], None, None),
+    (block("eq; read_mem 1; pop 1"), block("pop 2; push 0; read_mem 1; pop 1"), [4, 4],
+     {0: 11, 1: 22}, None),
+    (block("push 5; dup 1; write_mem 1; pop 1; push 6; dup 2; write_mem 1; pop 1"),
+     block("push 6; dup 2; write_mem 1; pop 1; push 5; dup 1; write_mem 1; pop 1"), [3, 3],
+     None, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("base", "wrong", "top", "ram", "sponge"), EXPOSED)
+def test_an_exposing_witness_is_never_hidden_by_the_lanes(base, wrong, top, ram, sponge):
+    depth = 16 + len(top)
+    inputs = [witness(i, 9, depth=depth, inputs=4, digests=1).vm_input() for i in range(63)]
+    exposing = VmInput(ram=ram or {}, initial_stack=[0] * 16 + list(reversed(top)), sponge=sponge)
+    inputs.append(exposing)
+    prog_b = Program.from_items([*parse_instructions("\n".join(base)), Instr("halt")])
+    prog_w = Program.from_items([*parse_instructions("\n".join(wrong)), Instr("halt")])
+    lanes = LaneInputs(inputs)
+    rb, rw = execute(prog_b, lanes), execute(prog_w, lanes)
+    assert rb is not None and rw is not None  # the lane pass covers these blocks
+    k = len(inputs) - 1
+    assert not rb.same_observables(rw)[k]
+    for prog, lane in ((prog_b, rb), (prog_w, rw)):
+        ref = run(prog, exposing)
+        assert observe(lane.result(k)) == observe(ref)
+        assert (lane.result(k).error is None) == (ref.error is None)

@@ -9,11 +9,13 @@ batch of its blocks, the way `tasmopt.model.source.ModelSource` does for a reque
         --k 8 32 --functions 40 --threads 2 --device cpu
     python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --marginal 30
     python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --stage3 20
+    python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --stage2 10 --verify-workers 2
 
 ``--marginal N``: the model's marginal contribution on the N smallest real modules: cycles of
 rules+search, of rules+search+model, and of rules+search given the model's extra wall-clock
 time as search budget (equal budget), blocks the model won, seconds. ``--stage3 STEPS``: the
-cost of one Stage 3 micro-finetune step.
+cost of one Stage 3 micro-finetune step; ``--stage2 STEPS``: of one Stage 2 step, split into
+sampling, verification and update.
 
 Without ``--checkpoint`` a randomly initialized model of the default size is timed (the
 cost does not depend on the weights, only on the hypotheses' lengths, which are bounded by
@@ -150,6 +152,36 @@ def stage3_step_cost(checkpoint: Path | None, steps: int, batch_size: int, devic
     return per
 
 
+def stage2_step_cost(
+    checkpoint: Path, steps: int, device: str, verify_workers: int
+) -> dict[str, float]:
+    """Seconds per Stage 2 step (8 real-data blocks x 8 sampled trajectories: sampling,
+    verification of every new candidate, trajectory-balance update), medians over ``steps``
+    steps after one warm-up; the checkpoint it writes goes to a temporary directory."""
+    import tempfile
+
+    from tasmopt.train.corpus import real_rows
+    from tasmopt.train.gflownet import Stage2Config, train_stage2
+
+    rows = real_rows(SHARED, cache=ROOT / "var" / "eval")
+    cfg = Stage2Config(
+        steps=steps + 1, device=device, verify_workers=verify_workers, partial_steps=0
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        hist = train_stage2(checkpoint, rows, Path(tmp), "timing", cfg).history[1:]
+    med = {
+        k: statistics.median(h[k] for h in hist)
+        for k in ("seconds", "sample_s", "verify_s", "update_s")
+    }
+    print(
+        f"stage 2 step: {1000 * med['seconds']:.0f} ms per step of 8 blocks x 8 trajectories on "
+        f"{device} (sampling {1000 * med['sample_s']:.0f} ms, verification "
+        f"{1000 * med['verify_s']:.0f} ms with {verify_workers} worker processes, update "
+        f"{1000 * med['update_s']:.0f} ms; 1000 steps = {1000 * med['seconds'] / 60:.1f} min)"
+    )
+    return med
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -177,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--stage3", type=int, metavar="STEPS", help="time STEPS Stage 3 finetune steps instead"
     )
+    ap.add_argument("--stage2", type=int, metavar="STEPS", help="time STEPS Stage 2 steps instead")
+    ap.add_argument("--verify-workers", type=int, default=0, help="--stage2: verifier processes")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -185,6 +219,11 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("--marginal needs --checkpoint")
         rows = marginal(args.checkpoint, args.marginal, args.budget, args.seed, not args.uncapped)
         print(json.dumps(rows))
+        return 0
+    if args.stage2:
+        if not args.checkpoint:
+            ap.error("--stage2 needs --checkpoint")
+        stage2_step_cost(args.checkpoint, args.stage2, args.device, args.verify_workers)
         return 0
     if args.stage3:
         stage3_step_cost(args.checkpoint, args.stage3, 16, args.device)

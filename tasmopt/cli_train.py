@@ -229,6 +229,27 @@ replay buffer of the configured database (what `tasmopt serve` stored).
 @click.option("--max-minutes", type=click.FloatRange(0), help="Wall-clock budget.")
 @click.option("--device", help="cpu, cuda, ... (default: cuda if available).")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--temperature",
+    type=(click.FloatRange(min=0.05), click.FloatRange(min=0.05)),
+    default=(2.0, 0.5),
+    show_default=True,
+    metavar="START END",
+    help="Sampling temperature, annealed linearly from START to END (design §4: 2.0 0.5).",
+)
+@click.option(
+    "--anchors/--no-anchors",
+    default=True,
+    show_default=True,
+    help="Also train on each picked block's verified target (off-policy trajectory).",
+)
+@click.option(
+    "--verify-workers",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Processes verifying sampled candidates (0: in the training process).",
+)
 def train_stage2_cmd(
     checkpoint: Path,
     version: str,
@@ -242,6 +263,9 @@ def train_stage2_cmd(
     max_minutes: float | None,
     device: str | None,
     seed: int,
+    temperature: tuple[float, float],
+    anchors: bool,
+    verify_workers: int,
 ) -> None:
     """Stage 2: GFlowNet fine-tuning with trajectory balance."""
     from tasmopt.train.dataset import read_pairs
@@ -267,6 +291,10 @@ def train_stage2_cmd(
         max_minutes=max_minutes,
         device=device,
         seed=seed,
+        verify_workers=verify_workers,
+        temperature_start=temperature[0],
+        temperature_end=temperature[1],
+        anchors=anchors,
     )
     res = train_stage2(checkpoint, rows, out, version, cfg, progress=sys.stderr.isatty())
     last = res.history[-1] if res.history else {}

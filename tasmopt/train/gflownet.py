@@ -49,11 +49,11 @@ from tasmopt.model.checkpoint import load_model, read_config, save_checkpoint
 from tasmopt.model.graph import batch_graphs
 from tasmopt.model.inputs import block_data
 from tasmopt.model.model import TasmModel
-from tasmopt.model.vocab import EOS, PAD
+from tasmopt.model.vocab import EOS, PAD, VocabError
 from tasmopt.report import reward as design_reward
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tir.codec import decode
-from tasmopt.train.dataset import PairRow
+from tasmopt.train.dataset import PairRow, PairsError, encode_row, grammar_violations
 from tasmopt.vm.equivalence import BlockCheck, check_block
 
 __all__ = [
@@ -105,6 +105,12 @@ class Stage2Config:
         witnesses: differential witnesses per verification. clip: gradient-norm clip.
         max_minutes: wall-clock budget (stops after the step that exceeds it).
         device: torch device (default CUDA when available). seed: sampling seed.
+        verify_workers: processes verifying a step's candidates (0: in this process).
+        anchors: also train, every step, on each picked block's best verified program (the
+            pair's target) with its known reward: an off-policy trajectory, which trajectory
+            balance admits. Without anchors a run from ``s1-corpus-v1`` at the design's
+            temperature 2.0 drifted onto invalid programs (valid samples 5% -> 0% by step 200,
+            log Z ~ 50-190: benchmarks/gpu_learning.sh, 2026-11-26).
     """
 
     steps: int = 200
@@ -120,12 +126,15 @@ class Stage2Config:
     max_minutes: float | None = None
     device: str | None = None
     seed: int = 0
+    verify_workers: int = 0
+    anchors: bool = True
 
 
 @dataclass
 class Stage2Result:
     """A finished run: the checkpoint written and one record per step (loss, mean log
-    reward, share of valid samples, mean predicted log Z, temperature, seconds)."""
+    reward, share of valid samples, mean predicted log Z, temperature, seconds in all and
+    split into sampling, verification and the gradient update)."""
 
     checkpoint: Path
     history: list[dict[str, float]] = field(default_factory=list)
@@ -163,26 +172,77 @@ def trajectory_balance(
     return loss, log_pf, log_z
 
 
+def _verify(job: tuple[tuple[str, ...], tuple[str, ...], int]) -> tuple[bool, int]:
+    """(equivalent, cycles) of one candidate against its baseline; a pool worker's task."""
+    baseline, lines, witnesses = job
+    v = check_block(BlockCheck(baseline, lines, witnesses=witnesses))
+    return v.equivalent, v.cycles
+
+
 class _Rewards:
-    """Verified rewards, memoized per (block, candidate)."""
+    """Verified rewards, memoized per (block, candidate). With ``cfg.verify_workers`` > 0 a
+    step's new candidates are verified in a process pool (spawned, so no CUDA context is
+    inherited); the verifier is CPU-bound and is the step's bottleneck on a GPU."""
 
     def __init__(self, cfg: Stage2Config) -> None:
         self.cfg = cfg
         self.cache: dict[tuple[str, tuple[str, ...]], tuple[bool, int]] = {}
+        self._pool: Any = None
 
-    def __call__(self, row: PairRow, lines: list[str], step: int) -> tuple[float, bool]:
-        key = (row.id, tuple(lines))
-        hit = self.cache.get(key)
-        if hit is None:
-            v = check_block(
-                BlockCheck(tuple(row.baseline), tuple(lines), witnesses=self.cfg.witnesses)
-            )
-            hit = (v.equivalent, v.cycles)
-            self.cache[key] = hit
+    def _value(self, row: PairRow, hit: tuple[bool, int], step: int) -> tuple[float, bool]:
         ok, cycles = hit
         if not ok and step < self.cfg.partial_steps:
             return PARTIAL_CREDIT, False
         return design_reward(ok, cycles, row.baseline_cycles), ok
+
+    def __call__(self, row: PairRow, lines: list[str], step: int) -> tuple[float, bool]:
+        return self.many([(row, lines)], step)[0]
+
+    def many(
+        self, items: Sequence[tuple[PairRow, list[str]]], step: int
+    ) -> list[tuple[float, bool]]:
+        """Rewards of ``items`` ((block, candidate lines) pairs), in order."""
+        keys = [(row.id, tuple(lines)) for row, lines in items]
+        todo: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, ...], tuple[str, ...], int]] = {}
+        for (row, _), key in zip(items, keys, strict=True):
+            if key not in self.cache and key not in todo:
+                todo[key] = (tuple(row.baseline), key[1], self.cfg.witnesses)
+        if todo:
+            jobs = list(todo.values())
+            if self.cfg.verify_workers > 0 and len(jobs) > 1:
+                if self._pool is None:
+                    import multiprocessing
+                    from concurrent.futures import ProcessPoolExecutor
+
+                    self._pool = ProcessPoolExecutor(
+                        self.cfg.verify_workers, mp_context=multiprocessing.get_context("spawn")
+                    )
+                verdicts = list(self._pool.map(_verify, jobs, chunksize=4))
+            else:
+                verdicts = [_verify(j) for j in jobs]
+            self.cache.update(zip(todo, verdicts, strict=True))
+        return [
+            self._value(row, self.cache[k], step) for (row, _), k in zip(items, keys, strict=True)
+        ]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+
+def _anchor_tokens(rows: Sequence[PairRow], model: TasmModel) -> list[list[int] | None]:
+    """Per row, token ids (EOS included) of its verified target; None where the target has
+    no encoding or breaks the decoder's grammar (its log P_F would be the mask's penalty)."""
+    examples: list[Any] = []
+    for row in rows:
+        try:
+            examples.append(encode_row(row, max_len=model.config.max_len, isa=model.config.isa))
+        except (PairsError, VocabError):
+            examples.append(None)
+    kept = [k for k, e in enumerate(examples) if e is not None]
+    bad = {kept[b] for b in grammar_violations([examples[k] for k in kept], model.config.isa)}
+    return [None if e is None or k in bad else list(e.tokens) for k, e in enumerate(examples)]
 
 
 def _inputs(rows: Sequence[PairRow], model: TasmModel) -> list[tuple[Any, list[int]]]:
@@ -238,6 +298,7 @@ def train_stage2(
         weight_decay=0.0,
     )
     inputs = _inputs(rows, model)
+    anchors = _anchor_tokens(rows, model) if cfg.anchors else [None] * len(rows)
     rewards = _Rewards(cfg)
     history: list[dict[str, float]] = []
     t_start = time.perf_counter()
@@ -249,6 +310,7 @@ def train_stage2(
         datas = [inputs[i][0] for i in picked]
         imms = [inputs[i][1] for i in picked]
         model.eval()
+        t_sample = time.perf_counter()
         with torch.no_grad():
             hyps = sample(
                 model,
@@ -258,17 +320,29 @@ def train_stage2(
                 temperature=temp,
                 generator=gen,
             )
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t_verify = time.perf_counter()
         traj_data, traj_tokens, log_r = [], [], []
         valid = 0
-        for i, hs in zip(picked, hyps, strict=True):
-            for h in hs:
-                value, ok = rewards(rows[i], [str(x) for x in h.instrs], step)
-                valid += int(ok)
+        flat = [(i, h) for i, hs in zip(picked, hyps, strict=True) for h in hs]
+        scored = rewards.many([(rows[i], [str(x) for x in h.instrs]) for i, h in flat], step)
+        for (i, h), (value, ok) in zip(flat, scored, strict=True):
+            valid += int(ok)
+            traj_data.append(inputs[i][0])
+            traj_tokens.append([*h.tokens, EOS])
+            log_r.append(math.log(value))
+        sampled = len(log_r)
+        for i in picked if cfg.anchors else ():
+            if anchors[i] is not None:
                 traj_data.append(inputs[i][0])
-                traj_tokens.append([*h.tokens, EOS])
-                log_r.append(math.log(value))
+                traj_tokens.append(anchors[i])
+                log_r.append(
+                    math.log(design_reward(True, rows[i].target_cycles, rows[i].baseline_cycles))
+                )
         if not traj_tokens:
             continue
+        t_update = time.perf_counter()
         width = max(len(t) for t in traj_tokens)
         tokens = torch.full((len(traj_tokens), width), PAD, dtype=torch.long)
         for j, t in enumerate(traj_tokens):
@@ -285,21 +359,29 @@ def train_stage2(
         loss.backward()
         torch.nn.utils.clip_grad_norm_([*model.parameters(), *head.parameters()], cfg.clip)
         opt.step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t_end = time.perf_counter()
         rec = {
             "step": step,
             "loss": float(loss.item()),
-            "mean_log_reward": sum(log_r) / len(log_r),
-            "valid_share": valid / len(log_r),
+            "mean_log_reward": sum(log_r[:sampled]) / max(1, sampled),
+            "valid_share": valid / max(1, sampled),
             "mean_log_z": float(log_z.mean().item()),
             "temperature": temp,
-            "trajectories": len(log_r),
-            "seconds": time.perf_counter() - t0,
+            "trajectories": sampled,
+            "anchors": len(log_r) - sampled,
+            "seconds": t_end - t0,
+            "sample_s": t_verify - t_sample,
+            "verify_s": t_update - t_verify,
+            "update_s": t_end - t_update,
         }
         history.append(rec)
         bar.set_postfix(loss=f"{rec['loss']:.3f}", valid=f"{rec['valid_share']:.2f}")
         if cfg.max_minutes is not None and time.perf_counter() - t_start > 60 * cfg.max_minutes:
             log.info("stage 2: time budget of %.1f min reached at step %d", cfg.max_minutes, step)
             break
+    rewards.close()
     model.eval()
     directory = save_checkpoint(
         model,

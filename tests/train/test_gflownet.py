@@ -18,6 +18,7 @@ from tasmopt.train.gflownet import (
     PARTIAL_CREDIT,
     LogZHead,
     Stage2Config,
+    _anchor_tokens,
     _inputs,
     _Rewards,
     temperature_at,
@@ -50,6 +51,24 @@ def test_rewards_follow_design_section_4(rows):
     bad = ["push 12345", *row.baseline]
     assert rewards(row, bad, step=50) == (pytest.approx(1e-3), False)
     assert rewards(row, bad, step=3) == (PARTIAL_CREDIT, False)  # warm-up partial credit
+
+
+def test_pooled_verification_gives_the_in_process_rewards(rows):
+    """The verifier pool (for GPU runs, where verification is the bottleneck) must reward
+    exactly what the in-process verifier does, in the same order, rejections included."""
+    items = []
+    for row in rows[:3]:
+        items.append((row, list(row.baseline)))
+        items.append((row, ["push 7", "pop 1", *row.baseline]))  # equivalent, slower
+        items.append((row, ["push 12345", *row.baseline]))  # changes the op stack
+    serial = _Rewards(Stage2Config(partial_steps=0)).many(items, step=5)
+    pooled_rewards = _Rewards(Stage2Config(partial_steps=0, verify_workers=2))
+    try:
+        pooled = pooled_rewards.many(items, step=5)
+    finally:
+        pooled_rewards.close()
+    assert pooled == serial
+    assert [ok for _, ok in serial] == [True, True, False] * 3
 
 
 def test_log_z_is_predicted_per_block_and_the_loss_is_trajectory_balance(rows):
@@ -85,3 +104,21 @@ def test_a_stage2_run_resumes_and_writes_its_lineage(tmp_path, rows):
     assert (res.checkpoint / LOGZ_FILE).exists()
     again = train_stage2(res.checkpoint, rows, tmp_path, "tiny-s2b", Stage2Config(steps=1))
     assert read_config(again.checkpoint)["parent"] == "tiny-s2"
+
+
+def test_anchors_are_the_verified_targets_and_can_be_turned_off(tmp_path, rows):
+    """Each step trains on the picked blocks' verified targets (off-policy trajectories with
+    their known reward) unless ``anchors=False``; the sampled share is reported apart."""
+    model = TasmModel(TINY)
+    tokens = _anchor_tokens(rows, model)
+    encodable = [t for t in tokens if t is not None]
+    assert encodable and all(t[-1] == EOS for t in encodable)
+    torch.manual_seed(0)
+    parent = save_checkpoint(model, tmp_path / "tiny-v1", "tiny-v1")
+    on = train_stage2(parent, rows, tmp_path, "a", Stage2Config(steps=2, blocks=len(rows)))
+    assert all(h["anchors"] == len(encodable) for h in on.history)
+    off = train_stage2(
+        parent, rows, tmp_path, "b", Stage2Config(steps=2, blocks=len(rows), anchors=False)
+    )
+    assert all(h["anchors"] == 0 for h in off.history)
+    assert all(0.0 <= h["valid_share"] <= 1.0 for h in on.history + off.history)

@@ -7,6 +7,8 @@
 # Needs: datasets/s2-train (`tasmopt corpus build --no-real -o datasets/s2-train --budget 2
 # --min-pairs 0`), var/eval (the real rows' cache) and the real data at ../shared or .devshare/.
 # Usage: OUT=/tmp/out bash benchmarks/gpu_learning.sh [STEPS] [MINUTES]
+# (2026-11-26, H100: a first run with --temperature 2.0 0.5 --no-anchors (the design's)
+# drifted to invalid samples; the defaults are now 1.0 -> 0.5 with anchors.)
 set -euo pipefail
 STEPS=${1:-1000}
 MINUTES=${2:-5}
@@ -24,7 +26,7 @@ $PY benchmarks/model.py --checkpoint $CK --stage2 10 --device cuda
 $PY benchmarks/model.py --checkpoint $CK --stage2 10 --device cuda --verify-workers 8
 mkdir -p "$OUT/ck"
 $PY -m tasmopt.cli train stage2 --checkpoint $CK --data datasets/s2-train --version s2-gflownet-v1 \
-  --out "$OUT/ck" --steps "$STEPS" --partial-steps 200 --max-minutes "$MINUTES" --device cuda \
+  --out "$OUT/ck" --steps "$STEPS" --partial-steps 100 --max-minutes "$MINUTES" --device cuda \
   --verify-workers 8
 tar -C "$OUT/ck" -cf - s2-gflownet-v1 | split -b 15m - "$OUT/s2.tar."
 rm -rf "$OUT/ck"

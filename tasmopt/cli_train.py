@@ -196,7 +196,8 @@ Examples:
   tasmopt train stage2 --checkpoint model_store/s1-corpus-v1 --version s2-v1 --steps 200
   tasmopt train stage2 --checkpoint DIR --data data/pairs/real-v1 --version v --device cuda
 Trajectory balance with a conditional log Z head (tasmopt.train.gflownet): samples
-candidates at a temperature annealed 2.0 -> 0.5, rewards them with the verifier (design §4:
+candidates at a temperature annealed 1.0 -> 0.5 (design §4 says 2.0, which drifted
+to invalid samples: see tasmopt.train.gflownet), rewards them with the verifier (design §4:
 1 + relative cycle saving if proven equivalent, else 1e-3; partial credit during the first
 --partial-steps), and writes OUT/VERSION (stage gflownet, parent = the checkpoint, with
 logz.safetensors and stage2_metrics.jsonl). Blocks: the train split of --data, else the
@@ -232,10 +233,10 @@ replay buffer of the configured database (what `tasmopt serve` stored).
 @click.option(
     "--temperature",
     type=(click.FloatRange(min=0.05), click.FloatRange(min=0.05)),
-    default=(2.0, 0.5),
+    default=(1.0, 0.5),
     show_default=True,
     metavar="START END",
-    help="Sampling temperature, annealed linearly from START to END (design §4: 2.0 0.5).",
+    help="Sampling temperature, annealed linearly from START to END.",
 )
 @click.option(
     "--anchors/--no-anchors",

@@ -36,8 +36,9 @@ def rows(example_rows):
     return [r for r in example_rows if 1 <= len(r.baseline) <= 8][:6]
 
 
-def test_temperature_is_annealed_from_two_to_a_half():
-    cfg = Stage2Config(steps=11)
+def test_temperature_is_annealed_from_start_to_end():
+    assert (Stage2Config().temperature_start, Stage2Config().temperature_end) == (1.0, 0.5)
+    cfg = Stage2Config(steps=11, temperature_start=2.0)
     assert temperature_at(0, cfg) == 2.0 and temperature_at(10, cfg) == pytest.approx(0.5)
     assert temperature_at(5, cfg) == pytest.approx(1.25)
 
@@ -94,7 +95,9 @@ def test_log_z_is_predicted_per_block_and_the_loss_is_trajectory_balance(rows):
 def test_a_stage2_run_resumes_and_writes_its_lineage(tmp_path, rows):
     torch.manual_seed(0)
     parent = save_checkpoint(TasmModel(TINY), tmp_path / "tiny-v1", "tiny-v1")
-    cfg = Stage2Config(steps=3, blocks=3, samples=4, device="cpu", partial_steps=1)
+    cfg = Stage2Config(
+        steps=3, blocks=3, samples=4, device="cpu", partial_steps=1, temperature_start=2.0
+    )
     res = train_stage2(parent, rows, tmp_path, "tiny-s2", cfg)
     assert len(res.history) == 3
     assert all(math.isfinite(h["loss"]) and h["trajectories"] > 0 for h in res.history)

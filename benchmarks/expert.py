@@ -297,11 +297,31 @@ def summarize(title: str, rows: list[Row], bar: str, furthest: int) -> None:
         print(f"\nfurthest from {bar} (ours - {bar}, static):\n")
         print(f"| module | function | compiler | ours | {bar} | ours/{bar} |")
         print("|---|---|---|---|---|---|")
-        for r in sorted(with_hand, key=lambda r: r.hand - r.ours)[:furthest]:
+        ranked = sorted(with_hand, key=lambda r: r.hand - r.ours)
+        for r in ranked[:furthest]:
             print(
                 f"| {r.module} | {r.function} | {r.compiler} | {r.ours} | {r.hand} | "
                 f"{r.ours / r.hand:.2f} |"
             )
+        print(concentration(ranked, bar))
+
+
+def concentration(ranked: list[Row], bar: str) -> str:
+    """Where the excess over the bar lives: the share of (ours - bar) held by the functions
+    furthest from it, and the totals without them (``ranked``: furthest first)."""
+    excess = sum(r.ours - r.hand for r in ranked)
+    out = [f"\nexcess over {bar} (ours - {bar}, static, all functions with one): {excess}"]
+    for n in (1, 3, 6, 10):
+        if n >= len(ranked):
+            break
+        top, rest = ranked[:n], ranked[n:]
+        held = sum(r.ours - r.hand for r in top)
+        o, h = sum(r.ours for r in rest), sum(r.hand for r in rest)
+        out.append(
+            f"  the {n} furthest hold {held} ({100 * held / max(excess, 1):.0f}%); "
+            f"totals without them: ours/{bar} {o / h:.2f} ({len(rest)} functions)"
+        )
+    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -165,6 +165,13 @@ class Instruction:
         return "execution ends" in self.ip_update or "popped pair" == self.ip_update[-11:]
 
     @property
+    def ends_section(self) -> bool:
+        """True if control never falls through to the next instruction of the current frame:
+        ``return`` and ``halt`` (`ends_frame`), ``recurse`` (jumps to the frame's start) and
+        ``recurse_or_return`` (one or the other): from the table's ``ip_update``."""
+        return self.ends_frame or "top pair" in self.ip_update or "st5==st6" in self.ip_update
+
+    @property
     def may_skip_next(self) -> bool:
         """True if the *next* instruction can be skipped, so that control reaches the one
         after it without falling through (``skiz``): from the table's ``ip_update``."""

@@ -236,9 +236,10 @@ class CompileOptions:
             every function.
         use_cache: consult and feed the caller's result cache (`tasmopt.optimizer.compile`'s
             ``cache``); False computes every function afresh and stores nothing.
-        inline: run the function-level ``inline`` pass (`tasmopt.optimizer.inline`, one of
-            the ``rules``: it runs only when ``sources`` has ``rules``): small callees
-            inlined where that is proven and cheaper.
+        inline: run the function-level passes (they are ``rules``: they run only when
+            ``sources`` has ``rules``): ``inline`` (`tasmopt.optimizer.inline`, small callees
+            inlined where that is proven and cheaper) and ``loops``
+            (`tasmopt.optimizer.loops`, counted loops ending in ``recurse_or_return``).
     """
 
     isa: IsaVariant = "release"
@@ -330,7 +331,7 @@ class CompileResult:
         tir_hash: sha256 of the request's canonical TIR JSON.
         baseline_tasm: the baseline the result was measured against (ours or the client's).
         timings: seconds spent per stage (``decode``, ``lower``, ``candidates``, ``verify``,
-            ``rank``, ``splice``, ``inline``).
+            ``rank``, ``splice``, ``inline``, ``loops``).
         model_version: checkpoint version that proposed candidates, if the model ran.
         cache_entries: results worth keeping in the per-function result cache (complete
             runs, computed now, not served from it); the caller stores them.

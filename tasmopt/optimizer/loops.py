@@ -1,0 +1,430 @@
+"""Function-level pass ``loops``: counted loops rewritten the way experts write them, with
+``recurse_or_return`` on an induction variable (issue 11, loops).
+
+The lowering's counted loop (spec/tir.md, ``Loop``) keeps a down-counter ``c`` on top of the
+op stack and tests it at the head of every iteration::
+
+    call L                          L: dup 0  push 0  eq  skiz  return     // c == 0: leave
+                                       addi -1                             // c -= 1
+                                       B                                   // the body
+                                       recurse
+
+Seven cycles of every iteration are bookkeeping. When the body also counts an induction
+variable ``i`` up by one and keeps a bound ``n``, and every call site starts the loop with
+``c = n - i``, the counter is redundant: ``c == 0`` exactly when ``i == n``. The rewrite
+drops ``c``, moves ``i`` to st5 and ``n`` to st6 (a permutation ``A`` of the top of the
+stack, undone by ``U``) and lets ``recurse_or_return`` end the loop::
+
+    A+  skiz  call L  U  push 0     L: B'  recurse_or_return
+
+where ``A+`` is ``A`` applied under ``c`` (so ``skiz`` consumes ``c``: a loop of zero trips
+is not entered), ``B' = U; push 0; B; pop 1; A`` then optimized by the block sources (each
+rewrite proven by `check_block`), and ``push 0`` restores the counter's final value.
+
+Proof. Write the old loop's state as ``(R, c)``. Symbolic execution of ``B`` (exact
+polynomial identities over the Goldilocks field, `tasmopt.vm.symbolic`) establishes that
+``B`` neither reads nor moves ``c`` (it ends with ``s0`` on top and mentions ``s0`` nowhere
+else: not in another stack element, output, RAM access, guard or the sponge), that it maps
+``i`` to ``i + 1`` and leaves ``n`` in place, with no net stack change; so ``B`` acts on
+``R`` alone as ``B_R = push 0; B; pop 1``. Symbolic execution of each call site's
+straight-line prefix establishes ``c = n - i`` at the call. By induction ``c = n - i`` before
+every iteration, so the old loop runs ``B_R`` until ``i == n`` and returns ``(R_t, 0)``; the
+new one runs ``A; B_R; U`` conjugates of the same steps, stops at the same ``t`` (entry
+test by ``skiz`` on ``c``, later tests by ``recurse_or_return`` on ``st5 == st6``), and
+``U; push 0`` leaves ``(R_t, 0)``. Failures, inputs, outputs and RAM effects happen in the
+same order (no range assumption is needed: the equalities are field identities, and a loop
+that never meets ``i == n`` runs forever in both). Only the jump stack (not observable,
+design §2), clock cycles and table heights differ; those are measured. Every rewritten
+function is then also run against the unmodified reference on the verifier's witnesses
+(`check_function`) and kept only when it is equivalent there, cheaper in cycles and no
+table is taller (fail closed: any condition not proven leaves the loop as it was).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tasmopt.errors import TasmSyntaxError
+from tasmopt.isa import IsaVariant, P, instruction_set, names_where
+from tasmopt.module import ModuleText, line_kind
+from tasmopt.optimizer.inline import INDENT, _module_with, _reoptimize, _Run
+from tasmopt.optimizer.state import FunctionState, VerifyBackend, apply_costs, out_of_time
+from tasmopt.report import CompileOptions
+from tasmopt.sources import SourceSet
+from tasmopt.tasm.parser import parse_instructions
+from tasmopt.tasm.program import Instr
+from tasmopt.vm.equivalence import check_function, no_taller
+from tasmopt.vm.expr import ExprContext, Poly
+from tasmopt.vm.guards import guard_polys
+from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
+
+__all__ = [
+    "CountedLoop",
+    "find_counted_loops",
+    "loop_stage",
+    "permutation_program",
+    "rewrite_loops",
+]
+
+log = logging.getLogger(__name__)
+
+#: Deepest op-stack element a ``swap``/``dup`` reaches (Triton VM spec: st0..st15).
+REACH = 15
+#: ``recurse_or_return`` compares these two elements (Triton VM spec).
+I_SLOT, N_SLOT = 5, 6
+#: Instructions after which execution never falls through to the next line (ISA table).
+_TERMINATORS = names_where(lambda i: i.ends_section)
+#: Guard kinds whose expressions `guard_polys` lists, and those without expressions (any
+#: other kind: not proven).
+_GUARD_KINDS = frozenset({"zero", "nonzero", "u32", "xnonzero", "false", "sponge_initialized"})
+
+
+@dataclass(frozen=True)
+class CountedLoop:
+    """A counted loop whose counter the induction variable can replace.
+
+    Attributes:
+        label: the loop section's label. start, end: its line range (label line first).
+        body: ``B``, the instructions between the decrement and ``recurse``.
+        i_depth, n_depth: depths of ``i`` and ``n`` at B's entry (the counter at depth 0).
+        sites: line indices of the ``call label`` lines (all of them in the function).
+    """
+
+    label: str
+    start: int
+    end: int
+    body: tuple[Instr, ...]
+    i_depth: int
+    n_depth: int
+    sites: tuple[int, ...]
+
+
+def _sections(lines: Sequence[str]) -> list[tuple[str, int, int]]:
+    """``(label, start, end)`` of each labelled section (label line at ``start``)."""
+    heads = [
+        (i, ln.split("//", 1)[0].strip()[:-1].strip())
+        for i, ln in enumerate(lines)
+        if line_kind(ln) == ":"
+    ]
+    return [
+        (lab, i, heads[k + 1][0] if k + 1 < len(heads) else len(lines))
+        for k, (i, lab) in enumerate(heads)
+    ]
+
+
+def _instrs(lines: Sequence[str], a: int, b: int, isa: IsaVariant) -> list[tuple[int, Instr]]:
+    """``(line index, instruction)`` of the instruction lines in ``lines[a:b]``."""
+    out = []
+    for i in range(a, b):
+        k = line_kind(lines[i])
+        if k is None or k == ":":
+            continue
+        (ins,) = parse_instructions(lines[i].split("//", 1)[0], isa)
+        out.append((i, ins))
+    return out
+
+
+def _is(ins: Instr, name: str, arg: int | None = None) -> bool:
+    if ins.name != name:
+        return False
+    return arg is None or (isinstance(ins.arg, int) and ins.arg % P == arg % P)
+
+
+def _at(run: SymbolicRun, depth: int) -> Poly:
+    """The value at ``depth`` after a run with no net stack change."""
+    if depth < len(run.stack):
+        return run.stack[-1 - depth]
+    return run.ctx.var("s", run.base + depth - len(run.stack))
+
+
+def _body_facts(body: Sequence[Instr], isa: IsaVariant) -> tuple[int, int] | None:
+    """``(i_depth, n_depth)`` if ``body`` leaves the counter (st0) unread and in place, has
+    no net stack effect, increments st_i by one and keeps st_n (module docstring); else
+    None."""
+    ctx = ExprContext()
+    run = run_symbolic(body, ctx, isa)
+    if run.unsupported is not None or run.delta != 0 or run.sponge is not None:
+        return None
+    s0 = ctx.var("s", 0)
+    if _at(run, 0) is not s0:
+        return None
+    (c_atom,) = ctx.atoms_of([s0])
+    others = [_at(run, d) for d in range(1, max(len(run.stack), REACH + 1))]
+    others += run.outputs + [x for pair in run.ram for x in pair]
+    if c_atom in ctx.atoms_of(others):
+        return None
+    if any(g[0] not in _GUARD_KINDS for g in run.guards):
+        return None  # a guard this check cannot read: fail closed
+    if c_atom in ctx.atoms_of(guard_polys(ctx, run.guards)):
+        return None
+    one = ctx.one
+    incs = [d for d in range(1, REACH + 1) if _at(run, d) is ctx.add(ctx.var("s", d), one)]
+    keeps = [d for d in range(1, REACH + 1) if _at(run, d) is ctx.var("s", d)]
+    for i in incs:
+        for n in keeps:
+            if n != i:
+                return i, n
+    return None
+
+
+def _site_ok(lines: Sequence[str], site: int, i_depth: int, n_depth: int, isa: IsaVariant) -> bool:
+    """The straight-line prefix before ``call`` at line ``site`` leaves ``c = n - i``."""
+    table = instruction_set(isa)
+    prefix: list[Instr] = []
+    k = site - 1
+    while k >= 0:
+        kind = line_kind(lines[k])
+        if kind == ":":
+            break
+        if kind is not None:
+            if kind not in table or table[kind].is_control_flow:
+                break
+            (ins,) = parse_instructions(lines[k].split("//", 1)[0], isa)
+            prefix.insert(0, ins)
+        k -= 1
+    # the instruction before the call must not be able to skip it
+    before = next(
+        (line_kind(lines[j]) for j in range(site - 1, -1, -1) if line_kind(lines[j])), None
+    )
+    if before is not None and before != ":" and before in table and table[before].may_skip_next:
+        return False
+    if not prefix:
+        return False
+    ctx = ExprContext()
+    run = run_symbolic(prefix, ctx, isa)
+    if run.unsupported is not None:
+        return False
+
+    def at(d: int) -> Poly:
+        if d < len(run.stack):
+            return run.stack[-1 - d]
+        return ctx.var("s", run.base + d - len(run.stack))
+
+    return at(0) is ctx.sub(at(n_depth), at(i_depth))
+
+
+def find_counted_loops(lines: Sequence[str], isa: IsaVariant = "release") -> list[CountedLoop]:
+    """The loops of one function's lines (its sections) that qualify for the rewrite."""
+    out = []
+    table = instruction_set(isa)
+    sections = _sections(lines)
+    for k, (label, start, end) in enumerate(sections):
+        if k == 0:
+            continue  # the function's own entry section
+        try:
+            ins = _instrs(lines, start + 1, end, isa)
+        except (TasmSyntaxError, ValueError):
+            continue
+        names = [x for _, x in ins]
+        if len(names) < 8 or not _is(names[-1], "recurse"):
+            continue
+        head = names[:5]
+        if not (
+            _is(head[0], "dup", 0)
+            and _is(head[1], "push", 0)
+            and _is(head[2], "eq")
+            and _is(head[3], "skiz")
+            and _is(head[4], "return")
+        ):
+            continue
+        if _is(names[5], "addi", -1):
+            body = names[6:-1]
+        elif len(names) > 8 and _is(names[5], "push", -1) and _is(names[6], "add"):
+            body = names[7:-1]
+        else:
+            continue
+        if any(table[x.name].is_control_flow for x in body):
+            continue
+        # entered only by call (the section before it cannot fall through)
+        prev = [m for m in map(line_kind, lines[sections[k - 1][1] + 1 : start]) if m]
+        if not prev or prev[-1] not in _TERMINATORS:
+            continue
+        facts = _body_facts(body, isa)
+        if facts is None or max(facts) >= REACH - 1:
+            continue  # the window of the permutation must leave room to park the counter
+        sites = tuple(
+            i
+            for i, ln in enumerate(lines)
+            if line_kind(ln) == "call" and ln.split("//", 1)[0].split()[1:] == [label]
+        )
+        if not sites or not all(_site_ok(lines, s, *facts, isa) for s in sites):
+            continue
+        out.append(CountedLoop(label, start, end, tuple(body), facts[0], facts[1], sites))
+    return out
+
+
+def _apply(stack: list[object], op: str, k: int) -> None:
+    """``pick k`` / ``place k`` / ``swap k`` on a top-first list (Triton VM spec)."""
+    if op == "pick":
+        stack.insert(0, stack.pop(k))
+    elif op == "place":
+        stack.insert(k, stack.pop(0))
+    else:
+        stack[0], stack[k] = stack[k], stack[0]
+
+
+def permutation_program(current: Sequence[object], target: Sequence[object]) -> list[str]:
+    """Instructions turning the top of the stack from ``current`` into ``target`` (both top
+    first, the same elements, at most 16): the shortest of at most two ``pick``/``place``/
+    ``swap`` instructions if one does it, else a chain of ``pick``s (raises ValueError if
+    ``target`` is not a permutation of ``current``)."""
+    cur, want = list(current), list(target)
+    if (
+        len(cur) != len(want)
+        or len(cur) > REACH + 1
+        or {id(x) for x in cur} != {id(x) for x in want}
+    ):
+        raise ValueError("not a permutation of the reachable stack")
+    if all(a is b for a, b in zip(cur, want, strict=True)):
+        return []
+    ops = [(op, k) for op in ("pick", "place", "swap") for k in range(1, len(cur))]
+    for first in ops:
+        one = list(cur)
+        _apply(one, *first)
+        if all(a is b for a, b in zip(one, want, strict=True)):
+            return [f"{first[0]} {first[1]}"]
+    for first in ops:
+        for second in ops:
+            two = list(cur)
+            _apply(two, *first)
+            _apply(two, *second)
+            if all(a is b for a, b in zip(two, want, strict=True)):
+                return [f"{first[0]} {first[1]}", f"{second[0]} {second[1]}"]
+    m = len(cur)
+    while m > 0 and cur[m - 1] is want[m - 1]:
+        m -= 1
+    out = []
+    for d in range(m - 1, -1, -1):
+        p = next(q for q in range(len(cur)) if cur[q] is want[d])
+        # every pick moves the element to the top; the last m picks leave want[:m] on top
+        out.append(f"pick {p}")
+        _apply(cur, "pick", p)
+    return out
+
+
+def _layouts(loop: CountedLoop) -> tuple[list[object], list[object]]:
+    """The top of R (old layout without the counter) and of N (i at st5, n at st6), top
+    first, as element tokens."""
+    i_r, n_r = loop.i_depth - 1, loop.n_depth - 1
+    k = max(i_r, n_r, N_SLOT) + 1
+    r = [object() for _ in range(k)]
+    others = [e for d, e in enumerate(r) if d not in (i_r, n_r)]
+    n = others[:I_SLOT] + [r[i_r], r[n_r]] + others[I_SLOT:]
+    return r, n
+
+
+def rewrite_loops(
+    lines: Sequence[str], loops: Sequence[CountedLoop]
+) -> tuple[list[str], list[tuple[int, int]]]:
+    """The function's lines with ``loops`` rewritten (module docstring), and the line spans
+    of the new straight-line code (for the block sources to optimize)."""
+    edits: list[tuple[int, int, list[str], bool]] = []  # (start, end, new lines, straight)
+    for loop in loops:
+        r, n = _layouts(loop)
+        a = permutation_program(r, n)
+        u = permutation_program(n, r)
+        # at a call site the counter is on top: park it below the window, permute, fetch it
+        a_plus = [f"place {len(r)}", *a, f"pick {len(r)}"] if a else []
+        body = [*u, "push 0", *(str(x) for x in loop.body), "pop 1", *a]
+        edits.append(
+            (
+                loop.start + 1,
+                loop.end,
+                [INDENT + t for t in body] + [INDENT + "recurse_or_return"],
+                True,
+            )
+        )
+        for s in loop.sites:
+            site = [*a_plus, "skiz", f"call {loop.label}", *u, "push 0"]
+            edits.append((s, s + 1, [INDENT + t for t in site], True))
+    out = list(lines)
+    spans: list[tuple[int, int]] = []
+    for a0, b0, new, _ in sorted(edits, key=lambda e: e[0], reverse=True):
+        out[a0:b0] = new
+        shift = len(new) - (b0 - a0)
+        spans = [(x + shift, y + shift) if x >= b0 else (x, y) for x, y in spans]
+        spans.append((a0, a0 + len(new)))
+    return out, sorted(spans)
+
+
+def loop_stage(
+    fns: list[FunctionState],
+    ours: ModuleText,
+    client: ModuleText | None,
+    options: CompileOptions,
+    sources: SourceSet,
+    verify: VerifyBackend,
+) -> None:
+    """Rewrite the qualifying counted loops of every function worked on in this run; a
+    function keeps its result so far unless the rewritten one is equivalent on the
+    verifier's witnesses, takes fewer cycles and raises no table."""
+    run = _Run(fns, ours, client, options, sources, verify)
+    for f in fns:
+        if out_of_time(options) is not None:
+            return
+        if f.passthrough or f.reference is None or f.cached is not None or f.skipped:
+            continue
+        cur = run.returned(f.name)
+        try:
+            loops = find_counted_loops(cur, options.isa)
+        except TasmSyntaxError:
+            continue
+        if not loops:
+            continue
+        best = run.measure(f, cur)
+        if best is None:
+            continue
+        cand, spans = rewrite_loops(cur, loops)
+        # every straight-line run that holds a new line (a span crosses the call)
+        lines_touched = [(x, x + 1) for a, b in spans for x in range(a, b)]
+        cand = _reoptimize(f, cand, lines_touched, options, sources, verify)
+        _keep(run, f, cand, best, [lp.label for lp in loops])
+
+
+def _keep(run: _Run, f: FunctionState, cand_lines: list[str], best: int, labels: list[str]) -> bool:
+    """Measure ``cand_lines`` against the reference on the witnesses; keep it if better."""
+    assert f.reference is not None
+    options = run.options
+    names = ", ".join(labels)
+    rep = f.report
+    try:
+        prog = _module_with(run.ours, {**run.context(f), f.name: cand_lines}).harness(
+            f.name, options.isa
+        )
+    except TasmSyntaxError as exc:  # our own text: be safe anyway
+        log.warning("loop rewrite of %s does not assemble: %s", f.name, exc)
+        return False
+    v = check_function(
+        f.reference,
+        prog,
+        witnesses=options.witnesses,
+        seed=options.seed + 2,  # the witnesses `_Run.measure` gave ``best`` on
+        deadline=options.deadline,
+        private_cells=f.private,
+    )
+    if not v.equivalent:
+        if v.witness >= 0:
+            log.error("loop rewrite of %s changed its behaviour: %s", f.name, v.reason)
+        rep.notes.append(f"loops {names} not verified: {v.reason}")
+        return False
+    if v.cycles >= best:
+        rep.notes.append(f"loops {names} not kept: {v.cycles} cycles, {best} without")
+        return False
+    if not no_taller(v.heights, v.baseline_heights):
+        taller = sorted(t for t, h in v.heights.items() if h > v.baseline_heights.get(t, 0))
+        rep.notes.append(
+            f"loops {names} not kept: taller {', '.join(taller) or 'padded height'} "
+            f"({v.heights} vs {v.baseline_heights})"
+        )
+        return False
+    f.new_lines, f.whole = cand_lines, True
+    rep.fallback, rep.reason = False, None
+    if rep.source in ("compiler", "client"):
+        rep.source = "rules"
+    rep.notes.append(f"loops {names} to recurse_or_return: {best} -> {v.cycles} cycles")
+    own = rep.own_cycles if rep.own_cycles is not None else rep.cycles
+    rep.own_cycles = own - (best - v.cycles)
+    apply_costs(rep, v)
+    return True

@@ -1,0 +1,199 @@
+"""The function-level ``loops`` pass (`tasmopt.optimizer.loops`): counted loops whose counter
+an induction variable makes redundant end in ``recurse_or_return``. Behaviour is preserved
+at trip counts 0, 1 and many; adversarial: a body that reads or moves the counter, steps the
+induction variable by anything but one, changes the bound, a call site whose counter is not
+``n - i``, a call a ``skiz`` may skip, and a wrong layout are all refused or caught."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import tasmopt.optimizer.loops as loops
+from tasmopt.frontend import compile_modules
+from tasmopt.optimizer import compile as compile_tir
+from tasmopt.optimizer.loops import find_counted_loops, permutation_program, rewrite_loops
+from tasmopt.report import CompileOptions
+from tasmopt.tasm.parser import parse
+from tasmopt.vm.simulator import run
+from tasmopt.vm.witness import VmInput
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: memset(dst, v, n) as our lowering writes it: i counts up beside the counter c = n - i.
+MEMSET = """\
+__memset:
+    push 0
+    dup 1
+    call __loop__2
+    pop 1
+    pop 4
+    return
+
+__loop__2:
+    dup 0
+    push 0
+    eq
+    skiz
+    return
+    addi -1
+    dup 4
+    dup 2
+    add
+    dup 4
+    swap 1
+    write_mem 1
+    pop 1
+    swap 1
+    addi 1
+    swap 1
+    recurse
+"""
+
+#: reads dst, v, n; memset; reads dst again and prints the cells dst+5 .. dst-1
+MAIN = """\
+main:
+    read_io 3
+    call __memset
+    read_io 1
+    addi 5
+    read_mem 5
+    read_mem 2
+    pop 1
+    write_io 5
+    write_io 2
+    halt
+"""
+
+
+def behaviour(text: str, dst: int, v: int, n: int):
+    r = run(
+        parse(MAIN + text),
+        VmInput(public_input=(dst, v, n, dst), initial_stack=[0] * 16),
+        measure=False,
+    )
+    assert r.error is None, r.error
+    return (list(r.public_output), list(r.stack)), r.cycles
+
+
+def test_the_memset_loop_qualifies_with_i_and_n_found():
+    (loop,) = find_counted_loops(MEMSET.splitlines())
+    assert (loop.label, loop.i_depth, loop.n_depth) == ("__loop__2", 1, 2)
+    assert len(loop.sites) == 1
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 13])
+def test_behaviour_is_kept_at_trip_counts_zero_one_and_many(n):
+    lines = MEMSET.splitlines()
+    new, spans = rewrite_loops(lines, find_counted_loops(lines))
+    text = "\n".join(new) + "\n"
+    assert "recurse_or_return" in text and spans
+    # the unoptimized rewrite (B' = U; push 0; B; pop 1; A): cycles are the optimizer's
+    before, _ = behaviour(MEMSET, 1000, 77, n)
+    after, _ = behaviour(text, 1000, 77, n)
+    assert after == before
+    assert before[0].count(77) == min(n, 6)  # the loop really wrote
+
+
+def _variant(old: str, new: str) -> list[str]:
+    assert old in MEMSET
+    return MEMSET.replace(old, new, 1).splitlines()
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # the body reads the counter (writes c instead of v)
+        _variant(
+            "    dup 4\n    swap 1\n    write_mem 1", "    dup 1\n    swap 1\n    write_mem 1"
+        ),
+        # i steps by 2
+        _variant("    addi 1\n    swap 1\n    recurse", "    addi 2\n    swap 1\n    recurse"),
+        # the bound changes in the body
+        _variant(
+            "    swap 1\n    addi 1\n    swap 1\n",
+            "    swap 1\n    addi 1\n    swap 2\n    addi 1\n    swap 2\n    swap 1\n",
+        ),
+        # the call site starts the counter at n + 1 (one trip too many for i == n)
+        _variant("    dup 1\n    call __loop__2", "    dup 1\n    addi 1\n    call __loop__2"),
+        # the call site starts i at 1 but the counter at n
+        _variant("    push 0\n    dup 1\n    call", "    push 1\n    dup 1\n    call"),
+        # a skiz may skip the call
+        _variant(
+            "    dup 1\n    call __loop__2", "    dup 1\n    dup 0\n    skiz\n    call __loop__2"
+        ),
+        # the counter test is not the lowering's (returns on c == 1)
+        _variant("    dup 0\n    push 0\n    eq", "    dup 0\n    push 1\n    eq"),
+    ],
+    ids=[
+        "reads-counter",
+        "step-2",
+        "bound-moves",
+        "counter-n-plus-1",
+        "i-starts-at-1",
+        "skiz",
+        "test-c-1",
+    ],
+)
+def test_loops_that_do_not_meet_the_conditions_are_refused(lines):
+    assert find_counted_loops(lines) == []
+
+
+def test_a_loop_entered_by_fall_through_is_refused():
+    text = MEMSET.replace("    pop 4\n    return\n", "    pop 4\n", 1)
+    assert find_counted_loops(text.splitlines()) == []
+
+
+def test_permutation_programs_are_short_and_exact():
+    r = [object() for _ in range(7)]
+    n = [r[2], r[3], r[4], r[5], r[6], r[0], r[1]]
+    assert permutation_program(r, n) == ["place 6", "place 6"]
+    assert permutation_program(n, r) == ["pick 6", "pick 6"]
+    assert permutation_program(r, r) == []
+    shuffled = [r[k] for k in (3, 0, 6, 1, 5, 2, 4)]
+    prog = permutation_program(r, shuffled)
+    stack = list(r)
+    for ins in prog:
+        op, k = ins.split()
+        loops._apply(stack, op, int(k))
+    assert all(a is b for a, b in zip(stack, shuffled, strict=True))
+    with pytest.raises(ValueError):
+        permutation_program(r, r[:-1])
+
+
+def _copy_module():
+    ops = compile_modules(ROOT / "corpus" / "array" / "copy.tri", [ROOT / "corpus"])[-1].ops
+    return ops
+
+
+def test_the_optimizer_rewrites_memset_and_the_result_keeps_behaviour():
+    r = compile_tir(_copy_module(), options=CompileOptions(sources=("rules", "search")))
+    memset = next(f for f in r.functions if f.name == "memset")
+    assert any("recurse_or_return" in n for n in memset.notes), memset.notes
+    assert "recurse_or_return" in "\n".join(memset.tasm)
+    assert memset.cycles < memset.baseline_cycles
+    no_loops = compile_tir(
+        _copy_module(), options=CompileOptions(sources=("rules", "search"), inline=False)
+    )
+    assert "recurse_or_return" not in no_loops.tasm
+
+
+def test_a_wrong_layout_is_caught_by_the_function_check(monkeypatch):
+    """If the rewrite compared i with another element than n (st6 holding the value to
+    write, say), the loop would run until i reached that value: the witnesses must reject
+    it and the function keep its code. (Swapping i and n would be no test: the comparison
+    is symmetric.)"""
+    real = loops._layouts
+
+    def swapped(loop):
+        r, n = real(loop)
+        n = list(n)
+        n[0], n[loops.N_SLOT] = n[loops.N_SLOT], n[0]
+        return r, n
+
+    monkeypatch.setattr(loops, "_layouts", swapped)
+    r = compile_tir(_copy_module(), options=CompileOptions(sources=("rules", "search")))
+    memset = next(f for f in r.functions if f.name == "memset")
+    assert "recurse_or_return" not in "\n".join(memset.tasm)
+    assert any("not verified" in n for n in memset.notes), memset.notes

@@ -13,7 +13,12 @@ import pytest
 import tasmopt.optimizer.loops as loops
 from tasmopt.frontend import compile_modules
 from tasmopt.optimizer import compile as compile_tir
-from tasmopt.optimizer.loops import find_counted_loops, permutation_program, rewrite_loops
+from tasmopt.optimizer.loops import (
+    exclusive_loops,
+    find_counted_loops,
+    permutation_program,
+    rewrite_loops,
+)
 from tasmopt.report import CompileOptions
 from tasmopt.tasm.parser import parse
 from tasmopt.vm.simulator import run
@@ -143,6 +148,13 @@ def test_loops_that_do_not_meet_the_conditions_are_refused(lines):
 def test_a_loop_entered_by_fall_through_is_refused():
     text = MEMSET.replace("    pop 4\n    return\n", "    pop 4\n", 1)
     assert find_counted_loops(text.splitlines()) == []
+
+
+def test_a_loop_another_function_calls_is_left_alone():
+    found = find_counted_loops(MEMSET.splitlines())
+    other = ["__fill:", "    push 0", "    dup 1", "    call __loop__2", "    return"]
+    assert exclusive_loops(found, [other]) == []
+    assert exclusive_loops(found, [["__g:", "    call __memset", "    return"]]) == found
 
 
 def test_permutation_programs_are_short_and_exact():

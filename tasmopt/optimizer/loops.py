@@ -62,6 +62,7 @@ from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
 
 __all__ = [
     "CountedLoop",
+    "exclusive_loops",
     "find_counted_loops",
     "loop_stage",
     "permutation_program",
@@ -349,6 +350,21 @@ def rewrite_loops(
     return out, sorted(spans)
 
 
+def exclusive_loops(
+    loops: Sequence[CountedLoop], others: Sequence[Sequence[str]]
+) -> list[CountedLoop]:
+    """The ``loops`` no other function calls (``others``: their lines). A loop another
+    function also calls (a helper shared in a client's text) keeps its layout: those call
+    sites would be neither rewritten nor covered by this function's proof."""
+    called = set()
+    for lines in others:
+        for ln in lines:
+            if line_kind(ln) == "call":
+                words = ln.split("//", 1)[0].split()
+                called.update(words[1:2])
+    return [lp for lp in loops if lp.label not in called]
+
+
 def loop_stage(
     fns: list[FunctionState],
     ours: ModuleText,
@@ -371,6 +387,7 @@ def loop_stage(
             loops = find_counted_loops(cur, options.isa)
         except TasmSyntaxError:
             continue
+        loops = exclusive_loops(loops, [run.returned(g) for g in ours.functions if g != f.name])
         if not loops:
             continue
         best = run.measure(f, cur)

@@ -75,6 +75,8 @@ log = logging.getLogger(__name__)
 REACH = 15
 #: ``recurse_or_return`` compares these two elements (Triton VM spec).
 I_SLOT, N_SLOT = 5, 6
+#: Stack shuffles with no net effect (``pick``, ``place``, ``swap``: ISA table), ordered.
+_PERMUTATIONS = sorted(names_where(lambda i: i.is_stack_shuffle and i.stack_delta(1) == 0))
 #: Instructions after which execution never falls through to the next line (ISA table).
 _TERMINATORS = names_where(lambda i: i.ends_section)
 #: Guard kinds whose expressions `guard_polys` lists, and those without expressions (any
@@ -140,34 +142,30 @@ def _at(run: SymbolicRun, depth: int) -> Poly:
     return run.ctx.var("s", run.base + depth - len(run.stack))
 
 
-def _body_facts(body: Sequence[Instr], isa: IsaVariant) -> tuple[int, int] | None:
-    """``(i_depth, n_depth)`` if ``body`` leaves the counter (st0) unread and in place, has
-    no net stack effect, increments st_i by one and keeps st_n (module docstring); else
-    None."""
+def _body_facts(body: Sequence[Instr], isa: IsaVariant) -> list[tuple[int, int]]:
+    """Every ``(i_depth, n_depth)`` such that ``body`` leaves the counter (st0) unread and in
+    place, has no net stack effect, increments st_i by one and keeps st_n (module
+    docstring); empty if none."""
     ctx = ExprContext()
     run = run_symbolic(body, ctx, isa)
     if run.unsupported is not None or run.delta != 0 or run.sponge is not None:
-        return None
+        return []
     s0 = ctx.var("s", 0)
     if _at(run, 0) is not s0:
-        return None
+        return []
     (c_atom,) = ctx.atoms_of([s0])
     others = [_at(run, d) for d in range(1, max(len(run.stack), REACH + 1))]
     others += run.outputs + [x for pair in run.ram for x in pair]
     if c_atom in ctx.atoms_of(others):
-        return None
+        return []
     if any(g[0] not in _GUARD_KINDS for g in run.guards):
-        return None  # a guard this check cannot read: fail closed
+        return []  # a guard this check cannot read: fail closed
     if c_atom in ctx.atoms_of(guard_polys(ctx, run.guards)):
-        return None
+        return []
     one = ctx.one
     incs = [d for d in range(1, REACH + 1) if _at(run, d) is ctx.add(ctx.var("s", d), one)]
     keeps = [d for d in range(1, REACH + 1) if _at(run, d) is ctx.var("s", d)]
-    for i in incs:
-        for n in keeps:
-            if n != i:
-                return i, n
-    return None
+    return [(i, n) for i in incs for n in keeps if n != i]
 
 
 def _site_ok(lines: Sequence[str], site: int, i_depth: int, n_depth: int, isa: IsaVariant) -> bool:
@@ -242,17 +240,20 @@ def find_counted_loops(lines: Sequence[str], isa: IsaVariant = "release") -> lis
         prev = [m for m in map(line_kind, lines[sections[k - 1][1] + 1 : start]) if m]
         if not prev or prev[-1] not in _TERMINATORS:
             continue
-        facts = _body_facts(body, isa)
-        if facts is None or max(facts) >= REACH - 1:
-            continue  # the window of the permutation must leave room to park the counter
         sites = tuple(
             i
             for i, ln in enumerate(lines)
             if line_kind(ln) == "call" and ln.split("//", 1)[0].split()[1:] == [label]
         )
-        if not sites or not all(_site_ok(lines, s, *facts, isa) for s in sites):
+        if not sites:
             continue
-        out.append(CountedLoop(label, start, end, tuple(body), facts[0], facts[1], sites))
+        for i_depth, n_depth in _body_facts(body, isa):
+            # the permutation's window must leave room to park the counter below it
+            if max(i_depth, n_depth) >= REACH - 1:
+                continue
+            if all(_site_ok(lines, s, i_depth, n_depth, isa) for s in sites):
+                out.append(CountedLoop(label, start, end, tuple(body), i_depth, n_depth, sites))
+                break
     return out
 
 
@@ -262,8 +263,10 @@ def _apply(stack: list[object], op: str, k: int) -> None:
         stack.insert(0, stack.pop(k))
     elif op == "place":
         stack.insert(k, stack.pop(0))
-    else:
+    elif op == "swap":
         stack[0], stack[k] = stack[k], stack[0]
+    else:
+        raise ValueError(f"not a permutation instruction: {op}")
 
 
 def permutation_program(current: Sequence[object], target: Sequence[object]) -> list[str]:
@@ -280,7 +283,7 @@ def permutation_program(current: Sequence[object], target: Sequence[object]) -> 
         raise ValueError("not a permutation of the reachable stack")
     if all(a is b for a, b in zip(cur, want, strict=True)):
         return []
-    ops = [(op, k) for op in ("pick", "place", "swap") for k in range(1, len(cur))]
+    ops = [(op, k) for op in _PERMUTATIONS for k in range(1, len(cur))]
     for first in ops:
         one = list(cur)
         _apply(one, *first)

@@ -2,7 +2,8 @@
 observable-behaviour contract of design §2 included), must still print what the unoptimized
 program prints on the case's inputs and fail where it fails. The whole program runs, entry
 included: the strongest check that private scratch cells are dead where the analysis says
-(`tasmopt.vm.scratch`). About 80 s, so marked slow."""
+(`tasmopt.vm.scratch`), and of the function-level passes (inlining, loops to
+``recurse_or_return``) on every program. About 5 minutes here, so marked slow."""
 
 from __future__ import annotations
 

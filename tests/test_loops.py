@@ -101,48 +101,98 @@ def test_behaviour_is_kept_at_trip_counts_zero_one_and_many(n):
     assert before[0].count(77) == min(n, 6)  # the loop really wrote
 
 
+#: add3(acc, n): acc + 3n by a loop with no induction variable (the body keeps n)
+ADD3 = """\
+__add3:
+    dup 0
+    call __loop__1
+    pop 1
+    pop 1
+    return
+
+__loop__1:
+    dup 0
+    push 0
+    eq
+    skiz
+    return
+    push -1
+    add
+    swap 2
+    addi 3
+    swap 2
+    recurse
+"""
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 9])
+def test_a_loop_without_induction_variable_gets_one_made_from_the_counter(n):
+    lines = ADD3.splitlines()
+    (loop,) = find_counted_loops(lines)
+    assert loop.i_depth is None and loop.n_depth == 1
+    new, _ = rewrite_loops(lines, [loop])
+    text = "\n".join(new) + "\n"
+    assert "recurse_or_return" in text
+
+    def total(t):
+        main = "main:\n    read_io 2\n    call __add3\n    write_io 1\n    halt\n"
+        r = run(parse(main + t), VmInput(public_input=(5, n), initial_stack=[0] * 16))
+        assert r.error is None, r.error
+        return list(r.public_output), list(r.stack)
+
+    assert total(text) == total(ADD3) == ([5 + 3 * n], [0] * 16)
+
+
 def _variant(old: str, new: str) -> list[str]:
     assert old in MEMSET
     return MEMSET.replace(old, new, 1).splitlines()
 
 
-@pytest.mark.parametrize(
-    "lines",
-    [
-        # the body reads the counter (writes c instead of v)
-        _variant(
-            "    dup 4\n    swap 1\n    write_mem 1", "    dup 1\n    swap 1\n    write_mem 1"
-        ),
-        # i steps by 2
-        _variant("    addi 1\n    swap 1\n    recurse", "    addi 2\n    swap 1\n    recurse"),
-        # the bound changes in the body
-        _variant(
-            "    swap 1\n    addi 1\n    swap 1\n",
-            "    swap 1\n    addi 1\n    swap 2\n    addi 1\n    swap 2\n    swap 1\n",
-        ),
-        # the call site starts the counter at n + 1 (one trip too many for i == n)
-        _variant("    dup 1\n    call __loop__2", "    dup 1\n    addi 1\n    call __loop__2"),
-        # the call site starts i at 1 but the counter at n
-        _variant("    push 0\n    dup 1\n    call", "    push 1\n    dup 1\n    call"),
-        # a skiz may skip the call
-        _variant(
-            "    dup 1\n    call __loop__2", "    dup 1\n    dup 0\n    skiz\n    call __loop__2"
-        ),
-        # the counter test is not the lowering's (returns on c == 1)
-        _variant("    dup 0\n    push 0\n    eq", "    dup 0\n    push 1\n    eq"),
-    ],
-    ids=[
-        "reads-counter",
-        "step-2",
-        "bound-moves",
-        "counter-n-plus-1",
-        "i-starts-at-1",
-        "skiz",
-        "test-c-1",
-    ],
-)
-def test_loops_that_do_not_meet_the_conditions_are_refused(lines):
-    assert find_counted_loops(lines) == []
+#: memset variants that break the reuse of i as the loop's induction variable: the loop
+#: may still be rewritten with an i made from the counter, which must keep behaviour
+NOT_I = {
+    "step-2": ("    addi 1\n    swap 1\n    recurse", "    addi 2\n    swap 1\n    recurse"),
+    "bound-moves": (
+        "    swap 1\n    addi 1\n    swap 1\n",
+        "    swap 1\n    addi 1\n    swap 2\n    addi 1\n    swap 2\n    swap 1\n",
+    ),
+    "counter-n-plus-1": (
+        "    dup 1\n    call __loop__2",
+        "    dup 1\n    addi 1\n    call __loop__2",
+    ),
+    "i-starts-at-1": ("    push 0\n    dup 1\n    call", "    push 1\n    dup 1\n    call"),
+}
+#: variants no rewrite may touch
+REFUSED = {
+    # the body reads the counter (writes c instead of v)
+    "reads-counter": (
+        "    dup 4\n    swap 1\n    write_mem 1",
+        "    dup 1\n    swap 1\n    write_mem 1",
+    ),
+    # a skiz may skip the call
+    "skiz": ("    dup 1\n    call __loop__2", "    dup 1\n    dup 0\n    skiz\n    call __loop__2"),
+    # the counter test is not the lowering's (returns on c == 1)
+    "test-c-1": ("    dup 0\n    push 0\n    eq", "    dup 0\n    push 1\n    eq"),
+    # the counter is moved by the body
+    "moves-counter": ("    swap 1\n    recurse", "    swap 1\n    swap 1\n    swap 2\n    recurse"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_loops_no_rewrite_may_touch_are_refused(name):
+    assert find_counted_loops(_variant(*REFUSED[name])) == []
+
+
+@pytest.mark.parametrize("name", sorted(NOT_I))
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_without_a_reusable_induction_variable_the_made_one_keeps_behaviour(name, n):
+    lines = _variant(*NOT_I[name])
+    found = find_counted_loops(lines)
+    assert all(lp.i_depth is None for lp in found)  # i is not trusted as the counter
+    new, _ = rewrite_loops(lines, found)
+    text = "\n".join(new) + "\n"
+    before, _ = behaviour("\n".join(lines) + "\n", 1000, 77, n)
+    assert behaviour(text, 1000, 77, n)[0] == before
 
 
 def test_a_loop_entered_by_fall_through_is_refused():

@@ -21,6 +21,13 @@ where ``A+`` is ``A`` applied under ``c`` (so ``skiz`` consumes ``c``: a loop of
 is not entered), ``B' = U; push 0; B; pop 1; A`` then optimized by the block sources (each
 rewrite proven by `check_block`), and ``push 0`` restores the counter's final value.
 
+A body with no such ``i`` (or whose call sites do not start ``c`` at ``n - i``) still
+qualifies when it keeps some element ``n`` (almost every body does): the rewrite then
+*makes* ``i = n - c`` at the call site, in the counter's place, and the body increments it
+(``B' = U; B; addi 1; A``: B never reads the slot it would keep the counter in); after the
+loop ``U; pop 1; push 0``. The argument below holds with this ``i``, the call-site identity
+being true by construction.
+
 Proof. Write the old loop's state as ``(R, c)``. Symbolic execution of ``B`` (exact
 polynomial identities over the Goldilocks field, `tasmopt.vm.symbolic`) establishes that
 ``B`` neither reads nor moves ``c`` (it ends with ``s0`` on top and mentions ``s0`` nowhere
@@ -91,7 +98,9 @@ class CountedLoop:
     Attributes:
         label: the loop section's label. start, end: its line range (label line first).
         body: ``B``, the instructions between the decrement and ``recurse``.
-        i_depth, n_depth: depths of ``i`` and ``n`` at B's entry (the counter at depth 0).
+        i_depth, n_depth: depths of ``i`` and ``n`` at B's entry (the counter at depth 0);
+            ``i_depth`` None: the body has no induction variable and the rewrite makes one,
+            ``i = n - c``, in the counter's place (module docstring).
         sites: line indices of the ``call label`` lines (all of them in the function).
     """
 
@@ -99,7 +108,7 @@ class CountedLoop:
     start: int
     end: int
     body: tuple[Instr, ...]
-    i_depth: int
+    i_depth: int | None
     n_depth: int
     sites: tuple[int, ...]
 
@@ -142,30 +151,40 @@ def _at(run: SymbolicRun, depth: int) -> Poly:
     return run.ctx.var("s", run.base + depth - len(run.stack))
 
 
-def _body_facts(body: Sequence[Instr], isa: IsaVariant) -> list[tuple[int, int]]:
-    """Every ``(i_depth, n_depth)`` such that ``body`` leaves the counter (st0) unread and in
-    place, has no net stack effect, increments st_i by one and keeps st_n (module
-    docstring); empty if none."""
+def _body_facts(body: Sequence[Instr], isa: IsaVariant) -> tuple[list[int], list[int]] | None:
+    """``(incremented, kept)``: the depths (>= 1) ``body`` increments by one and those it
+    keeps, provided it leaves the counter (st0) unread and in place and has no net stack
+    effect (module docstring); None if it does not."""
     ctx = ExprContext()
     run = run_symbolic(body, ctx, isa)
     if run.unsupported is not None or run.delta != 0 or run.sponge is not None:
-        return []
+        return None
     s0 = ctx.var("s", 0)
     if _at(run, 0) is not s0:
-        return []
+        return None
     (c_atom,) = ctx.atoms_of([s0])
     others = [_at(run, d) for d in range(1, max(len(run.stack), REACH + 1))]
     others += run.outputs + [x for pair in run.ram for x in pair]
     if c_atom in ctx.atoms_of(others):
-        return []
+        return None
     if any(g[0] not in _GUARD_KINDS for g in run.guards):
-        return []  # a guard this check cannot read: fail closed
+        return None  # a guard this check cannot read: fail closed
     if c_atom in ctx.atoms_of(guard_polys(ctx, run.guards)):
-        return []
+        return None
     one = ctx.one
     incs = [d for d in range(1, REACH + 1) if _at(run, d) is ctx.add(ctx.var("s", d), one)]
     keeps = [d for d in range(1, REACH + 1) if _at(run, d) is ctx.var("s", d)]
-    return [(i, n) for i in incs for n in keeps if n != i]
+    return incs, keeps
+
+
+def _unskippable(lines: Sequence[str], site: int, isa: IsaVariant) -> bool:
+    """The instruction before the ``call`` at line ``site`` cannot skip it (a ``skiz`` would
+    skip only the first instruction of the code that replaces the call)."""
+    table = instruction_set(isa)
+    before = next(
+        (line_kind(lines[j]) for j in range(site - 1, -1, -1) if line_kind(lines[j])), None
+    )
+    return not (before is not None and before in table and table[before].may_skip_next)
 
 
 def _site_ok(lines: Sequence[str], site: int, i_depth: int, n_depth: int, isa: IsaVariant) -> bool:
@@ -183,12 +202,6 @@ def _site_ok(lines: Sequence[str], site: int, i_depth: int, n_depth: int, isa: I
             (ins,) = parse_instructions(lines[k].split("//", 1)[0], isa)
             prefix.insert(0, ins)
         k -= 1
-    # the instruction before the call must not be able to skip it
-    before = next(
-        (line_kind(lines[j]) for j in range(site - 1, -1, -1) if line_kind(lines[j])), None
-    )
-    if before is not None and before != ":" and before in table and table[before].may_skip_next:
-        return False
     if not prefix:
         return False
     ctx = ExprContext()
@@ -245,15 +258,27 @@ def find_counted_loops(lines: Sequence[str], isa: IsaVariant = "release") -> lis
             for i, ln in enumerate(lines)
             if line_kind(ln) == "call" and ln.split("//", 1)[0].split()[1:] == [label]
         )
-        if not sites:
+        if not sites or not all(_unskippable(lines, x, isa) for x in sites):
             continue
-        for i_depth, n_depth in _body_facts(body, isa):
-            # the permutation's window must leave room to park the counter below it
-            if max(i_depth, n_depth) >= REACH - 1:
-                continue
-            if all(_site_ok(lines, s, i_depth, n_depth, isa) for s in sites):
-                out.append(CountedLoop(label, start, end, tuple(body), i_depth, n_depth, sites))
-                break
+        facts = _body_facts(body, isa)
+        if facts is None:
+            continue
+        incs, keeps = facts
+        # the permutation's window must leave room to park the counter below it
+        keeps = [n for n in keeps if n < REACH - 1]
+        found = next(
+            (
+                (i, n)
+                for i in incs
+                for n in keeps
+                if n != i and i < REACH - 1 and all(_site_ok(lines, s, i, n, isa) for s in sites)
+            ),
+            None,
+        )
+        if found is not None:
+            out.append(CountedLoop(label, start, end, tuple(body), found[0], found[1], sites))
+        elif keeps:  # no induction variable to reuse: make one from the counter
+            out.append(CountedLoop(label, start, end, tuple(body), None, keeps[0], sites))
     return out
 
 
@@ -309,9 +334,12 @@ def permutation_program(current: Sequence[object], target: Sequence[object]) -> 
 
 
 def _layouts(loop: CountedLoop) -> tuple[list[object], list[object]]:
-    """The top of R (old layout without the counter) and of N (i at st5, n at st6), top
-    first, as element tokens."""
-    i_r, n_r = loop.i_depth - 1, loop.n_depth - 1
+    """The top of R (old layout without the counter; with a made ``i`` on top instead of
+    it) and of N (i at st5, n at st6), top first, as element tokens."""
+    if loop.i_depth is None:  # the made i sits in the counter's place, on top of R
+        i_r, n_r = 0, loop.n_depth
+    else:
+        i_r, n_r = loop.i_depth - 1, loop.n_depth - 1
     k = max(i_r, n_r, N_SLOT) + 1
     r = [object() for _ in range(k)]
     others = [e for d, e in enumerate(r) if d not in (i_r, n_r)]
@@ -329,9 +357,18 @@ def rewrite_loops(
         r, n = _layouts(loop)
         a = permutation_program(r, n)
         u = permutation_program(n, r)
-        # at a call site the counter is on top: park it below the window, permute, fetch it
-        a_plus = [f"place {len(r)}", *a, f"pick {len(r)}"] if a else []
-        body = [*u, "push 0", *(str(x) for x in loop.body), "pop 1", *a]
+        b = [str(x) for x in loop.body]
+        if loop.i_depth is None:
+            # i = n - c beside the counter, then the counter parked below the window
+            make_i = ["dup 0", "push -1", "mul", f"dup {loop.n_depth + 1}", "add", "swap 1"]
+            a_plus = [*make_i, f"place {len(r)}", *a, f"pick {len(r)}"]
+            body = [*u, *b, "addi 1", *a]  # i stands where B keeps the counter: unread
+            after = [*u, "pop 1", "push 0"]
+        else:
+            # the counter is on top: park it below the window, permute, fetch it
+            a_plus = [f"place {len(r)}", *a, f"pick {len(r)}"] if a else []
+            body = [*u, "push 0", *b, "pop 1", *a]
+            after = [*u, "push 0"]
         edits.append(
             (
                 loop.start + 1,
@@ -341,7 +378,7 @@ def rewrite_loops(
             )
         )
         for s in loop.sites:
-            site = [*a_plus, "skiz", f"call {loop.label}", *u, "push 0"]
+            site = [*a_plus, "skiz", f"call {loop.label}", *after]
             edits.append((s, s + 1, [INDENT + t for t in site], True))
     out = list(lines)
     spans: list[tuple[int, int]] = []

@@ -183,6 +183,12 @@ def test_loops_no_rewrite_may_touch_are_refused(name):
     assert find_counted_loops(_variant(*REFUSED[name])) == []
 
 
+NOT_I["skiz-in-prefix"] = (
+    "    push 0\n    dup 1\n    call __loop__2",
+    "    push 5\n    push 0\n    skiz\n    push 0\n    dup 1\n    call __loop__2",
+)  # the prefix's `push 0` is always skipped: i starts at 5, not 0, and c = n
+
+
 @pytest.mark.parametrize("name", sorted(NOT_I))
 @pytest.mark.parametrize("n", [0, 1, 4])
 def test_without_a_reusable_induction_variable_the_made_one_keeps_behaviour(name, n):

@@ -197,7 +197,11 @@ def _site_ok(lines: Sequence[str], site: int, i_depth: int, n_depth: int, isa: I
         if kind == ":":
             break
         if kind is not None:
-            if kind not in table or table[kind].is_control_flow:
+            if kind not in table:
+                return False
+            if table[kind].may_skip_next:
+                return False  # the prefix's first instruction may be skipped: not proven
+            if table[kind].is_control_flow:
                 break
             (ins,) = parse_instructions(lines[k].split("//", 1)[0], isa)
             prefix.insert(0, ins)

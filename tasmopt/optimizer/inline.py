@@ -40,17 +40,18 @@ from tasmopt.optimizer.candidates import build_checks, propose
 from tasmopt.optimizer.state import (
     FunctionState,
     VerifyBackend,
-    apply_costs,
+    adopt,
     out_of_time,
+    refusal,
     verify_within,
 )
 from tasmopt.report import CompileOptions
 from tasmopt.sources import BlockTask, SourceSet
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.vm.equivalence import (
+    FunctionVerdict,
     check_aligned,
     check_function,
-    no_taller,
 )
 
 __all__ = [
@@ -393,12 +394,22 @@ class _Run:
         ctx = self.context(f)
         if not (set(self.ours.closure(f.name)[1:]) & set(ctx)):
             return f.report.cycles if f.report.halted else None
+        v = self.run_function(f, cur)
+        return v.cycles if v is not None and v.equivalent else None
+
+    def run_function(self, f: FunctionState, lines: list[str]) -> FunctionVerdict | None:
+        """``f`` with ``lines`` (every other function at its returned code) run against its
+        reference on the function witnesses (`check_function`; one seed for every version
+        of ``f``, so their cycles compare); None if ``lines`` do not assemble."""
         assert f.reference is not None
         try:
-            prog = _module_with(self.ours, {**ctx, f.name: cur}).harness(f.name, self.options.isa)
-        except TasmSyntaxError:
+            prog = _module_with(self.ours, {**self.context(f), f.name: lines}).harness(
+                f.name, self.options.isa
+            )
+        except TasmSyntaxError as exc:  # our own text: be safe anyway
+            log.warning("a rewrite of %s does not assemble: %s", f.name, exc)
             return None
-        v = check_function(
+        return check_function(
             f.reference,
             prog,
             witnesses=self.options.witnesses,
@@ -406,7 +417,6 @@ class _Run:
             deadline=self.options.deadline,
             private_cells=f.private,
         )
-        return v.cycles if v.equivalent else None
 
     def attempt(
         self, f: FunctionState, cur: list[str], plan: dict[str, _Callee], best: int
@@ -443,43 +453,31 @@ class _Run:
         assert f.reference is not None
         options, ref_text = self.options, self.ref_text(f)
         dl = options.deadline
-        ctx = self.context(f)
         norm_ctx = {n: lines for n, lines in self.norm.items() if n != f.name}
         try:
-            cand = _module_with(self.ours, {**ctx, f.name: cand_lines}).harness(f.name, options.isa)
+            cand = _module_with(self.ours, {**self.context(f), f.name: cand_lines}).harness(
+                f.name, options.isa
+            )
             norm = _module_with(ref_text, {**norm_ctx, f.name: norm_lines}).harness(
                 f.name, options.isa
             )
         except TasmSyntaxError as exc:  # our own text: be safe anyway
             log.warning("inlined %s does not assemble: %s", f.name, exc)
             return False
-        v = check_function(
-            f.reference,
-            cand,
-            witnesses=options.witnesses,
-            seed=options.seed + 2,
-            deadline=dl,
-            private_cells=f.private,
-        )
+        v = self.run_function(f, cand_lines)
+        if v is None:
+            return False
         rep = f.report
         names = ", ".join(f"{lab} ({n}x)" for lab, n in sorted(sites.items()))
-        if not v.equivalent:
-            if v.witness >= 0:
-                log.error("inlining into %s changed its behaviour: %s", f.name, v.reason)
-            rep.notes.append(f"inlining {names} not verified: {v.reason}")
-            return False
-        if v.cycles >= best:
-            rep.notes.append(f"inlining {names} not kept: {v.cycles} cycles, {best} without")
-            return False
-        if growth > INLINE_GROWTH_PER_CYCLE * (best - v.cycles):
-            rep.notes.append(
-                f"inlining {names} not kept: {growth} more instructions for "
-                f"{best - v.cycles} cycles saved per call"
+        if not v.equivalent and v.witness >= 0:
+            log.error("inlining into %s changed its behaviour: %s", f.name, v.reason)
+        why = refusal(v, best)
+        if why is None and growth > INLINE_GROWTH_PER_CYCLE * (best - v.cycles):
+            why = (
+                f"not kept: {growth} more instructions for {best - v.cycles} cycles saved per call"
             )
-            return False
-        if not no_taller(v.heights, v.baseline_heights):
-            taller = sorted(t for t, h in v.heights.items() if h > v.baseline_heights.get(t, 0))
-            rep.notes.append(f"inlining {names} not kept: taller {', '.join(taller)} table")
+        if why is not None:
+            rep.notes.append(f"inlining {names} {why}")
             return False
         proof = check_aligned(
             norm,
@@ -492,14 +490,5 @@ class _Run:
         if not proof.equivalent:
             rep.notes.append(f"inlining {names} not proven: {proof.reason}")
             return False
-        f.new_lines, f.whole = cand_lines, True
-        rep.fallback, rep.reason = False, None
-        if rep.source in ("compiler", "client"):
-            rep.source = "rules"
-        rep.notes.append(f"inlined {names}: {best} -> {v.cycles} cycles")
-        # its own saving: what it had with its callees at their baseline code, plus what
-        # inlining gained over calling them as returned (their savings stay theirs)
-        own = rep.own_cycles if rep.own_cycles is not None else rep.cycles
-        rep.own_cycles = own - (best - v.cycles)
-        apply_costs(rep, v)
+        adopt(f, cand_lines, best, v, f"inlined {names}")
         return True

@@ -56,13 +56,12 @@ from dataclasses import dataclass
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText, line_kind
-from tasmopt.optimizer.inline import INDENT, _module_with, _reoptimize, _Run
-from tasmopt.optimizer.state import FunctionState, VerifyBackend, apply_costs, out_of_time
+from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run
+from tasmopt.optimizer.state import FunctionState, VerifyBackend, adopt, out_of_time, refusal
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tasm.program import Instr
-from tasmopt.vm.equivalence import check_function, no_taller
 from tasmopt.vm.expr import ExprContext, Poly
 from tasmopt.vm.guards import guard_polys
 from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
@@ -447,45 +446,16 @@ def loop_stage(
 def _keep(run: _Run, f: FunctionState, cand_lines: list[str], best: int, labels: list[str]) -> bool:
     """Measure ``cand_lines`` against the reference on the witnesses; keep it if better."""
     assert f.reference is not None
-    options = run.options
     names = ", ".join(labels)
     rep = f.report
-    try:
-        prog = _module_with(run.ours, {**run.context(f), f.name: cand_lines}).harness(
-            f.name, options.isa
-        )
-    except TasmSyntaxError as exc:  # our own text: be safe anyway
-        log.warning("loop rewrite of %s does not assemble: %s", f.name, exc)
+    v = run.run_function(f, cand_lines)
+    if v is None:
         return False
-    v = check_function(
-        f.reference,
-        prog,
-        witnesses=options.witnesses,
-        seed=options.seed + 2,  # the witnesses `_Run.measure` gave ``best`` on
-        deadline=options.deadline,
-        private_cells=f.private,
-    )
-    if not v.equivalent:
-        if v.witness >= 0:
-            log.error("loop rewrite of %s changed its behaviour: %s", f.name, v.reason)
-        rep.notes.append(f"loops {names} not verified: {v.reason}")
+    if not v.equivalent and v.witness >= 0:
+        log.error("loop rewrite of %s changed its behaviour: %s", f.name, v.reason)
+    why = refusal(v, best)
+    if why is not None:
+        rep.notes.append(f"loops {names} {why}")
         return False
-    if v.cycles >= best:
-        rep.notes.append(f"loops {names} not kept: {v.cycles} cycles, {best} without")
-        return False
-    if not no_taller(v.heights, v.baseline_heights):
-        taller = sorted(t for t, h in v.heights.items() if h > v.baseline_heights.get(t, 0))
-        rep.notes.append(
-            f"loops {names} not kept: taller {', '.join(taller) or 'padded height'} "
-            f"({v.heights} vs {v.baseline_heights})"
-        )
-        return False
-    f.new_lines, f.whole = cand_lines, True
-    rep.fallback, rep.reason = False, None
-    if rep.source in ("compiler", "client"):
-        rep.source = "rules"
-    rep.notes.append(f"loops {names} to recurse_or_return: {best} -> {v.cycles} cycles")
-    own = rep.own_cycles if rep.own_cycles is not None else rep.cycles
-    rep.own_cycles = own - (best - v.cycles)
-    apply_costs(rep, v)
+    adopt(f, cand_lines, best, v, f"loops {names} to recurse_or_return")
     return True

@@ -17,6 +17,7 @@ from tasmopt.vm.equivalence import (
     BlockCheck,
     FunctionVerdict,
     Verdict,
+    no_taller,
     padded_height,
 )
 
@@ -27,6 +28,8 @@ __all__ = [
     "out_of_time",
     "verify_within",
     "apply_costs",
+    "adopt",
+    "refusal",
 ]
 
 log = logging.getLogger(__name__)
@@ -81,6 +84,35 @@ def apply_costs(rep: FunctionReport, v: FunctionVerdict) -> None:
     rep.heights, rep.baseline_heights = v.heights, v.baseline_heights
     rep.padded_height = padded_height(v.heights)
     rep.baseline_padded_height = padded_height(v.baseline_heights)
+
+
+def refusal(v: FunctionVerdict, best: int) -> str | None:
+    """Why a function-level rewrite measured by ``v`` (`check_function` against the
+    reference) is not kept — not equivalent on the witnesses, not fewer cycles than ``best``,
+    a table taller than the reference's (design §2) — or None if it may be."""
+    if not v.equivalent:
+        return f"not verified: {v.reason}"
+    if v.cycles >= best:
+        return f"not kept: {v.cycles} cycles, {best} without"
+    if not no_taller(v.heights, v.baseline_heights):
+        taller = sorted(t for t, h in v.heights.items() if h > v.baseline_heights.get(t, 0))
+        return f"not kept: taller {', '.join(taller) or 'padded height'}"
+    return None
+
+
+def adopt(f: FunctionState, lines: list[str], best: int, v: FunctionVerdict, note: str) -> None:
+    """``f`` takes a function-level rewrite: ``lines`` replace all its sections; ``v``
+    measured them, ``best`` is its cycles before. Its own saving is what it had plus what the
+    rewrite gained (its callees' savings stay theirs)."""
+    rep = f.report
+    f.new_lines, f.whole = lines, True
+    rep.fallback, rep.reason = False, None
+    if rep.source in ("compiler", "client"):
+        rep.source = "rules"
+    rep.notes.append(f"{note}: {best} -> {v.cycles} cycles")
+    own = rep.own_cycles if rep.own_cycles is not None else rep.cycles
+    rep.own_cycles = own - (best - v.cycles)
+    apply_costs(rep, v)
 
 
 @contextmanager

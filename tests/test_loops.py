@@ -213,6 +213,23 @@ def test_a_loop_another_function_calls_is_left_alone():
     assert exclusive_loops(found, [["__g:", "    call __memset", "    return"]]) == found
 
 
+@pytest.mark.parametrize(
+    "i_depth, n_depth", [(1, 2), (2, 1), (1, 9), (7, 3), (None, 1), (None, 12)]
+)
+def test_layout_programs_put_i_at_st5_and_n_at_st6_and_undo_exactly(i_depth, n_depth):
+    loop = loops.CountedLoop("L", 0, 1, (), i_depth, n_depth, (0,))
+    r, n, a, u = loops._layouts(loop)
+    i_r, n_r = (0, n_depth) if i_depth is None else (i_depth - 1, n_depth - 1)
+    assert n[loops.I_SLOT] is r[i_r] and n[loops.N_SLOT] is r[n_r]
+    for prog, start, end in ((a, r, n), (u, n, r)):
+        stack = list(start)
+        for ins in prog:
+            op, k = ins.split()
+            loops._apply(stack, op, int(k))
+        assert all(x is y for x, y in zip(stack, end, strict=True))
+    assert len(a) <= loops.LAYOUT_MOVES
+
+
 def test_permutation_programs_are_short_and_exact():
     r = [object() for _ in range(7)]
     n = [r[2], r[3], r[4], r[5], r[6], r[0], r[1]]
@@ -255,10 +272,10 @@ def test_a_wrong_layout_is_caught_by_the_function_check(monkeypatch):
     real = loops._layouts
 
     def swapped(loop):
-        r, n = real(loop)
+        r, n, _, _ = real(loop)
         n = list(n)
         n[0], n[loops.N_SLOT] = n[loops.N_SLOT], n[0]
-        return r, n
+        return r, n, permutation_program(r, n), permutation_program(n, r)
 
     monkeypatch.setattr(loops, "_layouts", swapped)
     r = compile_tir(_copy_module(), options=CompileOptions(sources=("rules", "search")))

@@ -85,6 +85,10 @@ I_SLOT, N_SLOT = 5, 6
 _PERMUTATIONS = sorted(names_where(lambda i: i.is_stack_shuffle and i.stack_delta(1) == 0))
 #: Instructions after which execution never falls through to the next line (ISA table).
 _TERMINATORS = names_where(lambda i: i.ends_section)
+#: Longest layout change `_layouts` searches for (breadth first).
+LAYOUT_MOVES = 3
+#: Most ``skiz; call`` branches a loop body may have (paths: 2 ** MAX_BRANCHES).
+MAX_BRANCHES = 3
 #: Guard kinds whose expressions `guard_polys` lists, and those without expressions (any
 #: other kind: not proven).
 _GUARD_KINDS = frozenset({"zero", "nonzero", "u32", "xnonzero", "false", "sponge_initialized"})
@@ -132,6 +136,10 @@ def _instrs(lines: Sequence[str], a: int, b: int, isa: IsaVariant) -> list[tuple
         k = line_kind(lines[i])
         if k is None or k == ":":
             continue
+        words = lines[i].split("//", 1)[0].split()
+        if k == "call" and len(words) == 2:  # a label of this text, resolved by the caller
+            out.append((i, Instr("call", words[1])))
+            continue
         (ins,) = parse_instructions(lines[i].split("//", 1)[0], isa)
         out.append((i, ins))
     return out
@@ -144,24 +152,104 @@ def _is(ins: Instr, name: str, arg: int | None = None) -> bool:
 
 
 def _at(run: SymbolicRun, depth: int) -> Poly:
-    """The value at ``depth`` after a run with no net stack change."""
+    """The value at ``depth`` after a run (materialized values, then the untouched entry
+    elements below them)."""
     if depth < len(run.stack):
         return run.stack[-1 - depth]
     return run.ctx.var("s", run.base + depth - len(run.stack))
 
 
-def _body_facts(body: Sequence[Instr], isa: IsaVariant) -> tuple[list[int], list[int]] | None:
+def _paths(
+    body: Sequence[Instr], helpers: dict[str, list[Instr]], isa: IsaVariant
+) -> list[tuple[list[Instr], list[int]]] | None:
+    """Every path through ``body``: its straight-line instructions (``skiz`` as ``pop 1``,
+    a taken ``call X`` as X's instructions) and the indices of the ``pop 1`` that stand for
+    a ``skiz`` (its popped value is the branch condition). The only control flow allowed is
+    ``skiz; call X`` with X in ``helpers`` (straight-line sections ending in ``return``);
+    None otherwise, or past `MAX_BRANCHES` branches."""
+    table = instruction_set(isa)
+    paths: list[tuple[list[Instr], list[int]]] = [([], [])]
+    k, branches = 0, 0
+    while k < len(body):
+        ins = body[k]
+        if not table[ins.name].is_control_flow:
+            for p, _ in paths:
+                p.append(ins)
+            k += 1
+            continue
+        nxt = body[k + 1] if k + 1 < len(body) else None
+        if not (
+            table[ins.name].may_skip_next
+            and nxt is not None
+            and nxt.name == "call"
+            and isinstance(nxt.arg, str)
+            and nxt.arg in helpers
+        ):
+            return None
+        branches += 1
+        if branches > MAX_BRANCHES:
+            return None
+        forked = []
+        for p, conds in paths:
+            skip = (p + [Instr("pop", 1)], conds + [len(p)])
+            take = (p + [Instr("pop", 1), *helpers[nxt.arg]], conds + [len(p)])
+            forked += [skip, take]
+        paths = forked
+        k += 2
+    return paths
+
+
+def _helpers(lines: Sequence[str], isa: IsaVariant) -> dict[str, list[Instr]]:
+    """The sections of ``lines`` that are straight-line and end in ``return`` (branch
+    bodies), by label, without the ``return``."""
+    table = instruction_set(isa)
+    out = {}
+    for label, start, end in _sections(lines)[1:]:
+        try:
+            ins = [x for _, x in _instrs(lines, start + 1, end, isa)]
+        except (TasmSyntaxError, ValueError):
+            continue
+        if ins and table[ins[-1].name].ends_frame and ins[-1].name != "halt":
+            if not any(table[x.name].is_control_flow for x in ins[:-1]):
+                out[label] = ins[:-1]
+    return out
+
+
+def _body_facts(
+    body: Sequence[Instr], isa: IsaVariant, helpers: dict[str, list[Instr]] | None = None
+) -> tuple[list[int], list[int]] | None:
     """``(incremented, kept)``: the depths (>= 1) ``body`` increments by one and those it
-    keeps, provided it leaves the counter (st0) unread and in place and has no net stack
-    effect (module docstring); None if it does not."""
+    keeps on *every* path (`_paths`), provided that on every path it leaves the counter (st0)
+    unread and in place, no branch condition depends on it, and it has no net stack effect
+    (module docstring); None if it does not."""
+    paths = _paths(body, helpers or {}, isa)
+    if paths is None:
+        return None
+    facts = [_path_facts(p, conds, isa) for p, conds in paths]
+    if any(f is None for f in facts):
+        return None
+    incs = [d for d in range(1, REACH + 1) if all(d in f[0] for f in facts if f)]
+    keeps = [d for d in range(1, REACH + 1) if all(d in f[1] for f in facts if f)]
+    return incs, keeps
+
+
+def _path_facts(
+    body: Sequence[Instr], conds: Sequence[int], isa: IsaVariant
+) -> tuple[list[int], list[int]] | None:
+    """`_body_facts` of one straight-line path; ``conds``: indices of the ``pop 1`` that
+    stand for a ``skiz`` (the popped value must not depend on the counter either)."""
     ctx = ExprContext()
+    s0 = ctx.var("s", 0)
+    (c_atom,) = ctx.atoms_of([s0])
+    for k in conds:
+        before = run_symbolic(body[:k], ctx, isa)
+        if before.unsupported is not None or c_atom in ctx.atoms_of([_at(before, 0)]):
+            return None
     run = run_symbolic(body, ctx, isa)
     if run.unsupported is not None or run.delta != 0 or run.sponge is not None:
         return None
-    s0 = ctx.var("s", 0)
     if _at(run, 0) is not s0:
         return None
-    (c_atom,) = ctx.atoms_of([s0])
     others = [_at(run, d) for d in range(1, max(len(run.stack), REACH + 1))]
     others += run.outputs + [x for pair in run.ram for x in pair]
     if c_atom in ctx.atoms_of(others):
@@ -223,8 +311,8 @@ def _site_ok(lines: Sequence[str], site: int, i_depth: int, n_depth: int, isa: I
 def find_counted_loops(lines: Sequence[str], isa: IsaVariant = "release") -> list[CountedLoop]:
     """The loops of one function's lines (its sections) that qualify for the rewrite."""
     out = []
-    table = instruction_set(isa)
     sections = _sections(lines)
+    helpers = _helpers(lines, isa)
     for k, (label, start, end) in enumerate(sections):
         if k == 0:
             continue  # the function's own entry section
@@ -250,8 +338,6 @@ def find_counted_loops(lines: Sequence[str], isa: IsaVariant = "release") -> lis
             body = names[7:-1]
         else:
             continue
-        if any(table[x.name].is_control_flow for x in body):
-            continue
         # entered only by call (the section before it cannot fall through)
         prev = [m for m in map(line_kind, lines[sections[k - 1][1] + 1 : start]) if m]
         if not prev or prev[-1] not in _TERMINATORS:
@@ -263,7 +349,7 @@ def find_counted_loops(lines: Sequence[str], isa: IsaVariant = "release") -> lis
         )
         if not sites or not all(_unskippable(lines, x, isa) for x in sites):
             continue
-        facts = _body_facts(body, isa)
+        facts = _body_facts(body, isa, helpers)
         if facts is None:
             continue
         incs, keeps = facts
@@ -336,18 +422,41 @@ def permutation_program(current: Sequence[object], target: Sequence[object]) -> 
     return out
 
 
-def _layouts(loop: CountedLoop) -> tuple[list[object], list[object]]:
+def _inverse(program: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The program undoing ``program`` (``pick k`` and ``place k`` undo each other)."""
+    undo = {"pick": "place", "place": "pick", "swap": "swap"}
+    return [(undo[op], d) for op, d in reversed(program)]
+
+
+def _layouts(loop: CountedLoop) -> tuple[list[object], list[object], list[str], list[str]]:
     """The top of R (old layout without the counter; with a made ``i`` on top instead of
-    it) and of N (i at st5, n at st6), top first, as element tokens."""
+    it) and of N (i at st5, n at st6), top first, as element tokens, with the programs
+    ``A`` (R to N) and ``U`` (N to R). N is what the shortest program of at most
+    `LAYOUT_MOVES` ``pick``/``place``/``swap`` makes of R with i and n in place (the order
+    of the other elements is free), else R with i and n moved and the others in order."""
     if loop.i_depth is None:  # the made i sits in the counter's place, on top of R
         i_r, n_r = 0, loop.n_depth
     else:
         i_r, n_r = loop.i_depth - 1, loop.n_depth - 1
     k = max(i_r, n_r, N_SLOT) + 1
     r = [object() for _ in range(k)]
+    i_tok, n_tok = r[i_r], r[n_r]
+    ops = [(op, d) for op in _PERMUTATIONS for d in range(1, k)]
+    frontier: list[tuple[list[object], list[tuple[str, int]]]] = [(list(r), [])]
+    for _ in range(LAYOUT_MOVES):
+        deeper = []
+        for stack, prog in frontier:
+            for op, d in ops:
+                cand = list(stack)
+                _apply(cand, op, d)
+                if cand[I_SLOT] is i_tok and cand[N_SLOT] is n_tok:
+                    a = [*prog, (op, d)]
+                    return r, cand, [f"{o} {x}" for o, x in a], [f"{o} {x}" for o, x in _inverse(a)]
+                deeper.append((cand, [*prog, (op, d)]))
+        frontier = deeper
     others = [e for d, e in enumerate(r) if d not in (i_r, n_r)]
-    n = others[:I_SLOT] + [r[i_r], r[n_r]] + others[I_SLOT:]
-    return r, n
+    n = others[:I_SLOT] + [i_tok, n_tok] + others[I_SLOT:]
+    return r, n, permutation_program(r, n), permutation_program(n, r)
 
 
 def rewrite_loops(
@@ -357,9 +466,7 @@ def rewrite_loops(
     of the new straight-line code (for the block sources to optimize)."""
     edits: list[tuple[int, int, list[str], bool]] = []  # (start, end, new lines, straight)
     for loop in loops:
-        r, n = _layouts(loop)
-        a = permutation_program(r, n)
-        u = permutation_program(n, r)
+        r, _, a, u = _layouts(loop)
         b = [str(x) for x in loop.body]
         if loop.i_depth is None:
             # i = n - c beside the counter, then the counter parked below the window

@@ -143,6 +143,76 @@ def test_a_loop_without_induction_variable_gets_one_made_from_the_counter(n):
     assert total(text) == total(ADD3) == ([5 + 3 * n], [0] * 16)
 
 
+#: bump(acc, n): n times { if acc == 7 { acc += 100 }; acc += 1 } — a body with a branch
+BUMP = """\
+__bump:
+    dup 0
+    call __loop__1
+    pop 1
+    pop 1
+    return
+
+__loop__1:
+    dup 0
+    push 0
+    eq
+    skiz
+    return
+    push -1
+    add
+    dup 2
+    push 7
+    eq
+    skiz
+    call __then__1
+    swap 2
+    addi 1
+    swap 2
+    recurse
+
+__then__1:
+    swap 2
+    addi 100
+    swap 2
+    return
+"""
+
+
+def _bump(text: str, acc: int, n: int):
+    main = "main:\n    read_io 2\n    call __bump\n    write_io 1\n    halt\n"
+    r = run(parse(main + text), VmInput(public_input=(acc, n), initial_stack=[0] * 16))
+    assert r.error is None, r.error
+    return list(r.public_output), list(r.stack)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 6])
+def test_a_loop_body_with_a_branch_keeps_behaviour_on_both_paths(n):
+    lines = BUMP.splitlines()
+    (loop,) = find_counted_loops(lines)
+    assert loop.i_depth is None and loop.n_depth == 1  # acc += 1 on one path only is no i
+    new, _ = rewrite_loops(lines, [loop])
+    text = "\n".join(new) + "\n"
+    assert "recurse_or_return" in text and "call __then__1" in text
+    want = _bump(BUMP, 5, n)
+    assert _bump(text, 5, n) == want
+    assert want[0] == [5 + n + (100 if n >= 3 else 0)]  # the branch was taken when n >= 3
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("    dup 2\n    push 7\n    eq\n    skiz", "    dup 0\n    push 7\n    eq\n    skiz"),
+        ("    swap 2\n    addi 100\n    swap 2\n    return", "    addi 1\n    return"),
+        ("    swap 2\n    addi 100\n    swap 2\n    return", "    call __bump\n    return"),
+        ("    skiz\n    call __then__1", "    skiz\n    addi 1"),
+    ],
+    ids=["condition-on-counter", "branch-moves-counter", "branch-calls", "skiz-without-call"],
+)
+def test_a_branchy_body_that_touches_the_counter_is_refused(old, new):
+    assert old in BUMP
+    assert find_counted_loops(BUMP.replace(old, new, 1).splitlines()) == []
+
+
 def _variant(old: str, new: str) -> list[str]:
     assert old in MEMSET
     return MEMSET.replace(old, new, 1).splitlines()

@@ -21,6 +21,12 @@ where ``A+`` is ``A`` applied under ``c`` (so ``skiz`` consumes ``c``: a loop of
 is not entered), ``B' = U; push 0; B; pop 1; A`` then optimized by the block sources (each
 rewrite proven by `check_block`), and ``push 0`` restores the counter's final value.
 
+A body may branch: up to `MAX_BRANCHES` ``skiz; call X`` with X a straight-line section
+ending in ``return`` (the lowering's then/else). Each fact below is then established on
+every path (2^k straight-line paths, infeasible ones included: conservative), and no branch
+condition may depend on the counter; the branch sections are left as they are, since ``B``
+runs in the old layout inside ``B'``.
+
 A body with no such ``i`` (or whose call sites do not start ``c`` at ``n - i``) still
 qualifies when it keeps some element ``n`` (almost every body does): the rewrite then
 *makes* ``i = n - c`` at the call site, in the counter's place, and the body increments it

@@ -57,6 +57,9 @@ __all__ = ["create_app"]
 
 log = logging.getLogger(__name__)
 
+#: Seconds shutdown waits for queued compile follow-ups (result-cache writes) to land.
+FOLLOWUP_DRAIN_S = 10.0
+
 
 def create_app(settings: Settings | None = None, *, model_loader: Loader | None = None) -> FastAPI:
     """Build the app.
@@ -155,7 +158,7 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await asyncio.to_thread(threads.shutdown)
-            state.followup.close()
+            await asyncio.to_thread(state.followup.close, FOLLOWUP_DRAIN_S)
             if state.compile_pool is not None:
                 state.compile_pool.close()
             if isinstance(deepener, LocalDeepener):

@@ -391,8 +391,12 @@ class Followup:
             time.sleep(0.01)
         return True
 
-    def close(self) -> None:
+    def close(self, wait_s: float = 0.0) -> None:
+        """Stop after the queued follow-ups; wait up to ``wait_s`` seconds for them (their
+        cache writes then land before the database engine is disposed)."""
         self._queue.put(None)
+        if wait_s > 0:
+            self._thread.join(wait_s)
 
     def _loop(self) -> None:
         while True:

@@ -243,6 +243,25 @@ REFUSED = {
     "skiz": ("    dup 1\n    call __loop__2", "    dup 1\n    dup 0\n    skiz\n    call __loop__2"),
     # the counter test is not the lowering's (returns on c == 1)
     "test-c-1": ("    dup 0\n    push 0\n    eq", "    dup 0\n    push 1\n    eq"),
+    # the body uses the sponge
+    "sponge": ("    swap 1\n    recurse", "    swap 1\n    sponge_init\n    recurse"),
+    # a rare guard on the counter (fails only when c == 12345)
+    "rare-guard-on-counter": (
+        "    swap 1\n    recurse",
+        "    swap 1\n    dup 0\n    push 12345\n    eq\n    push 0\n    eq\n    assert\n"
+        "    recurse",
+    ),
+    # the counter as a RAM address (may alias a cell the loop writes)
+    "counter-as-address": (
+        "    swap 1\n    recurse",
+        "    swap 1\n    push 9\n    dup 1\n    write_mem 1\n    pop 1\n    recurse",
+    ),
+    # a high-degree term of the counter reaches the output
+    "counter-power-output": (
+        "    swap 1\n    recurse",
+        "    swap 1\n    dup 0\n    dup 0\n    mul\n    dup 0\n    mul\n    dup 0\n    mul\n"
+        "    write_io 1\n    recurse",
+    ),
     # the counter is moved by the body
     "moves-counter": ("    swap 1\n    recurse", "    swap 1\n    swap 1\n    swap 2\n    recurse"),
 }

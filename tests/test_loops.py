@@ -101,6 +101,14 @@ def test_behaviour_is_kept_at_trip_counts_zero_one_and_many(n):
     assert before[0].count(77) == min(n, 6)  # the loop really wrote
 
 
+def _call(text: str, label: str, acc: int, n: int):
+    """Outputs and final stack of ``label(acc, n)`` printing its one result."""
+    main = f"main:\n    read_io 2\n    call {label}\n    write_io 1\n    halt\n"
+    r = run(parse(main + text), VmInput(public_input=(acc, n), initial_stack=[0] * 16))
+    assert r.error is None, r.error
+    return list(r.public_output), list(r.stack)
+
+
 #: add3(acc, n): acc + 3n by a loop with no induction variable (the body keeps n)
 ADD3 = """\
 __add3:
@@ -134,13 +142,7 @@ def test_a_loop_without_induction_variable_gets_one_made_from_the_counter(n):
     text = "\n".join(new) + "\n"
     assert "recurse_or_return" in text
 
-    def total(t):
-        main = "main:\n    read_io 2\n    call __add3\n    write_io 1\n    halt\n"
-        r = run(parse(main + t), VmInput(public_input=(5, n), initial_stack=[0] * 16))
-        assert r.error is None, r.error
-        return list(r.public_output), list(r.stack)
-
-    assert total(text) == total(ADD3) == ([5 + 3 * n], [0] * 16)
+    assert _call(text, "__add3", 5, n) == _call(ADD3, "__add3", 5, n) == ([5 + 3 * n], [0] * 16)
 
 
 #: bump(acc, n): n times { if acc == 7 { acc += 100 }; acc += 1 } — a body with a branch
@@ -179,10 +181,7 @@ __then__1:
 
 
 def _bump(text: str, acc: int, n: int):
-    main = "main:\n    read_io 2\n    call __bump\n    write_io 1\n    halt\n"
-    r = run(parse(main + text), VmInput(public_input=(acc, n), initial_stack=[0] * 16))
-    assert r.error is None, r.error
-    return list(r.public_output), list(r.stack)
+    return _call(text, "__bump", acc, n)
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 6])

@@ -305,13 +305,7 @@ def _site_ok(lines: Sequence[str], site: int, i_depth: int, n_depth: int, isa: I
     run = run_symbolic(prefix, ctx, isa)
     if run.unsupported is not None:
         return False
-
-    def at(d: int) -> Poly:
-        if d < len(run.stack):
-            return run.stack[-1 - d]
-        return ctx.var("s", run.base + d - len(run.stack))
-
-    return at(0) is ctx.sub(at(n_depth), at(i_depth))
+    return _at(run, 0) is ctx.sub(_at(run, n_depth), _at(run, i_depth))
 
 
 def find_counted_loops(lines: Sequence[str], isa: IsaVariant = "release") -> list[CountedLoop]:

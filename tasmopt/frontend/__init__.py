@@ -46,11 +46,15 @@ class ModuleTir:
 
 
 def _compile(
-    entry: Source, path: Path | None, search_path: Sequence[str | Path], optimized: bool
+    entry: Source,
+    path: Path | None,
+    search_path: Sequence[str | Path],
+    optimized: bool,
+    spill: str = "lru",
 ) -> list[ModuleTir]:
+    alloc = Allocator(policy=spill)
     units = load_project(entry, path, search_path)
     loaded: dict[str, ModuleEnv] = {}
-    alloc = Allocator()
     out: list[ModuleTir] = []
     for unit in units:
         env = check_module(unit, loaded)
@@ -61,16 +65,25 @@ def _compile(
 
 
 def compile_modules(
-    entry: str | Path, search_path: Sequence[str | Path] = (), *, optimized: bool = True
+    entry: str | Path,
+    search_path: Sequence[str | Path] = (),
+    *,
+    optimized: bool = True,
+    spill: str = "lru",
 ) -> list[ModuleTir]:
     """Per-module TIR of the entry file and every module it imports, dependencies first.
+
+    ``spill`` is the builder's spill policy past 16 live elements: ``"lru"`` (upstream's
+    shape, the default) or ``"next-use"`` (furthest next use first, dead variables dropped
+    instead of stored; `tasmopt.frontend.stack`).
 
     Raises:
         FrontendError: the diagnostics of the first module that fails to resolve, lex,
             parse, type-check or build (spec §9).
+        ValueError: an unknown ``spill`` policy.
     """
     source, path = read_entry(entry)
-    return _compile(source, path, search_path, optimized)
+    return _compile(source, path, search_path, optimized, spill)
 
 
 def compile_project(entry: str | Path, search_path: Sequence[str | Path] = ()) -> tuple[Op, ...]:
@@ -94,11 +107,13 @@ def compile_source(
     search_path: Sequence[str | Path] = (),
     *,
     optimized: bool = True,
+    spill: str = "lru",
 ) -> tuple[Op, ...]:
     """`compile_project` for source text; ``name`` is used in diagnostics, imports resolve
     against ``search_path`` (its first directory stands in for the entry's directory).
-    ``optimized=False`` gives the raw builder TIR (spec §10 shapes)."""
-    mods = _compile(Source(name, text), None, search_path, optimized)
+    ``optimized=False`` gives the raw builder TIR (spec §10 shapes); ``spill`` as in
+    `compile_modules`."""
+    mods = _compile(Source(name, text), None, search_path, optimized, spill)
     return tuple(op for m in mods for op in m.ops)
 
 

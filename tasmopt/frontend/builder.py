@@ -21,13 +21,20 @@ CF choices that change the TIR shape compared with the toolchain's:
 * loop bodies see the outer variables plus the counter on top; the loop variable is
   materialized only when the body reads it (B23);
 * ``let _ = e`` pops its value at once (Rust keeps it until the epilogue).
+
+With ``Allocator(policy="next-use")`` the builder also tracks its position in the body
+(`tasmopt.frontend.liveness`) so the stack model can evict the variable used furthest in
+the future and drop dead ones declared inside the current region (`tasmopt.frontend.stack`).
 """
 
 from __future__ import annotations
 
+import math
+
 from tasmopt.errors import FrontendError
 from tasmopt.frontend import ast as A
 from tasmopt.frontend.build_expr import ExprBuilder
+from tasmopt.frontend.liveness import Liveness
 from tasmopt.frontend.source import Pos
 from tasmopt.frontend.stack import Allocator, OutOfReach, Snapshot, StackModel, pop_chunks
 from tasmopt.frontend.symbols import FnSig, ModuleEnv, Var, VarRef
@@ -43,6 +50,9 @@ class _FnBuilder(ExprBuilder):
         self.sig = sig
         self.out: list[Op] = []
         self.model = StackModel(self.emit_op, mb.alloc)
+        self.live: Liveness | None = None
+        self.at = 0  # the liveness position being built
+        self.frozen: list[set[Var]] = []  # variables of the open regions' start layouts
 
     def fail(self, message: str, pos: Pos) -> FrontendError:
         return self.mb.env.source.error(message, pos)
@@ -55,6 +65,10 @@ class _FnBuilder(ExprBuilder):
         assert body is not None
         self.emit("FnStart", sig.name)
         params: list[Var] = decl.param_vars  # type: ignore[attr-defined]  # set by the checker on every FnDecl it accepted
+        if self.mb.alloc.policy == "next-use":
+            self.live = Liveness(body, params)
+            self.model.next_use = self.next_use
+            self.model.droppable = self.droppable
         if not self.pass_through(body, params):
             for var in params:
                 self.model.push(var, var.width)
@@ -68,6 +82,35 @@ class _FnBuilder(ExprBuilder):
         self.emit("Return")
         self.emit("FnEnd")
         return self.out
+
+    # -- liveness (next-use policy) ----------------------------------------------------------
+
+    def goto(self, node: object) -> None:
+        """Enter a statement or block tail: later eviction choices see its position, and
+        the variables dead from here on that may vanish are dropped now when that is cheap
+        (on top, or under a block of variables as wide: `StackModel.drop_dead`)."""
+        if self.live is not None:
+            p = self.live.at(node)
+            if p is not None:
+                self.at = p
+                self.model.drop_dead(deep=True)
+
+    def next_use(self, var: Var) -> float:
+        """Position of the variable's next use; now for builder temporaries, inf if dead."""
+        if self.live is None or not self.live.known(var):
+            return float(self.at)
+        p = self.live.next_use(var, self.at)
+        return math.inf if p is None else float(p)
+
+    def droppable(self, var: Var) -> bool:
+        """Dead, and not part of an open branch/loop body's start layout (the body must
+        end with that layout, so such a variable is stored, not dropped)."""
+        return (
+            self.live is not None
+            and self.live.known(var)
+            and self.live.next_use(var, self.at) is None
+            and not any(var in f for f in self.frozen)
+        )
 
     def pass_through(self, body: A.Block, params: list[Var]) -> bool:
         """Body = a call of the parameters in order: emit only the callee (spec §7.3)."""
@@ -99,6 +142,7 @@ class _FnBuilder(ExprBuilder):
             for s in body.stmts:
                 self.stmt(s)
             m = self.model
+            self.goto(tail)
             if m.entries and m.entries[-1].var is ref.var:  # already on top: no copy
                 m.name_top(None)
             else:
@@ -115,6 +159,7 @@ class _FnBuilder(ExprBuilder):
         for s in b.stmts:
             self.stmt(s)
         if b.tail is not None:
+            self.goto(b.tail)
             self.expr(b.tail)
             w = width(b.tail.ty)
             if not want and w:
@@ -127,8 +172,12 @@ class _FnBuilder(ExprBuilder):
         saved = self.out
         self.out = []
         self.model.restore(snap)
-        build()
-        self.close_region(snap, w, pos)
+        self.frozen.append({v for v, _, _ in snap.entries if v is not None} | set(snap.spilled))
+        try:
+            build()
+            self.close_region(snap, w, pos)
+        finally:
+            self.frozen.pop()
         ops, self.out = self.out, saved
         return ops, set(self.model.ram_valid)
 
@@ -156,6 +205,7 @@ class _FnBuilder(ExprBuilder):
     # -- statements -------------------------------------------------------------------------
 
     def stmt(self, s: A.Stmt) -> None:
+        self.goto(s)
         try:
             self._stmt(s)
         except OutOfReach:

@@ -10,6 +10,17 @@ or, when the topmost entries are variables exactly as wide as the spilled one, b
 i (deepest = 0) lives at ``addr + i``; a variable keeps its RAM home once it has one.
 Reload is upstream's ``Push(addr + i), ReadMem(1), Pop(1)`` for i = 0..w-1, used only to
 rebuild a layout at the end of a branch or loop body (reads copy from RAM instead).
+
+Spill policies (`Allocator.policy`): ``"lru"`` (default) picks the least recently used
+variable, as upstream does (the corpus baselines keep upstream's shape). ``"next-use"``
+(issue 11, item 3) picks the variable whose next use is furthest away (Belady), and a
+variable that is dead (no later use, `tasmopt.frontend.liveness`) and was declared inside
+the current branch or loop body is *dropped* instead of stored: the same moves, ``Pop(1)``
+in place of ``Push(a), WriteMem(1), Pop(1)``, no RAM home. Before an ``asm`` block such
+variables are dropped too instead of spilled, and at every statement the builder drops the
+ones that are cheap to remove (`StackModel.drop_dead`), so dead values stop taking slots
+before the pressure comes. The builder supplies the liveness (`StackModel.next_use`,
+`StackModel.droppable`).
 """
 
 from __future__ import annotations
@@ -27,6 +38,8 @@ CAPACITY = 16
 #: Spill base (spec/tir.md §0) and the runtime-index scratch base (spec §7.1).
 SPILL_BASE = 2**30
 INDEX_BASE = 2**29
+#: Spill policies (module docstring).
+POLICIES = ("lru", "next-use")
 
 
 class OutOfReach(Exception):
@@ -40,6 +53,12 @@ class Allocator:
 
     spill_next: int = SPILL_BASE
     index_next: int = INDEX_BASE
+    #: which variable to spill past 16 elements: one of `POLICIES`
+    policy: str = "lru"
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown spill policy {self.policy!r}: expected one of {POLICIES}")
 
     def spill(self, n: int) -> int:
         addr = self.spill_next
@@ -92,6 +111,12 @@ class StackModel:
         self.home: dict[Var, int] = {}
         self.ram_valid: set[Var] = set()
         self.tick = 0
+        #: variables dropped while dead (``next-use`` policy); a later `drop` is a no-op
+        self.dead: set[Var] = set()
+        #: the builder's liveness: next use position of a variable (inf when dead)
+        self.next_use: Callable[[Var], float] = lambda var: 0.0
+        #: the builder's liveness: True when a variable is dead and may vanish here
+        self.droppable: Callable[[Var], bool] = lambda var: False
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -148,22 +173,62 @@ class StackModel:
             victim = self.victim(keep)
             if victim is None:
                 return
-            self.spill(victim)
+            self.evict(victim)
 
     def victim(self, keep: set[Var]) -> Entry | None:
+        """The variable to evict: least recently used (``lru``) or used furthest in the
+        future, least recently used among equals (``next-use``); None if none is in reach."""
         best: Entry | None = None
+        best_key = (0.0, 0)
         above = 0
+        next_use = self.alloc.policy == "next-use"
         for e in reversed(self.entries):
             # stored top element first, each element is at depth `above` when its turn comes
-            if (
-                e.var is not None
-                and e.var not in keep
-                and above < CAPACITY
-                and (best is None or e.tick < best.tick)
-            ):
-                best = e
+            if e.var is not None and e.var not in keep and above < CAPACITY:
+                key = (-self.next_use(e.var) if next_use else 0.0, e.tick)
+                if best is None or key < best_key:
+                    best, best_key = e, key
             above += e.width
         return best
+
+    def evict(self, entry: Entry) -> None:
+        """Make room: drop the variable if it is dead and may vanish here, else spill it."""
+        assert entry.var is not None
+        if self.alloc.policy == "next-use" and self.droppable(entry.var):
+            self.spill(entry, store=False)
+        else:
+            self.spill(entry)
+
+    def drop_dead(self, deep: bool = False) -> None:
+        """Drop dead variables (`droppable`) on top of the stack (``Pop``); with ``deep``
+        also those below a top block of variables as wide as they are (``Swap(d), Pop(1)``
+        per element, the block takes their slots). Only under the ``next-use`` policy."""
+        if self.alloc.policy != "next-use":
+            return
+        while self.entries:
+            top = self.entries[-1]
+            if top.var is not None and self.droppable(top.var):
+                for op in pop_chunks(top.width):
+                    self.emit(op)
+                self.entries.pop()
+                self.dead.add(top.var)
+                continue
+            if not deep:
+                return
+            above = 0
+            for i in range(len(self.entries) - 1, -1, -1):
+                e = self.entries[i]
+                if (
+                    e.var is not None
+                    and self.droppable(e.var)
+                    and above + e.width <= CAPACITY
+                    and self.aligned_block(i, e.width) is not None
+                ):
+                    self.spill(e, store=False)
+                    break
+                above += e.width
+            else:
+                return
 
     def spill_var(self, var: Var) -> bool:
         """Spill this variable if it is on the stack and within reach; True if it was."""
@@ -173,23 +238,25 @@ class StackModel:
         self.spill(self.entries[i])
         return True
 
-    def spill(self, entry: Entry) -> None:
-        """Store a variable to its RAM home and drop it from the stack (order-preserving)."""
+    def spill(self, entry: Entry, store: bool = True) -> None:
+        """Store a variable to its RAM home and drop it from the stack (order-preserving);
+        ``store=False`` drops a dead variable with the same moves and no RAM write."""
         var = entry.var
         assert var is not None
         i = self.entries.index(entry)
         above = sum(e.width for e in self.entries[i + 1 :])
-        addr = self.home.get(var)
+        addr = self.home.get(var) if store else 0
         if addr is None:
             addr = self.home[var] = self.alloc.spill(entry.width)
         j = self.aligned_block(i, entry.width)
         for k in range(entry.width - 1, -1, -1):
             if j is None:
                 self.emit_swap_chain(above)
-            else:  # the top block of variables takes V's place
+            elif above:  # the top block of variables takes V's place
                 self.emit(Op("Swap", above))
-            self.emit(Op("Push", addr + k))
-            self.emit(Op("WriteMem", 1))
+            if store:
+                self.emit(Op("Push", addr + k))
+                self.emit(Op("WriteMem", 1))
             self.emit(Op("Pop", 1))
         if j is None:
             del self.entries[i]
@@ -197,8 +264,11 @@ class StackModel:
             block = self.entries[j:]
             del self.entries[j:]
             self.entries[i : i + 1] = block
-        self.spilled[var] = addr
-        self.ram_valid.add(var)
+        if store:
+            self.spilled[var] = addr
+            self.ram_valid.add(var)
+        else:
+            self.dead.add(var)
 
     def aligned_block(self, i: int, w: int) -> int | None:
         """Index of the first of the topmost entries above entry i that are all variables
@@ -248,6 +318,8 @@ class StackModel:
         if var in self.spilled:
             del self.spilled[var]
             return
+        if var in self.dead and self.index_of(var) is None:
+            return
         i = self.index_of(var)
         assert i is not None, var
         entry = self.entries[i]
@@ -267,7 +339,7 @@ class StackModel:
             named = [e for e in self.entries if e.var is not None]
             if not named:
                 return
-            self.spill(named[-1])
+            self.evict(named[-1])
 
     # -- regions ----------------------------------------------------------------------------
 

@@ -1013,8 +1013,9 @@ CASES: list[Case] = [
 
 
 @functools.cache
-def compiled(program: str):
-    """Compile, link, lower and parse one program (cached: several cases share one).
+def compiled(program: str, spill: str = "lru"):
+    """Compile, link, lower and parse one program (cached: several cases share one);
+    ``spill`` is the frontend's spill policy.
 
     `compile_project` concatenates the per-module TIR with module-local labels (like
     upstream ``build_tir_project``): two modules' ``loop__1`` collide and cross-module
@@ -1024,14 +1025,14 @@ def compiled(program: str):
     from tasmopt.lower.triton import lower
     from tasmopt.tasm.parser import parse
 
-    ops = link(compile_modules(str(CORPUS / program), [str(CORPUS)]))
+    ops = link(compile_modules(str(CORPUS / program), [str(CORPUS)], spill=spill))
     return parse(lower(ops).text())
 
 
-def run_case(c: Case):
+def run_case(c: Case, spill: str = "lru"):
     from tasmopt.vm.simulator import VmInput, run
 
-    prog = compiled(c.program)
+    prog = compiled(c.program, spill)
     return run(
         prog,
         VmInput(public_input=c.public, secret_input=c.secret, secret_digests=c.digests, ram=c.ram),
@@ -1040,9 +1041,12 @@ def run_case(c: Case):
     )
 
 
+@pytest.mark.parametrize("spill", ["lru", "next-use"])
 @pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
-def test_program(c: Case):
-    r = run_case(c)
+def test_program(c: Case, spill: str):
+    """Every program under both spill policies of the frontend (``next-use``: furthest next
+    use first, dead variables dropped; issue 11 item 3)."""
+    r = run_case(c, spill)
     if c.expected is None:
         assert r.error is not None, f"expected a failure, got output {r.public_output}"
         assert r.error.kind == c.fails_with, r.error

@@ -1,0 +1,206 @@
+"""The builder's ``next-use`` spill policy (issue 11, item 3): liveness positions, Belady
+victim choice, dead variables dropped instead of stored, and the cases where a dead
+variable must *not* vanish (an open branch or loop body must end with its start layout; a
+loop-carried value is live at the back edge). Behaviour is checked by running programs;
+the shape checks say which path was taken."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from frontend_util import P, run_ops, show
+
+from tasmopt.frontend import compile_source
+from tasmopt.frontend.liveness import Liveness
+from tasmopt.frontend.source import Pos
+from tasmopt.frontend.stack import SPILL_BASE, Allocator, StackModel
+from tasmopt.frontend.symbols import Var
+from tasmopt.frontend.types import FIELD
+from tasmopt.tir.ops import Op
+
+
+def _program(body: str) -> str:
+    return "program p\nfn main() {\n" + body + "\n}\n"
+
+
+def _run(src: str, public, spill: str) -> list[int]:
+    res = run_ops(compile_source(src, "p.tri", spill=spill), public, step_limit=1_000_000)
+    assert res.error is None, res.error
+    return list(res.public_output)
+
+
+def _spill_writes(src: str, spill: str) -> int:
+    """``Push(a) WriteMem(1)`` pairs at the spill region in the raw builder TIR."""
+    ops = compile_source(src, "p.tri", spill=spill, optimized=False)
+    flat = show(ops).split()
+    return sum(
+        1
+        for a, b in zip(flat, flat[1:], strict=False)
+        if a.startswith("Push(") and int(a[5:-1]) >= SPILL_BASE and b == "WriteMem(1)"
+    )
+
+
+# -- liveness -------------------------------------------------------------------------------
+
+
+def _checked_body(src: str):
+    """The checked AST body and parameters of ``main`` (the builder's input)."""
+    from tasmopt.frontend.checker import check_module
+    from tasmopt.frontend.modules import load_project
+    from tasmopt.frontend.source import Source
+
+    units = load_project(Source("p.tri", src), None, ())
+    env = check_module(units[-1], {})
+    decl = next(s for s in env.build if s.name == "main").decl
+    return decl.body, decl.param_vars
+
+
+def test_liveness_positions_and_the_loop_back_edge():
+    body, params = _checked_body(
+        _program(
+            "    let a = pub_read()\n"  # 0
+            "    let b = pub_read()\n"  # 1
+            "    for i in 0..3 {\n"  # 2
+            "        pub_write(a)\n"  # 3
+            "        let c = pub_read()\n"  # 4
+            "        pub_write(c)\n"  # 5
+            "    }\n"  # back edge 6
+            "    pub_write(b)"  # 7 (the tail)
+        )
+    )
+    live = Liveness(body, params)
+    a, b = body.stmts[0].vars[0], body.stmts[1].vars[0]
+    loop = body.stmts[2]
+    c = loop.body.stmts[1].vars[0]
+    assert [live.at(s) for s in body.stmts] == [0, 1, 2] and live.at(body.tail) == 7
+    assert live.uses[a] == [3, 6]  # read in the body, and live around the back edge
+    assert live.next_use(a, 4) == 6  # after its read in the body: still live (next iteration)
+    assert live.next_use(a, 7) is None  # dead after the loop
+    assert live.uses[c] == [5]  # declared inside the body: no back-edge use
+    assert live.next_use(c, 6) is None
+    assert live.next_use(b, 2) == 7
+    assert not live.known(Var("__counter", FIELD, False, Pos(0, 0)))
+
+
+# -- the stack model's choice -----------------------------------------------------------------
+
+
+def _model(policy: str, next_use: dict[str, float], droppable: set[str]):
+    ops: list[Op] = []
+    m = StackModel(ops.append, Allocator(policy=policy))
+    vs = {n: Var(n, FIELD, False, Pos(0, 0)) for n in next_use}
+    for n in next_use:  # pushed in order: the first is the least recently used
+        m.push(vs[n], 1)
+    m.next_use = lambda v: next_use[v.name]
+    m.droppable = lambda v: v.name in droppable
+    return m, vs, ops
+
+
+def test_next_use_evicts_the_furthest_use_and_lru_the_oldest():
+    uses = {"a": 5.0, "b": 9.0, "c": 3.0}
+    for policy, victim in (("lru", "a"), ("next-use", "b")):
+        m, vs, _ = _model(policy, uses, set())
+        assert m.victim(set()) is m.entries[m.index_of(vs[victim])], policy
+
+
+def test_a_dead_variable_is_dropped_without_a_store_and_a_live_one_is_stored():
+    m, vs, ops = _model("next-use", {"a": math.inf, "b": 2.0, "c": 1.0}, {"a"})
+    m.evict(m.entries[0])
+    # c (on top, as wide) takes a's slot and a is popped: no RAM
+    assert ops == [Op("Swap", 2), Op("Pop", 1)]
+    assert vs["a"] in m.dead and vs["a"] not in m.spilled
+    assert [e.var for e in m.entries] == [vs["c"], vs["b"]]
+    m.drop(vs["a"])  # its scope ends later: nothing to do
+    assert len(ops) == 2
+    ops.clear()
+    m.evict(m.entries[m.index_of(vs["b"])])  # b: live, stored
+    assert "WriteMem" in [o.kind for o in ops] and vs["b"] in m.spilled
+
+
+def test_lru_never_drops():
+    m, vs, ops = _model("lru", {"a": math.inf, "b": 2.0}, {"a"})
+    m.evict(m.entries[0])
+    assert "WriteMem" in [o.kind for o in ops] and vs["a"] in m.spilled
+
+
+def test_unknown_policy_is_refused():
+    with pytest.raises(ValueError, match="unknown spill policy"):
+        compile_source(_program("    pub_write(1)"), spill="belady")
+
+
+# -- programs --------------------------------------------------------------------------------
+
+#: 17 live Field values, the first read once early: under pressure LRU stores it, next-use
+#: drops it.
+PRESSURE = "\n".join(
+    ["    let d = pub_read()", "    pub_write(d)"]
+    + [f"    let v{i} = pub_read()" for i in range(16)]
+    + ["    pub_write(" + " + ".join(f"v{i}" for i in range(16)) + ")"]
+)
+
+
+def test_a_dead_variable_under_pressure_is_dropped_and_the_program_is_unchanged():
+    src = _program(PRESSURE)
+    public = list(range(1, 18))
+    want = [1, sum(range(2, 18)) % P]
+    assert _run(src, public, "lru") == want
+    assert _run(src, public, "next-use") == want
+    assert _spill_writes(src, "lru") > 0
+    assert _spill_writes(src, "next-use") < _spill_writes(src, "lru")
+
+
+def test_a_dead_outer_variable_is_stored_not_dropped_inside_a_branch():
+    """d is dead after its first use, but the branch must end with the layout it started
+    with (d included): it is stored there, and both paths keep their behaviour."""
+    src = _program(
+        "    let d = pub_read()\n"
+        "    pub_write(d)\n"
+        "    let x = pub_read()\n"
+        "    if x == 1 {\n"
+        + "\n".join(f"        let w{i} = pub_read()" for i in range(16))
+        + "\n        pub_write("
+        + " + ".join(f"w{i}" for i in range(16))
+        + ")\n    }\n    pub_write(x)"
+    )
+    for x in (1, 2):
+        public = [7, x] + list(range(100, 116))
+        want = [7, sum(range(100, 116))] if x == 1 else [7]
+        want.append(x)
+        assert _run(src, public, "lru") == want
+        assert _run(src, public, "next-use") == want
+    assert _spill_writes(src, "next-use") > 0
+
+
+def test_a_loop_carried_variable_is_not_dropped_after_its_last_read_in_the_body():
+    """a is read only at the top of the body; later in the body the pressure is high. It is
+    live at the back edge (the next iteration reads it), so it must survive."""
+    src = _program(
+        "    let a = pub_read()\n"
+        "    let mut acc = 0\n"
+        "    for i in 0..3 {\n"
+        "        acc = acc + a\n"
+        + "\n".join(f"        let w{i} = pub_read()" for i in range(15))
+        + "\n        acc = acc + "
+        + " + ".join(f"w{i}" for i in range(15))
+        + "\n    }\n    pub_write(acc)"
+    )
+    public = [5] + list(range(1, 46))
+    want = [(3 * 5 + sum(range(1, 46))) % P]
+    assert _run(src, public, "lru") == want
+    assert _run(src, public, "next-use") == want
+
+
+def test_asm_drops_dead_variables_instead_of_spilling_them():
+    src = _program(
+        "    let d = pub_read()\n"
+        "    let e = pub_read()\n"
+        "    pub_write(d + e)\n"
+        "    let f = pub_read()\n"
+        "    asm { push 3 write_io 1 }\n"
+        "    pub_write(f)"
+    )
+    assert _run(src, [1, 2, 9], "lru") == [3, 3, 9]
+    assert _run(src, [1, 2, 9], "next-use") == [3, 3, 9]
+    assert _spill_writes(src, "lru") == 3
+    assert _spill_writes(src, "next-use") == 1  # only f, read after the asm block

@@ -150,7 +150,9 @@ def cost_table(result: CompileResult) -> list[str]:
     "compile",
     epilog="""\b
 FILE.tri is Trident source: the frontend compiles it and its imports (-I adds library
-roots) and the linked TIR is optimized with our own lowering as the baseline.
+roots) and the linked TIR is optimized with our own lowering as the baseline. The frontend
+spills past 16 live elements by next use (--spill next-use, the default here: furthest next
+use first, dead values dropped) or as upstream does (--spill lru).
 FILE.json is one of:
   a request     {"tir": [...], "baseline_tasm": "...", "options": {"seed": 1}}
   a TIR array   [{"FnStart": "f"}, {"Push": 1}, "Return", "FnEnd"]
@@ -180,6 +182,13 @@ the TASM to a file and prints only the table. Exit status 1 on invalid input.
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="The compiler's TASM for the same TIR (what to beat and fall back to).",
 )
+@click.option(
+    "--spill",
+    type=click.Choice(["lru", "next-use"]),
+    default="next-use",
+    show_default=True,
+    help="FILE.tri only: the frontend's spill policy past 16 live elements.",
+)
 @click.option("--ours", is_flag=True, help="Ignore any baseline in FILE; use our own lowering.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON instead.")
 @click.option(
@@ -206,13 +215,14 @@ def compile_cmd(
     witnesses: int | None,
     search_budget_s: float | None,
     inline: bool | None,
+    spill: str,
 ) -> None:
     """Optimize FILE.json (TIR) or FILE.tri (Trident source, through the frontend) and print
     the cheapest verified TASM with a cost table."""
     from tasmopt.optimizer import compile as compile_tir
 
     if file.suffix == ".tri":
-        tir, base, given = _frontend_tir(file, include, linked=True), None, {}
+        tir, base, given = _frontend_tir(file, include, linked=True, spill=spill), None, {}
     else:
         tir, base, given = _load_request(file, baseline, ours)
     opts = _options(
@@ -249,14 +259,16 @@ def compile_cmd(
 # -- tir --------------------------------------------------------------------------------------
 
 
-def _frontend_tir(file: Path, include: tuple[Path, ...], linked: bool = False) -> list[Any]:
+def _frontend_tir(
+    file: Path, include: tuple[Path, ...], linked: bool = False, spill: str = "lru"
+) -> list[Any]:
     """Wire TIR of a Trident project; frontend errors print their diagnostics and exit 1."""
     from tasmopt.errors import FrontendError
     from tasmopt.frontend import compile_modules, link
     from tasmopt.tir.codec import encode
 
     try:
-        modules = compile_modules(file, include)
+        modules = compile_modules(file, include, spill=spill)
     except FrontendError as exc:
         click.echo(str(exc), err=True)
         sys.exit(1)
@@ -273,7 +285,9 @@ Examples:
 
 The TIR is what the Trident toolchain would send (dependencies first, module-local labels,
 cross-module calls as @module__fn), built by our frontend: correct where the upstream builder
-is not. Errors print as file:line:col diagnostics (exit 1).
+is not; --spill next-use spills by next use and drops dead values (fewer RAM round trips)
+instead of upstream's least-recently-used shape. Errors print as file:line:col diagnostics
+(exit 1).
 """
 )
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -287,9 +301,18 @@ is not. Errors print as file:line:col diagnostics (exit 1).
 )
 @click.option("--linked", is_flag=True, help="Prefix labels per module (one runnable list).")
 @click.option("--indent", type=int, help="Pretty-print the JSON with this indent.")
-def tir(file: Path, include: tuple[Path, ...], linked: bool, indent: int | None) -> None:
+@click.option(
+    "--spill",
+    type=click.Choice(["lru", "next-use"]),
+    default="lru",
+    show_default=True,
+    help="FILE.tri only: the frontend's spill policy past 16 live elements.",
+)
+def tir(
+    file: Path, include: tuple[Path, ...], linked: bool, indent: int | None, spill: str
+) -> None:
     """Compile Trident source FILE.tri to TIR and print it as JSON."""
-    click.echo(json.dumps(_frontend_tir(file, include, linked=linked), indent=indent))
+    click.echo(json.dumps(_frontend_tir(file, include, linked=linked, spill=spill), indent=indent))
 
 
 # -- run --------------------------------------------------------------------------------------

@@ -45,9 +45,10 @@ __all__ = ["build_module"]
 
 
 class _FnBuilder(ExprBuilder):
-    def __init__(self, mb: _ModuleBuilder, sig: FnSig) -> None:
+    def __init__(self, mb: _ModuleBuilder, sig: FnSig, eager: int | None = None) -> None:
         self.mb = mb
         self.sig = sig
+        self.eager = eager  # next-use: drop dead variables at statements from this many elements
         self.out: list[Op] = []
         self.model = StackModel(self.emit_op, mb.alloc)
         self.live: Liveness | None = None
@@ -93,7 +94,8 @@ class _FnBuilder(ExprBuilder):
             p = self.live.at(node)
             if p is not None:
                 self.at = p
-                self.model.drop_dead(deep=True)
+                if self.eager is not None and self.model.total >= self.eager:
+                    self.model.drop_dead(deep=True)
 
     def next_use(self, var: Var) -> float:
         """Position of the variable's next use; now for builder temporaries, inf if dead."""
@@ -456,8 +458,48 @@ class _ModuleBuilder:
         for sig in self.env.build:
             if sig.generic:
                 continue
-            ops += _FnBuilder(self, sig).build()
+            ops += self.function(sig)
         return ops
+
+    def function(self, sig: FnSig) -> list[Op]:
+        """One function's TIR. Under ``next-use`` it is built once per eager-drop threshold
+        (`EAGER`) and the build with the lowest `weighted_cost` is kept (ties: the earlier,
+        lazier one); the allocator and label counters continue from the kept build."""
+        if self.alloc.policy != "next-use":
+            return _FnBuilder(self, sig).build()
+        start = (self.alloc.spill_next, self.alloc.index_next, self.labels)
+        best: tuple[float, list[Op], tuple[int, int, int]] | None = None
+        for eager in EAGER:
+            self.alloc.spill_next, self.alloc.index_next, self.labels = start
+            ops = _FnBuilder(self, sig, eager).build()
+            cost = weighted_cost(ops)
+            if best is None or cost < best[0]:
+                best = (cost, ops, (self.alloc.spill_next, self.alloc.index_next, self.labels))
+        assert best is not None
+        self.alloc.spill_next, self.alloc.index_next, self.labels = best[2]
+        return best[1]
+
+
+#: Eager-drop thresholds tried per function under ``next-use`` (None: drop only when a
+#: spill is needed). Dropping a dead value early frees its slot before the pressure comes
+#: but costs ``Swap(d), Pop(1)`` per element, where the end of the body pops five at once.
+EAGER: tuple[int | None, ...] = (None, 12, 8, 0)
+#: Assumed trips per loop level in `weighted_cost` (a guess; loops run 0..2^32 times).
+LOOP_WEIGHT = 8
+
+
+def weighted_cost(ops: list[Op] | tuple[Op, ...], weight: float = 1.0) -> float:
+    """Instructions, an op inside a loop body counting ``LOOP_WEIGHT`` times per loop level
+    (both branches of an ``if`` count in full): a static proxy for clock cycles."""
+    total = 0.0
+    for op in ops:
+        if op.kind == "Loop":
+            total += weighted_cost(op.get("body"), weight * LOOP_WEIGHT)
+        elif op.bodies:
+            total += sum(weighted_cost(b, weight) for _, b in op.bodies)
+        else:
+            total += weight
+    return total
 
 
 def build_module(env: ModuleEnv, alloc: Allocator) -> list[Op]:

@@ -67,3 +67,25 @@ def test_compile_json_still_works(runner, tmp_path):
     r = runner.invoke(main, ["compile", str(req), "--budget", "0"])
     assert r.exit_code == 0, r.output
     assert "__f:" in r.stdout
+
+
+def test_spill_policy_option(runner, tmp_path):
+    """``--spill next-use`` (the default of ``compile``) drops a dead value that ``lru``
+    (the default of ``tir``, upstream's shape) stores to the spill region."""
+    src = tmp_path / "p.tri"
+    lets = "\n".join(f"    let v{i} = pub_read()" for i in range(16))
+    total = " + ".join(f"v{i}" for i in range(16))
+    src.write_text(
+        f"program p\nfn main() {{\n    let d = pub_read()\n    pub_write(d)\n{lets}\n"
+        f"    pub_write({total})\n}}\n"
+    )
+    writes = {}
+    for spill in ("lru", "next-use"):
+        r = runner.invoke(main, ["tir", str(src), "--spill", spill])
+        assert r.exit_code == 0, r.output
+        writes[spill] = sum(1 for op in json.loads(r.stdout) if op == {"WriteMem": 1})
+    assert writes["lru"] > writes["next-use"]
+    r = runner.invoke(main, ["tir", str(src), "--spill", "belady"])
+    assert r.exit_code == 2 and "next-use" in r.output
+    r = runner.invoke(main, ["compile", "--help"])
+    assert "--spill [lru|next-use]" in r.output and "next-use" in r.output

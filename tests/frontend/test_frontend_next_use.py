@@ -204,3 +204,40 @@ def test_asm_drops_dead_variables_instead_of_spilling_them():
     assert _run(src, [1, 2, 9], "next-use") == [3, 3, 9]
     assert _spill_writes(src, "lru") == 3
     assert _spill_writes(src, "next-use") == 1  # only f, read after the asm block
+
+
+def test_weighted_cost_counts_loop_bodies_per_assumed_trip():
+    from tasmopt.frontend.builder import LOOP_WEIGHT, weighted_cost
+
+    body = (Op("Push", 1), Op("Pop", 1))
+    loop = Op("Loop", fields=(("label", "l"), ("body", body)))
+    branch = Op("IfElse", fields=(("then_body", body), ("else_body", (Op("Pop", 1),))))
+    assert weighted_cost([Op("Push", 1), loop]) == 1 + 2 * LOOP_WEIGHT
+    assert weighted_cost([branch]) == 3
+
+
+def test_each_function_keeps_its_own_spill_addresses_after_the_trial_builds():
+    """Every function is built once per eager-drop threshold; the allocator continues from
+    the kept build, so two functions' spill homes never share a cell."""
+    fn = (
+        "fn f{n}(x: Field) -> Field {{\n"
+        + "\n".join(f"    let v{i} = x * {i + 2}" for i in range(17))
+        + "\n    "
+        + " + ".join(f"v{i}" for i in range(17))
+        + "\n}}\n"
+    )
+    src = "module t\n" + fn.format(n=1) + fn.format(n=2)
+    from frontend_util import functions
+
+    fns = functions(compile_source(src, "t.tri", spill="next-use", optimized=False))
+    homes = []
+    for name in ("f1", "f2"):
+        flat = show(fns[name]).split()
+        homes.append(
+            {
+                int(a[5:-1])
+                for a, b in zip(flat, flat[1:], strict=False)
+                if a.startswith("Push(") and int(a[5:-1]) >= SPILL_BASE and b == "WriteMem(1)"
+            }
+        )
+    assert homes[0] and homes[1] and not homes[0] & homes[1]

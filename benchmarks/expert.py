@@ -9,9 +9,10 @@ Two tables:
    compiler's and of ours (measured by the verifier's witnesses; the expert's cycles are not
    published).
 2. **Our frontend**: every corpus function with a hand-optimized version
-   (``corpus/hand``), its module compiled by our frontend and lowering (the baseline) and by
-   the optimizer; static instructions and cycles of each, the hand version's from
-   ``corpus/hand/results.json``.
+   (``corpus/hand``), its module compiled by our frontend and lowering (the baseline, with
+   upstream's LRU spilling) and by our pipeline (the frontend with ``--spill`` — default
+   ``next-use`` — then the optimizer); static instructions and cycles of each, the hand
+   version's from ``corpus/hand/results.json``.
 
 Static instructions follow the counting rule of counts.json: comments, blank lines and label
 lines are not instructions, every other line is one; a function counts the lines of its own
@@ -40,6 +41,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tasmopt.isa import names_where
 from tasmopt.optimizer import compile
@@ -144,23 +146,35 @@ def real_rows(budget: float) -> list[Row]:
     return rows
 
 
-def corpus_rows(budget: float) -> list[Row]:
+def _ours_and_baseline(path: Path, budget: float, spill: str) -> tuple[Any, Any]:
+    """(ours, baseline) compile reports of one corpus module: ours optimizes the frontend's
+    output under the ``spill`` policy; the baseline figures are always those of the
+    ``lru`` frontend (upstream's shape, what the corpus baselines and hand versions use)."""
     from tasmopt.frontend import compile_modules
+
+    opts = CompileOptions(sources=("rules", "search"), search_budget_s=budget)
+    ours = compile(compile_modules(path, [ROOT / "corpus"], spill=spill)[-1].ops, options=opts)
+    if spill == "lru":
+        return ours, ours
+    lru_ops = compile_modules(path, [ROOT / "corpus"], spill="lru")[-1].ops
+    return ours, compile(lru_ops, options=CompileOptions(sources=()))
+
+
+def corpus_rows(budget: float, spill: str = "lru") -> list[Row]:
     from tasmopt.train.hand import discover, module_path, module_text
 
     results = json.loads((ROOT / "corpus" / "hand" / "results.json").read_text())
-    opts = CompileOptions(sources=("rules", "search"), search_budget_s=budget)
     rows: list[Row] = []
     by_module: dict[str, list] = {}
     for hv in discover():
         by_module.setdefault(hv.module, []).append(hv)
     for module, hvs in sorted(by_module.items()):
-        ops = compile_modules(module_path(module), [ROOT / "corpus"])[-1].ops
-        r = compile(ops, options=opts)
+        r, rb = _ours_and_baseline(module_path(module), budget, spill)
         reports = {f.name: f for f in r.functions}
+        base_reports = {f.name: f for f in rb.functions}
         base_text = module_text(module)
         for hv in hvs:
-            f = reports[hv.function]
+            f, fb = reports[hv.function], base_reports[hv.function]
             ours = instructions(f.tasm)
             core, with_moves = spill_traffic(ours)
             res = results.get(hv.key, {})
@@ -172,34 +186,33 @@ def corpus_rows(budget: float) -> list[Row]:
                     len(instructions(base_text.section_lines(hv.function))),
                     len(ours),
                     len(instructions(hv.lines)),
-                    f.baseline_cycles,
+                    fb.baseline_cycles,
                     f.cycles,
                     res.get("cycles"),
                     core,
                     with_moves,
                     padded=f.padded_height,
-                    base_padded=f.baseline_padded_height,
+                    base_padded=fb.baseline_padded_height,
                 )
             )
     return rows
 
 
-def all_corpus_rows(budget: float) -> list[Row]:
+def all_corpus_rows(budget: float, spill: str = "lru") -> list[Row]:
     """Every function of every corpus module (``corpus/<domain>/<name>.tri``), compiled by
-    our frontend and lowering (the baseline) and by the optimizer; no hand bar."""
-    from tasmopt.frontend import compile_modules
+    our frontend and lowering (the baseline: ``lru``) and by the optimizer (from the
+    frontend's output under ``spill``); no hand bar."""
+    from tasmopt.module import ModuleText
 
-    opts = CompileOptions(sources=("rules", "search"), search_budget_s=budget)
     rows: list[Row] = []
     for path in sorted((ROOT / "corpus").glob("*/*.tri")):
         module = f"{path.parent.name}.{path.stem}"
-        ops = compile_modules(path, [ROOT / "corpus"])[-1].ops
-        r = compile(ops, options=opts)
-        from tasmopt.module import ModuleText
-
-        labels = {f.name: f"__{f.name}" for f in r.functions}
-        base = ModuleText.from_text(r.baseline_tasm, labels)
+        r, rb = _ours_and_baseline(path, budget, spill)
+        base_reports = {f.name: f for f in rb.functions}
+        labels = {f.name: f"__{f.name}" for f in rb.functions}
+        base = ModuleText.from_text(rb.baseline_tasm, labels)
         for f in r.functions:
+            fb = base_reports[f.name]
             ours = instructions(f.tasm)
             before = instructions(base.section_lines(f.name)) if f.name in base.functions else []
             core, with_moves = spill_traffic(ours)
@@ -212,7 +225,7 @@ def all_corpus_rows(budget: float) -> list[Row]:
                     len(before),
                     len(ours),
                     None,
-                    f.baseline_cycles,
+                    fb.baseline_cycles,
                     f.cycles,
                     None,
                     core,
@@ -220,7 +233,7 @@ def all_corpus_rows(budget: float) -> list[Row]:
                     b_core,
                     b_moves,
                     padded=f.padded_height,
-                    base_padded=f.baseline_padded_height,
+                    base_padded=fb.baseline_padded_height,
                 )
             )
     return rows
@@ -333,6 +346,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-function", action="store_true", help="print every function's row")
     ap.add_argument("--furthest", type=int, default=10)
     ap.add_argument("--json", type=Path, default=None, help="write every row here")
+    ap.add_argument(
+        "--spill",
+        choices=("lru", "next-use"),
+        default="next-use",
+        help="corpus tables: the frontend's spill policy for ours (the baseline stays lru)",
+    )
     args = ap.parse_args(argv)
     logging.disable(logging.WARNING)
     t0 = time.perf_counter()
@@ -342,13 +361,13 @@ def main(argv: list[str] | None = None) -> int:
         rows += real
         summarize("Real data (compiler_tasm as the client's baseline)", real, "hand", args.furthest)
     if args.only in (None, "corpus"):
-        corpus = corpus_rows(args.budget)
+        corpus = corpus_rows(args.budget, args.spill)
         rows += corpus
         summarize(
             "Our frontend (corpus functions with a hand version)", corpus, "hand", args.furthest
         )
     if args.only in (None, "all-corpus"):
-        every = all_corpus_rows(args.budget)
+        every = all_corpus_rows(args.budget, args.spill)
         rows += every
         spill_summary("Our frontend, every corpus function", every)
     if args.per_function:

@@ -45,9 +45,12 @@ __all__ = ["build_module"]
 
 
 class _FnBuilder(ExprBuilder):
-    def __init__(self, mb: _ModuleBuilder, sig: FnSig, eager: int | None = None) -> None:
+    def __init__(
+        self, mb: _ModuleBuilder, sig: FnSig, eager: int | None = None, joins: bool = False
+    ) -> None:
         self.mb = mb
         self.sig = sig
+        self.joins = joins  # next-use: branches end without the variables dead after them
         self.eager = eager  # next-use: drop dead variables at statements from this many elements
         self.out: list[Op] = []
         self.model = StackModel(self.emit_op, mb.alloc)
@@ -168,23 +171,52 @@ class _FnBuilder(ExprBuilder):
                 self.emit_all(pop_chunks(w))
                 self.model.pop_entries(1)
 
-    def region(self, build, snap: Snapshot, w: int, pos: Pos) -> tuple[list[Op], set[Var]]:
+    def region(
+        self, build, snap: Snapshot, w: int, pos: Pos, join: Snapshot | None = None
+    ) -> tuple[list[Op], set[Var]]:
         """Build a branch/arm body into its own op list, starting from ``snap`` and ending
-        with exactly ``snap``'s layout plus a w-wide value."""
+        with exactly the ``join`` layout (default: ``snap``'s) plus a w-wide value."""
+        join = snap if join is None else join
         saved = self.out
         self.out = []
         self.model.restore(snap)
-        self.frozen.append({v for v, _, _ in snap.entries if v is not None} | set(snap.spilled))
+        self.frozen.append({v for v, _, _ in join.entries if v is not None} | set(join.spilled))
         try:
             build()
-            self.close_region(snap, w, pos)
+            self.close_region(join, w, pos)
         finally:
             self.frozen.pop()
         ops, self.out = self.out, saved
         return ops, set(self.model.ram_valid)
 
+    def join_layout(self, s: A.Stmt, snap: Snapshot) -> Snapshot:
+        """The layout an ``if``/``else`` ends with: its start layout less the variables dead
+        after it (next-use policy; the start layout itself otherwise). Both branches end
+        with it, so neither has to keep or restore a value nobody reads again."""
+        after = self.live.after(s) if self.live is not None else None
+        if self.live is None or after is None:
+            return snap
+        live = self.live
+
+        def dead(v: Var | None) -> bool:  # and not owed to an enclosing region's layout
+            return (
+                v is not None
+                and live.known(v)
+                and live.next_use(v, after) is None
+                and not any(v in f for f in self.frozen)
+            )
+
+        if not any(dead(v) for v, _, _ in snap.entries) and not any(map(dead, snap.spilled)):
+            return snap
+        return Snapshot(
+            [e for e in snap.entries if not dead(e[0])],
+            {v: a for v, a in snap.spilled.items() if not dead(v)},
+            {v for v in snap.ram_valid if not dead(v)},
+        )
+
     def close_region(self, snap: Snapshot, w: int, pos: Pos) -> None:
         m = self.model
+        self.drop_strays(snap, w)
         below = m.entries[:-1] if w else m.entries
         extra = m.fast_extra(snap, below)
         try:
@@ -203,6 +235,34 @@ class _FnBuilder(ExprBuilder):
             raise self.fail(
                 "too many live values to restore the stack after this block", pos
             ) from None
+
+    def drop_strays(self, target: Snapshot, w: int) -> None:
+        """Next-use: when the target's on-stack variables appear in order below the w-wide
+        value, every other variable down there is dead (`droppable`) and nothing the
+        target has spilled is on the stack, drop those strays in place (order-preserving,
+        ``Swap`` chain and ``Pop`` per element) instead of the general rebuild's RAM round
+        trips. Otherwise leave the layout alone."""
+        m = self.model
+        if self.live is None:
+            return
+        below = m.entries[:-1] if w else m.entries
+        want = [v for v, _, _ in target.entries]
+        if any(v is None for v in want):
+            return
+        kept = [e for e in below if e.var in want]
+        strays = [e for e in below if e.var not in want]
+        if not strays or [e.var for e in kept] != want:
+            return
+        if any(
+            e.var is None or e.var in target.spilled or not self.droppable(e.var) for e in strays
+        ):
+            return
+        if sum(e.width * (m.depth(e.var) + 1) for e in strays) > STRAY_BUDGET:  # type: ignore[arg-type]
+            return
+        for e in reversed(strays):
+            assert e.var is not None
+            m.drop(e.var)
+            m.dead.add(e.var)
 
     # -- statements -------------------------------------------------------------------------
 
@@ -310,9 +370,11 @@ class _FnBuilder(ExprBuilder):
         m.pop_entries(1)
         w = width(s.ty)
         snap = m.snapshot()
-        then_ops, valid = self.region(lambda: self.block(s.then, w > 0), snap, w, s.pos)
+        join = snap if s.els is None or not self.joins else self.join_layout(s, snap)
+        then_ops, valid = self.region(lambda: self.block(s.then, w > 0), snap, w, s.pos, join)
         if s.els is not None:
-            else_ops, valid2 = self.region(lambda: self.block(s.els, w > 0), snap, w, s.pos)
+            els = s.els
+            else_ops, valid2 = self.region(lambda: self.block(els, w > 0), snap, w, s.pos, join)
             valid &= valid2
             op = Op(
                 "IfElse", fields=(("then_body", tuple(then_ops)), ("else_body", tuple(else_ops)))
@@ -320,7 +382,9 @@ class _FnBuilder(ExprBuilder):
         else:
             valid &= snap.ram_valid
             op = Op("IfOnly", fields=(("then_body", tuple(then_ops)),))
-        m.restore(snap, valid)
+        m.restore(join, valid)
+        m.dead |= {v for v, _, _ in snap.entries if v is not None} - set(m.on_stack_vars())
+        m.dead |= set(snap.spilled) - set(join.spilled)
         self.emit_op(op)
         m.push(None, w)
 
@@ -469,9 +533,9 @@ class _ModuleBuilder:
             return _FnBuilder(self, sig).build()
         start = (self.alloc.spill_next, self.alloc.index_next, self.labels)
         best: tuple[float, list[Op], tuple[int, int, int]] | None = None
-        for eager in EAGER:
+        for eager, joins in TRIALS:
             self.alloc.spill_next, self.alloc.index_next, self.labels = start
-            ops = _FnBuilder(self, sig, eager).build()
+            ops = _FnBuilder(self, sig, eager, joins).build()
             cost = weighted_cost(ops)
             if best is None or cost < best[0]:
                 best = (cost, ops, (self.alloc.spill_next, self.alloc.index_next, self.labels))
@@ -480,10 +544,15 @@ class _ModuleBuilder:
         return best[1]
 
 
+#: Most moves (``Swap`` + ``Pop``, per element) `drop_strays` spends on dead variables at
+#: the end of a branch before it falls back to the general rebuild.
+STRAY_BUDGET = 24
 #: Eager-drop thresholds tried per function under ``next-use`` (None: drop only when a
 #: spill is needed). Dropping a dead value early frees its slot before the pressure comes
 #: but costs ``Swap(d), Pop(1)`` per element, where the end of the body pops five at once.
 EAGER: tuple[int | None, ...] = (None, 12, 8, 0)
+#: (eager threshold, join layouts) per trial build, in order of preference on ties.
+TRIALS = tuple((e, j) for j in (False, True) for e in EAGER)
 #: Assumed trips per loop level in `weighted_cost` (a guess; loops run 0..2^32 times).
 LOOP_WEIGHT = 8
 

@@ -53,6 +53,7 @@ class Liveness:
 
     def __init__(self, body: A.Block, params: Iterable[Var] = ()) -> None:
         self.position: dict[int, int] = {}  # id(statement or tail expression) -> position
+        self.end: dict[int, int] = {}  # id(statement) -> first position after it
         self.uses: dict[Var, list[int]] = {v: [] for v in params}
         self._n = 0
         self._block(body)
@@ -64,6 +65,10 @@ class Liveness:
     def at(self, node: object) -> int | None:
         """The position of a statement or block tail of this body, else None."""
         return self.position.get(id(node))
+
+    def after(self, stmt: object) -> int | None:
+        """The first position after a statement of this body (its branches included)."""
+        return self.end.get(id(stmt))
 
     def known(self, var: Var) -> bool:
         return var in self.uses
@@ -130,6 +135,7 @@ class Liveness:
         else:
             for v in _vars(s):
                 self._use(v, p)
+        self.end[id(s)] = self._n
 
     def _mark(self, e: object, p: int) -> None:
         for v in _vars(e):

@@ -130,6 +130,9 @@ class StackModel:
                 return i
         return None
 
+    def on_stack_vars(self) -> list[Var]:
+        return [e.var for e in self.entries if e.var is not None]
+
     def depth(self, var: Var) -> int:
         """Elements above the variable's top element."""
         i = self.index_of(var)

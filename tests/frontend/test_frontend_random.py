@@ -171,3 +171,27 @@ def test_next_use_policy_drops_dead_variables_in_the_random_programs():
             text = show(compile_source(src, f"r{seed}.tri", spill=spill, optimized=False))
             stores[spill] += text.count("WriteMem(1)")
     assert stores["next-use"] < stores["lru"], stores
+
+
+def _trials():
+    from tasmopt.frontend.builder import TRIALS
+
+    return TRIALS
+
+
+@pytest.mark.parametrize("trial", _trials(), ids=[f"eager{e}-joins{j}" for e, j in _trials()])
+def test_every_next_use_trial_build_matches_python(monkeypatch, trial):
+    """``next-use`` keeps the cheapest of several builds per function; each of them must be
+    right on its own (the choice depends on the cost proxy, not on correctness)."""
+    from tasmopt.frontend import builder
+
+    monkeypatch.setattr(builder, "TRIALS", (trial,))
+    for seed in range(100, 112):
+        g = Gen(seed)
+        lines, run = g.block({}, 28, 0, "    ")
+        src = "program r\nfn main() {\n" + "\n".join(lines) + "\n}\n"
+        expected: list[int] = []
+        run({}, expected)
+        res = run_ops(compile_source(src, f"r{seed}.tri", spill="next-use"), step_limit=2_000_000)
+        assert res.error is None, (res.error, src)
+        assert list(res.public_output) == expected, src

@@ -17,6 +17,7 @@ from tasmopt.frontend.source import Pos
 from tasmopt.frontend.stack import CAPACITY, OutOfReach, StackModel, pop_chunks
 from tasmopt.frontend.symbols import ConstRef, VarRef
 from tasmopt.frontend.types import ArrayTy, width
+from tasmopt.isa import names_where
 from tasmopt.tir.ops import Op
 
 __all__ = ["ExprBuilder", "BINARY_OPS"]
@@ -32,6 +33,13 @@ BINARY_OPS = {
     "^": "Xor",
     "/%": "DivMod",
 }
+
+
+#: Binary operators whose operands may be evaluated in either order: their TIR op is one
+#: commutative instruction (ISA table, `Instruction.commutative`).
+COMMUTATIVE_OPS = frozenset(
+    op for op, kind in BINARY_OPS.items() if kind.lower() in names_where(lambda i: i.commutative)
+)
 
 
 class ExprBuilder:
@@ -117,6 +125,8 @@ class ExprBuilder:
             return
         i = m.index_of(var)
         assert i is not None, var
+        if self.consume(ref):
+            return
         m.entries[i].tick = m.stamp()
         m.ensure_space(ref.width, (var,))
         d = m.depth(var) + ref.offset + ref.width - 1
@@ -126,6 +136,21 @@ class ExprBuilder:
         for _ in range(ref.width):
             self.dup(d)
         m.push(None, ref.width)
+
+    def rhs_first(self, e: A.BinExpr) -> bool:
+        """Evaluate a commutative operator's right operand first (so that a variable on
+        top can be taken by its last read). The base builder never does."""
+        return False
+
+    def take_under(self, e: object) -> bool:
+        """Use a commutative operator's second operand in place, under the first; True if
+        it did. The base builder never does."""
+        return False
+
+    def consume(self, ref: VarRef) -> bool:
+        """Take the variable itself as the value instead of a copy (its last read, on top of
+        the stack); True if it did. The base builder never does."""
+        return False
 
     def push_const(self, value: int) -> None:
         self.model.ensure_space(1)
@@ -188,8 +213,12 @@ class ExprBuilder:
         self.model.push(None, out_w)
 
     def binary(self, e: A.BinExpr) -> None:
-        self.expr(e.lhs)  # type: ignore[arg-type]  # the checker typed this operand as an Expr (a Place only on assignment targets)
-        self.expr(e.rhs)  # type: ignore[arg-type]  # the checker typed this operand as an Expr (a Place only on assignment targets)
+        first, second = e.lhs, e.rhs
+        if e.op in COMMUTATIVE_OPS and self.rhs_first(e):
+            first, second = second, first
+        self.expr(first)  # type: ignore[arg-type]  # the checker typed this operand as an Expr (a Place only on assignment targets)
+        if not (e.op in COMMUTATIVE_OPS and self.take_under(second)):
+            self.expr(second)  # type: ignore[arg-type]  # the checker typed this operand as an Expr (a Place only on assignment targets)
         out_w = width(e.ty)
         self.model.ensure_space(max(0, out_w - 2))
         if e.op in ("<", "/%"):

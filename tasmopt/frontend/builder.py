@@ -57,6 +57,7 @@ class _FnBuilder(ExprBuilder):
         self.live: Liveness | None = None
         self.at = 0  # the liveness position being built
         self.frozen: list[set[Var]] = []  # variables of the open regions' start layouts
+        self.reads_here: dict[Var, int] = {}  # reads done at the current position
 
     def fail(self, message: str, pos: Pos) -> FrontendError:
         return self.mb.env.source.error(message, pos)
@@ -89,6 +90,67 @@ class _FnBuilder(ExprBuilder):
 
     # -- liveness (next-use policy) ----------------------------------------------------------
 
+    def rhs_first(self, e: A.BinExpr) -> bool:
+        """Next-use: the right operand is a whole one-element variable on top of the stack
+        and the left one is not: reading it first lets its last read take it."""
+        if self.live is None:
+            return False
+        m = self.model
+        top = m.entries[-1].var if m.entries else None
+
+        def on_top(x: object) -> bool:
+            ref = getattr(x, "ref", None)
+            return (
+                isinstance(ref, VarRef)
+                and ref.var is top
+                and ref.width == ref.var.width == 1
+                and len(getattr(x, "segments", ())) == 1
+            )
+
+        return top is not None and on_top(e.rhs) and not on_top(e.lhs)
+
+    def consume(self, ref: VarRef, under: bool = False) -> bool:
+        """Next-use: the last read of a whole variable that is on top of the stack (with
+        ``under``: right under a one-element operand on top, for a commutative operator),
+        dead after this read and not owed to an open region's layout, takes the variable
+        itself (no ``Dup``, and nothing left to pop later). The last read is counted per
+        position: the liveness lists one use per occurrence, this builder counts the reads
+        done (a refused ``under`` attempt is not a read: the caller reads normally)."""
+        live, m, var = self.live, self.model, ref.var
+        if live is None or not live.known(var) or ref.offset or ref.width != var.width:
+            return False
+        at = -2 if under else -1
+        if under and (
+            len(m.entries) < 2 or m.entries[-1].var is not None or m.entries[-1].width != 1
+        ):
+            return False
+        done = self.reads_here.get(var, 0) + 1
+        if not under:
+            self.reads_here[var] = done
+        if (
+            len(m.entries) < -at
+            or m.entries[at].var is not var
+            or done != live.count_at(var, self.at)
+            or live.next_use(var, self.at + 1) is not None
+            or any(var in f for f in self.frozen)
+        ):
+            return False
+        self.reads_here[var] = done
+        m.entries[at].var = None
+        m.dead.add(var)
+        return True
+
+    def take_under(self, e: object) -> bool:
+        """A commutative operator's second operand is a one-element variable right under
+        the first operand's value, read for the last time: use it in place."""
+        ref = getattr(e, "ref", None)
+        return (
+            isinstance(ref, VarRef)
+            and ref.width == ref.var.width == 1
+            and len(getattr(e, "segments", ())) == 1
+            and self.consume(ref, under=True)
+        )
+
     def goto(self, node: object) -> None:
         """Enter a statement or block tail: later eviction choices see its position, and
         the variables dead from here on that may vanish are dropped now when that is cheap
@@ -97,6 +159,7 @@ class _FnBuilder(ExprBuilder):
             p = self.live.at(node)
             if p is not None:
                 self.at = p
+                self.reads_here = {}
                 if self.eager is not None and self.model.total >= self.eager:
                     self.model.drop_dead(deep=True)
 

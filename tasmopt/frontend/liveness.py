@@ -73,6 +73,11 @@ class Liveness:
     def known(self, var: Var) -> bool:
         return var in self.uses
 
+    def count_at(self, var: Var, at: int) -> int:
+        """How many uses (occurrences) of ``var`` the position ``at`` has."""
+        positions = self.uses[var]
+        return bisect.bisect_right(positions, at) - bisect.bisect_left(positions, at)
+
     def next_use(self, var: Var, at: int) -> int | None:
         """First position >= ``at`` that uses ``var``; None when it is dead from ``at`` on.
 

@@ -327,3 +327,87 @@ def test_a_value_owed_to_an_enclosing_loop_layout_is_not_dropped_at_a_join(monke
     for joins in (False, True):
         _only(monkeypatch, joins)
         assert _run(src, public, "next-use") == [9, want_acc % P]
+
+
+# -- last reads take the variable itself ------------------------------------------------------
+
+
+def _raw_main(src: str, spill: str = "next-use") -> str:
+    from frontend_util import functions
+
+    return show(functions(compile_source(src, "p.tri", spill=spill, optimized=False))["main"])
+
+
+@pytest.mark.parametrize("expr", ["a + b", "b + a"])
+def test_last_reads_take_the_variables_of_a_commutative_operator(expr):
+    """b is on top: read first (operand order is free for ``+``) and taken; a is then right
+    under b's value: used in place. Nothing is copied, nothing is left to pop."""
+    src = _program(f"    let a = pub_read()\n    let b = pub_read()\n    pub_write({expr})")
+    assert _raw_main(src) == "ReadIo(1) ReadIo(1) Add WriteIo(1)"
+    assert "Dup" in _raw_main(src, "lru")
+    assert _run(src, [4, 5], "next-use") == [9]
+
+
+def test_a_variable_read_again_in_the_same_statement_is_copied_first():
+    src = _program("    let a = pub_read()\n    let b = pub_read()\n    pub_write(a * a + b)")
+    # a: copied twice (read twice, never on top); b: used in place under a * a
+    assert _raw_main(src) == "ReadIo(1) ReadIo(1) Dup(1) Dup(2) Mul Add WriteIo(1) Pop(1)"
+    assert _run(src, [3, 4], "next-use") == [13]
+
+
+def test_a_non_commutative_operator_keeps_its_operand_order():
+    src = _program(
+        "    let a = as_u32(pub_read())\n    let b = as_u32(pub_read())\n"
+        "    if a < b {\n        pub_write(1)\n    }\n    if b < a {\n        pub_write(2)\n    }"
+    )
+    for public, want in (([3, 4], [1]), ([4, 3], [2])):
+        assert _run(src, public, "lru") == want
+        assert _run(src, public, "next-use") == want
+
+
+@pytest.mark.parametrize(
+    ("body", "public", "want"),
+    [
+        # a read twice in one statement: the first read must copy
+        ("    let a = pub_read()\n    pub_write(a * a)", [7], [49]),
+        ("    let a = pub_read()\n    pub_write(a + a * a)", [3], [12]),
+        # read again in a later statement
+        ("    let a = pub_read()\n    pub_write(a + 1)\n    pub_write(a)", [7], [8, 7]),
+        # read in a branch and after it
+        (
+            "    let a = pub_read()\n    let c = pub_read()\n    if c == 1 {\n"
+            "        pub_write(a)\n    }\n    pub_write(a + c)",
+            [6, 1],
+            [6, 7],
+        ),
+        # read in a loop body: the next iteration reads it again
+        (
+            "    let a = pub_read()\n    let mut s = 0\n    for i in 0..3 {\n"
+            "        s = s + a\n    }\n    pub_write(s)",
+            [5],
+            [15],
+        ),
+        # the loop variable, last read in the body
+        (
+            "    let mut s = 0\n    for i in 0..4 {\n        s = s + as_field(i)\n    }\n"
+            "    pub_write(s)",
+            [],
+            [6],
+        ),
+    ],
+)
+def test_a_read_that_is_not_the_last_copies(body, public, want):
+    src = _program(body)
+    assert _run(src, public, "lru") == want
+    assert _run(src, public, "next-use") == want
+
+
+def test_a_variable_owed_to_a_branch_layout_is_copied_not_taken():
+    """a's last read is inside the branch, but the branch must end with the layout it
+    started with (a included): the read copies."""
+    src = _program(
+        "    let c = pub_read()\n    let a = pub_read()\n    if c == 1 {\n        pub_write(a)\n    }"
+    )
+    assert "IfOnly[Dup(0) WriteIo(1)]" in _raw_main(src)
+    assert _run(src, [1, 8], "next-use") == [8]
+    assert _run(src, [0, 8], "next-use") == []

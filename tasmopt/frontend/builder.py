@@ -320,7 +320,8 @@ class _FnBuilder(ExprBuilder):
             e.var is None or e.var in target.spilled or not self.droppable(e.var) for e in strays
         ):
             return
-        if sum(e.width * (m.depth(e.var) + 1) for e in strays) > STRAY_BUDGET:  # type: ignore[arg-type]
+        cost = sum(e.width * (m.depth(e.var) + 1) for e in strays if e.var is not None)
+        if cost > STRAY_BUDGET:
             return
         for e in reversed(strays):
             assert e.var is not None

@@ -22,9 +22,23 @@ CF choices that change the TIR shape compared with the toolchain's:
   materialized only when the body reads it (B23);
 * ``let _ = e`` pops its value at once (Rust keeps it until the epilogue).
 
-With ``Allocator(policy="next-use")`` the builder also tracks its position in the body
-(`tasmopt.frontend.liveness`) so the stack model can evict the variable used furthest in
-the future and drop dead ones declared inside the current region (`tasmopt.frontend.stack`).
+With ``Allocator(policy="next-use")`` (issue 11, item 3) the builder also tracks its
+position in the body (`tasmopt.frontend.liveness`) and:
+
+* evicts the variable used furthest in the future, and drops dead ones instead of storing
+  them, unless an open branch or loop body owes them to its start layout
+  (`tasmopt.frontend.stack`);
+* takes a variable itself at its last read when it is on top (no ``Dup``, nothing to pop
+  later); a commutative operator (ISA ``commutative``) reads a right operand that is on
+  top first and uses a left operand in place right under the first value;
+* ends an ``if``/``else`` with its start layout less the variables dead after it (not owed
+  to an enclosing loop), dropping dead strays in place instead of a RAM rebuild;
+* builds each function once per `TRIALS` entry (when to drop dead values eagerly, whether
+  to use join layouts) and keeps the one with the lowest `weighted_cost`.
+
+Every choice is about which copies exist, never about values: the differential tests run
+every trial build against a Python interpretation of random programs, and every corpus
+program under both policies.
 """
 
 from __future__ import annotations

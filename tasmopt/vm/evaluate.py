@@ -86,15 +86,52 @@ class Evaluator:
         v = self._polys.get(p.id)
         if v is not None:
             return v
+        self._warm(p)
+        return self._polys[p.id]
+
+    def _warm(self, root: Poly) -> None:
+        """Evaluate everything ``root`` depends on, children before parents, without
+        recursion (a loop unrolled symbolically nests atoms thousands deep), in the order
+        the recursive definition would (free variables draw their values in that order)."""
+        todo: list[tuple[bool, Poly | int, bool]] = [(True, root, False)]
+        while todo:
+            is_poly, x, ready = todo.pop()
+            if is_poly:
+                assert isinstance(x, Poly)
+                if x.id in self._polys:
+                    continue
+                if ready:
+                    self._polys[x.id] = self._poly_value(x)
+                    continue
+                todo.append((True, x, True))
+                aids = [aid for mono in x.terms for aid, _ in mono]
+                todo.extend((False, aid, False) for aid in reversed(aids) if aid not in self._atoms)
+            else:
+                assert isinstance(x, int)
+                if x in self._atoms:
+                    continue
+                key = self.ctx.atom_keys[x]
+                if ready:
+                    self._atoms[x] = self._atom(key) % P
+                    continue
+                todo.append((False, x, True))
+                kids = self._children(key)
+                todo.extend((True, c, False) for c in reversed(kids) if c.id not in self._polys)
+
+    def _children(self, key: AtomKey) -> list[Poly]:
+        """The polynomials an atom's value is computed from."""
+        if key[0] == "var":
+            return [self.ctx._by_id[key[2]]] if key[1] == "mem0" else []
+        return [self.ctx._by_id[val] for tag, val in key[1:] if tag == "p"]
+
+    def _poly_value(self, p: Poly) -> int:
         total = 0
         for mono, c in p.terms.items():
             t = c
             for aid, e in mono:
                 t = t * pow(self.atom(aid), e, P) % P
             total += t
-        v = total % P
-        self._polys[p.id] = v
-        return v
+        return total % P
 
     def atom(self, aid: int) -> int:
         v = self._atoms.get(aid)

@@ -200,3 +200,21 @@ def test_no_taller_ignores_cascade_but_not_padded_height() -> None:
     assert no_taller({"processor": 9, "op_stack": 5, "cascade": 110, "lookup": 256}, base)
     assert not no_taller({"processor": 9, "op_stack": 6, "cascade": 100, "lookup": 256}, base)
     assert not no_taller({"processor": 9, "op_stack": 5, "cascade": 300, "lookup": 256}, base)
+
+
+def test_evaluating_a_deeply_nested_expression_does_not_recurse():
+    """A long chain of opaque operations (here 6,000 ``invert``, each an atom over the
+    previous one; loops unrolled by the concolic runs nest like this) is evaluated without
+    exhausting Python's recursion limit, and to the right value."""
+    from tasmopt.isa import P
+    from tasmopt.tasm.parser import parse_instructions
+    from tasmopt.vm.evaluate import Assignment, Evaluator
+    from tasmopt.vm.expr import ExprContext
+    from tasmopt.vm.symbolic import run_symbolic
+
+    ctx = ExprContext()
+    n = 6_001
+    sym = run_symbolic(parse_instructions("invert\n" * n), ctx)
+    assert not sym.unsupported
+    ev = Evaluator(ctx, Assignment(stack={0: 7}))
+    assert ev.value(sym.stack[-1]) == pow(7, P - 2, P)  # an odd number of inversions

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,17 @@ from tasmopt.report import CompileOptions, CompileResult
 __all__ = ["main"]
 
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _spill_option(default: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--spill``: the frontend's spill policy past 16 live elements (`tasmopt.frontend`)."""
+    return click.option(
+        "--spill",
+        type=click.Choice(["lru", "next-use"]),
+        default=default,
+        show_default=True,
+        help="Trident source: spill as upstream (lru) or by next use, dead values dropped.",
+    )
 
 
 @click.group(
@@ -182,13 +194,7 @@ the TASM to a file and prints only the table. Exit status 1 on invalid input.
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="The compiler's TASM for the same TIR (what to beat and fall back to).",
 )
-@click.option(
-    "--spill",
-    type=click.Choice(["lru", "next-use"]),
-    default="next-use",
-    show_default=True,
-    help="FILE.tri only: the frontend's spill policy past 16 live elements.",
-)
+@_spill_option("next-use")
 @click.option("--ours", is_flag=True, help="Ignore any baseline in FILE; use our own lowering.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON instead.")
 @click.option(
@@ -301,13 +307,7 @@ instead of upstream's least-recently-used shape. Errors print as file:line:col d
 )
 @click.option("--linked", is_flag=True, help="Prefix labels per module (one runnable list).")
 @click.option("--indent", type=int, help="Pretty-print the JSON with this indent.")
-@click.option(
-    "--spill",
-    type=click.Choice(["lru", "next-use"]),
-    default="lru",
-    show_default=True,
-    help="FILE.tri only: the frontend's spill policy past 16 live elements.",
-)
+@_spill_option("lru")
 def tir(
     file: Path, include: tuple[Path, ...], linked: bool, indent: int | None, spill: str
 ) -> None:

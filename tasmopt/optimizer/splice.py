@@ -93,23 +93,18 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
             )
         except TasmSyntaxError as exc:  # a spliced candidate must parse; be safe anyway
             v = FunctionVerdict(False, reason=f"spliced function does not assemble: {exc}")
-        except RecursionError:  # a resource limit, not a verdict: fail closed
-            v = FunctionVerdict(False, reason="verifier ran out of recursion depth")
         if v.equivalent:  # differential agreement is not a proof: prove it by alignment
             # the block stage's seed: its proofs of the chosen blocks are reused
-            try:
-                proof = check_aligned(
-                    f.reference,
-                    cand,
-                    witnesses=options.witnesses,
-                    seed=options.seed,
-                    deadline=dl,
-                    private_cells=f.private,
-                )
-                if not proof.equivalent:
-                    v = replace(v, equivalent=False, reason=f"not proven: {proof.reason}")
-            except RecursionError:
-                v = replace(v, equivalent=False, reason="not proven: verifier recursion limit")
+            proof = check_aligned(
+                f.reference,
+                cand,
+                witnesses=options.witnesses,
+                seed=options.seed,
+                deadline=dl,
+                private_cells=f.private,
+            )
+            if not proof.equivalent:
+                v = replace(v, equivalent=False, reason=f"not proven: {proof.reason}")
         worse = v.equivalent and (
             v.cycles > v.baseline_cycles or not no_taller(v.heights, v.baseline_heights)
         )

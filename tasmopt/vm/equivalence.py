@@ -48,11 +48,11 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
+from functools import lru_cache, wraps
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from tasmopt.deadline import Deadline
 from tasmopt.deadline import current as current_deadline
@@ -671,6 +671,31 @@ class FunctionVerdict:
 
 HARNESS_CYCLES = 2  # the harness's own `call` and `halt`
 
+_Args = ParamSpec("_Args")
+_V = TypeVar("_V")
+#: The reason a check gives when it exhausted Python's recursion limit.
+RECURSION_LIMIT = "verifier recursion limit reached: not proven"
+
+
+def _fails_closed(
+    verdict: Callable[[str], _V],
+) -> Callable[[Callable[_Args, _V]], Callable[_Args, _V]]:
+    """A check that runs out of recursion depth (a resource limit, not a verdict) returns
+    ``verdict(RECURSION_LIMIT)``, a not-equivalent result, instead of raising."""
+
+    def wrap(check: Callable[_Args, _V]) -> Callable[_Args, _V]:
+        @wraps(check)
+        def checked(*args: _Args.args, **kwargs: _Args.kwargs) -> _V:
+            try:
+                return check(*args, **kwargs)
+            except RecursionError:
+                return verdict(RECURSION_LIMIT)
+
+        return checked
+
+    return wrap
+
+
 #: Seconds the guard-directed phase of one `check_function` may take.
 FUNCTION_BUDGET_S = 2.0
 
@@ -684,6 +709,7 @@ def harness(text: str, entry: str, isa: IsaVariant = "release") -> Program:
     return parse(f"    call {entry}\n    halt\n{text}", isa)
 
 
+@_fails_closed(lambda why: FunctionVerdict(False, reason=why))
 def check_function(
     baseline: Program,
     candidate: Program | None,
@@ -941,6 +967,7 @@ def _segments_at(program: Program) -> list[tuple[str, object, tuple[int, int]]]:
     return out
 
 
+@_fails_closed(lambda why: AlignedVerdict(False, why))
 def check_aligned(
     baseline: Program,
     candidate: Program,

@@ -218,3 +218,21 @@ def test_evaluating_a_deeply_nested_expression_does_not_recurse():
     assert not sym.unsupported
     ev = Evaluator(ctx, Assignment(stack={0: 7}))
     assert ev.value(sym.stack[-1]) == pow(7, P - 2, P)  # an odd number of inversions
+
+
+def test_a_check_that_exhausts_the_recursion_limit_fails_closed(monkeypatch):
+    """A resource limit is not a verdict: check_function and check_aligned return 'not
+    equivalent' with the reason instead of raising into the request."""
+    import tasmopt.vm.equivalence as E
+
+    prog = E.harness("f:\n    push 1\n    pop 1\n    return", "f")
+
+    def deep(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(E, "_baseline_runs", deep)
+    v = E.check_function(prog, prog)
+    assert not v.equivalent and v.reason == E.RECURSION_LIMIT
+    monkeypatch.setattr(E, "_segments_at", deep)
+    a = E.check_aligned(prog, prog)
+    assert not a.equivalent and a.reason == E.RECURSION_LIMIT

@@ -138,6 +138,7 @@ def test_a_loop_without_induction_variable_gets_one_made_from_the_counter(n):
     lines = ADD3.splitlines()
     (loop,) = find_counted_loops(lines)
     assert loop.i_depth is None and loop.n_depth == 1
+    assert loop.from_zero  # the call site counts down from a copy of n: i starts at 0
     new, _ = rewrite_loops(lines, [loop])
     text = "\n".join(new) + "\n"
     assert "recurse_or_return" in text
@@ -370,3 +371,31 @@ def test_a_wrong_layout_is_caught_by_the_function_check(monkeypatch):
     memset = next(f for f in r.functions if f.name == "memset")
     assert "recurse_or_return" not in "\n".join(memset.tasm)
     assert any("not verified" in n for n in memset.notes), memset.notes
+
+
+@pytest.mark.parametrize(
+    ("prefix", "trips"),
+    [
+        ("    dup 0\n", lambda n: n),  # c = n: i = 0, pushed
+        ("    dup 0\n    addi 1\n", lambda n: n + 1),  # c = n + 1: not from zero
+        ("    dup 1\n", lambda n: None),  # c = acc, not the kept n: not from zero
+    ],
+)
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_a_made_induction_variable_starts_from_zero_only_when_the_counter_is_n(prefix, trips, n):
+    """The constant start is used only where every call site proves c = n; the other
+    counters keep the computed i = n - c, and every variant keeps its behaviour."""
+    text = ADD3.replace("    dup 0\n    call __loop__1", prefix + "    call __loop__1")
+    lines = text.splitlines()
+    (loop,) = find_counted_loops(lines)
+    assert loop.i_depth is None
+    assert loop.from_zero == (prefix == "    dup 0\n")
+    new, _ = rewrite_loops(lines, [loop])
+    site = "\n".join(new[: new.index("    call __loop__1")])
+    assert ("push -1" not in site) == loop.from_zero
+    new_text = "\n".join(new) + "\n"
+    acc = 5 if trips(n) is not None else 2
+    want = _call(text, "__add3", acc, n)
+    assert _call(new_text, "__add3", acc, n) == want
+    if trips(n) is not None:
+        assert want[0] == [acc + 3 * trips(n)]

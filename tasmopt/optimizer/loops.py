@@ -32,7 +32,9 @@ qualifies when it keeps some element ``n`` (almost every body does): the rewrite
 *makes* ``i = n - c`` at the call site, in the counter's place, and the body increments it
 (``B' = U; B; addi 1; A``: B never reads the slot it would keep the counter in); after the
 loop ``U; pop 1; push 0``. The argument below holds with this ``i``, the call-site identity
-being true by construction.
+being true by construction. When every call site's prefix proves ``c = n`` (a loop
+``for _ in 0..n`` counts down from a copy of its bound), that ``i`` is ``0`` and the call
+site pushes the constant instead of computing ``n - c`` (`CountedLoop.from_zero`).
 
 Proof. Write the old loop's state as ``(R, c)``. Symbolic execution of ``B`` (exact
 polynomial identities over the Goldilocks field, `tasmopt.vm.symbolic`) establishes that
@@ -120,6 +122,9 @@ class CountedLoop:
     i_depth: int | None
     n_depth: int
     sites: tuple[int, ...]
+    #: made i only: every call site starts the counter at ``n`` (``c = n``), so the made
+    #: ``i = n - c`` is 0 there and is pushed as a constant
+    from_zero: bool = False
 
 
 def _sections(lines: Sequence[str]) -> list[tuple[str, int, int]]:
@@ -282,6 +287,25 @@ def _unskippable(lines: Sequence[str], site: int, isa: IsaVariant) -> bool:
 
 def _site_ok(lines: Sequence[str], site: int, i_depth: int, n_depth: int, isa: IsaVariant) -> bool:
     """The straight-line prefix before ``call`` at line ``site`` leaves ``c = n - i``."""
+    got = _site_run(lines, site, isa)
+    if got is None:
+        return False
+    ctx, run = got
+    return _at(run, 0) is ctx.sub(_at(run, n_depth), _at(run, i_depth))
+
+
+def _site_counts_n(lines: Sequence[str], site: int, n_depth: int, isa: IsaVariant) -> bool:
+    """The straight-line prefix before ``call`` at line ``site`` leaves ``c = n``."""
+    got = _site_run(lines, site, isa)
+    return got is not None and _at(got[1], 0) is _at(got[1], n_depth)
+
+
+def _site_run(
+    lines: Sequence[str], site: int, isa: IsaVariant
+) -> tuple[ExprContext, SymbolicRun] | None:
+    """Symbolic run of the straight-line prefix before the ``call`` at line ``site`` (from
+    the last label or control-flow instruction); None when it cannot be trusted: empty, an
+    unsupported instruction, or a first instruction a ``skiz`` may skip."""
     table = instruction_set(isa)
     prefix: list[Instr] = []
     k = site - 1
@@ -291,21 +315,21 @@ def _site_ok(lines: Sequence[str], site: int, i_depth: int, n_depth: int, isa: I
             break
         if kind is not None:
             if kind not in table:
-                return False
+                return None
             if table[kind].may_skip_next:
-                return False  # the prefix's first instruction may be skipped: not proven
+                return None  # the prefix's first instruction may be skipped: not proven
             if table[kind].is_control_flow:
                 break
             (ins,) = parse_instructions(lines[k].split("//", 1)[0], isa)
             prefix.insert(0, ins)
         k -= 1
     if not prefix:
-        return False
+        return None
     ctx = ExprContext()
     run = run_symbolic(prefix, ctx, isa)
     if run.unsupported is not None:
-        return False
-    return _at(run, 0) is ctx.sub(_at(run, n_depth), _at(run, i_depth))
+        return None
+    return ctx, run
 
 
 def find_counted_loops(lines: Sequence[str], isa: IsaVariant = "release") -> list[CountedLoop]:
@@ -367,7 +391,13 @@ def find_counted_loops(lines: Sequence[str], isa: IsaVariant = "release") -> lis
         if found is not None:
             out.append(CountedLoop(label, start, end, tuple(body), found[0], found[1], sites))
         elif keeps:  # no induction variable to reuse: make one from the counter
-            out.append(CountedLoop(label, start, end, tuple(body), None, keeps[0], sites))
+            zero = next(
+                (n for n in keeps if all(_site_counts_n(lines, s, n, isa) for s in sites)), None
+            )
+            n = keeps[0] if zero is None else zero
+            out.append(
+                CountedLoop(label, start, end, tuple(body), None, n, sites, zero is not None)
+            )
     return out
 
 
@@ -471,6 +501,8 @@ def rewrite_loops(
         if loop.i_depth is None:
             # i = n - c beside the counter, then the counter parked below the window
             make_i = ["dup 0", "push -1", "mul", f"dup {loop.n_depth + 1}", "add", "swap 1"]
+            if loop.from_zero:  # c = n at every call: i = n - c = 0
+                make_i = ["push 0", "swap 1"]
             a_plus = [*make_i, f"place {len(r)}", *a, f"pick {len(r)}"]
             body = [*u, *b, "addi 1", *a]  # i stands where B keeps the counter: unread
             after = [*u, "pop 1", "push 0"]

@@ -13,8 +13,9 @@ them (`tasmopt.frontend.stack`). Per module, from the same source in one run:
 * with ``--optimize BUDGET``: each module also through the optimizer (rules + search at
   BUDGET seconds per module), static instructions and witness cycles summed over functions.
   The witnesses come from each baseline (random, then directed by concolic runs of it), so
-  the two policies' witness sets can differ: cycles there compare loosely; the test
-  programs' cycles above run the same inputs.
+  the two policies' witness sets can differ: cycles there compare loosely. So each corpus
+  test program is also compiled whole (linked, as ``tasmopt compile prog.tri`` does) and
+  optimized under each policy, then run on its test inputs: cycles on the same inputs.
 
 Usage::
 
@@ -64,6 +65,49 @@ def program_cycles() -> dict[str, dict[str, int]]:
             if r.error is not None or list(r.public_output) != list(c.expected):
                 raise SystemExit(f"{c.id} ({spill}): wrong output or error {r.error}")
             out[spill][c.id] = r.cycles
+    return out
+
+
+def optimized_programs(budget: float) -> dict[str, dict[str, int]]:
+    """Cycles of every corpus test program that halts, compiled whole under each policy and
+    optimized (rules + search at ``budget``), on its test inputs (outputs checked)."""
+    sys.path.insert(0, str(ROOT / "tests" / "corpus"))
+    import test_corpus_programs as T
+
+    from tasmopt.frontend import link
+    from tasmopt.optimizer import compile
+    from tasmopt.report import CompileOptions
+    from tasmopt.tasm.parser import parse
+    from tasmopt.tir.codec import encode
+    from tasmopt.vm.simulator import VmInput, run
+
+    opts = CompileOptions(sources=("rules", "search"), search_budget_s=budget)
+    out: dict[str, dict[str, int]] = {p: {} for p in POLICIES}
+    programs: dict[str, list] = {}
+    for c in T.CASES:
+        if c.expected is not None:
+            programs.setdefault(c.program, []).append(c)
+    for program, cases in sorted(programs.items()):
+        for spill in POLICIES:
+            ops = link(compile_modules(T.CORPUS / program, [T.CORPUS], spill=spill))
+            prog = parse(compile(list(encode(ops)), options=opts).tasm)
+            total = 0
+            for c in cases:
+                r = run(
+                    prog,
+                    VmInput(
+                        public_input=c.public,
+                        secret_input=c.secret,
+                        secret_digests=c.digests,
+                        ram=c.ram,
+                    ),
+                    step_limit=T.STEP_LIMIT,
+                    measure=False,
+                )
+                if r.error is not None or list(r.public_output) != list(c.expected):
+                    raise SystemExit(f"{c.id} ({spill}, optimized): wrong output or {r.error}")
+                total += r.cycles
+            out[spill][program] = total
     return out
 
 
@@ -131,6 +175,24 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"| {name} | {a[0]} | {b[0]} | {a[1]} | {b[1]} |")
         for label, k in (("static", 0), ("witness cycles", 1), ("spill traffic", 2)):
             print(ratio_line(label, [o[k] for o in opt["lru"]], [o[k] for o in opt["next-use"]]))
+        whole = optimized_programs(args.optimize)
+        names = sorted(whole["lru"])
+        print(
+            f"\n## Corpus test programs compiled whole and optimized ({len(names)} programs, "
+            "their test inputs)\n"
+        )
+        if not args.quiet:
+            print("| program | cycles lru | next-use |")
+            print("|---|---|---|")
+            for n in names:
+                print(f"| {n} | {whole['lru'][n]} | {whole['next-use'][n]} |")
+        print(
+            ratio_line(
+                "clock cycles",
+                [whole["lru"][n] for n in names],
+                [whole["next-use"][n] for n in names],
+            )
+        )
     print(f"\n({time.perf_counter() - t0:.0f} s)")
 
 

@@ -78,8 +78,6 @@ def optimized_programs(budget: float) -> dict[str, dict[str, int]]:
     from tasmopt.optimizer import compile
     from tasmopt.report import CompileOptions
     from tasmopt.tasm.parser import parse
-    from tasmopt.tir.codec import encode
-    from tasmopt.vm.simulator import VmInput, run
 
     opts = CompileOptions(sources=("rules", "search"), search_budget_s=budget)
     out: dict[str, dict[str, int]] = {p: {} for p in POLICIES}
@@ -90,20 +88,10 @@ def optimized_programs(budget: float) -> dict[str, dict[str, int]]:
     for program, cases in sorted(programs.items()):
         for spill in POLICIES:
             ops = link(compile_modules(T.CORPUS / program, [T.CORPUS], spill=spill))
-            prog = parse(compile(list(encode(ops)), options=opts).tasm)
+            prog = parse(compile(ops, options=opts).tasm)
             total = 0
             for c in cases:
-                r = run(
-                    prog,
-                    VmInput(
-                        public_input=c.public,
-                        secret_input=c.secret,
-                        secret_digests=c.digests,
-                        ram=c.ram,
-                    ),
-                    step_limit=T.STEP_LIMIT,
-                    measure=False,
-                )
+                r = T.run_on(prog, c)
                 if r.error is not None or list(r.public_output) != list(c.expected):
                     raise SystemExit(f"{c.id} ({spill}, optimized): wrong output or {r.error}")
                 total += r.cycles

@@ -60,7 +60,12 @@ __all__ = ["build_module"]
 
 class _FnBuilder(ExprBuilder):
     def __init__(
-        self, mb: _ModuleBuilder, sig: FnSig, eager: int | None = None, joins: bool = False
+        self,
+        mb: _ModuleBuilder,
+        sig: FnSig,
+        live: Liveness | None = None,
+        eager: int | None = None,
+        joins: bool = False,
     ) -> None:
         self.mb = mb
         self.sig = sig
@@ -68,7 +73,10 @@ class _FnBuilder(ExprBuilder):
         self.eager = eager  # next-use: drop dead variables at statements from this many elements
         self.out: list[Op] = []
         self.model = StackModel(self.emit_op, mb.alloc)
-        self.live: Liveness | None = None
+        self.live = live  # next-use: the body's liveness (None: lru, upstream's shape)
+        if live is not None:
+            self.model.next_use = self.next_use
+            self.model.droppable = self.droppable
         self.at = 0  # the liveness position being built
         self.frozen: list[set[Var]] = []  # variables of the open regions' start layouts
         self.reads_here: dict[Var, int] = {}  # reads done at the current position
@@ -84,10 +92,6 @@ class _FnBuilder(ExprBuilder):
         assert body is not None
         self.emit("FnStart", sig.name)
         params: list[Var] = decl.param_vars  # type: ignore[attr-defined]  # set by the checker on every FnDecl it accepted
-        if self.mb.alloc.policy == "next-use":
-            self.live = Liveness(body, params)
-            self.model.next_use = self.next_use
-            self.model.droppable = self.droppable
         if not self.pass_through(body, params):
             for var in params:
                 self.model.push(var, var.width)
@@ -107,21 +111,16 @@ class _FnBuilder(ExprBuilder):
     def rhs_first(self, e: A.BinExpr) -> bool:
         """Next-use: the right operand is a whole one-element variable on top of the stack
         and the left one is not: reading it first lets its last read take it."""
-        if self.live is None:
-            return False
         m = self.model
-        top = m.entries[-1].var if m.entries else None
+        if self.live is None or not m.entries or m.entries[-1].var is None:
+            return False
+        top = m.entries[-1].var
+        return _scalar_ref(e.rhs) is top and _scalar_ref(e.lhs) is not top
 
-        def on_top(x: object) -> bool:
-            ref = getattr(x, "ref", None)
-            return (
-                isinstance(ref, VarRef)
-                and ref.var is top
-                and ref.width == ref.var.width == 1
-                and len(getattr(x, "segments", ())) == 1
-            )
-
-        return top is not None and on_top(e.rhs) and not on_top(e.lhs)
+    def owed(self, var: Var) -> bool:
+        """Part of an open branch/loop body's start (or join) layout: the body must end
+        with it, so it may not vanish before."""
+        return any(var in f for f in self.frozen)
 
     def consume(self, ref: VarRef, under: bool = False) -> bool:
         """Next-use: the last read of a whole variable that is on top of the stack (with
@@ -139,31 +138,25 @@ class _FnBuilder(ExprBuilder):
         ):
             return False
         done = self.reads_here.get(var, 0) + 1
-        if not under:
+        taken = (
+            len(m.entries) >= -at
+            and m.entries[at].var is var
+            and done == live.count_at(var, self.at)
+            and live.next_use(var, self.at + 1) is None
+            and not self.owed(var)
+        )
+        if taken or not under:
             self.reads_here[var] = done
-        if (
-            len(m.entries) < -at
-            or m.entries[at].var is not var
-            or done != live.count_at(var, self.at)
-            or live.next_use(var, self.at + 1) is not None
-            or any(var in f for f in self.frozen)
-        ):
-            return False
-        self.reads_here[var] = done
-        m.entries[at].var = None
-        m.dead.add(var)
-        return True
+        if taken:
+            m.entries[at].var = None
+            m.dead.add(var)
+        return taken
 
     def take_under(self, e: object) -> bool:
         """A commutative operator's second operand is a one-element variable right under
         the first operand's value, read for the last time: use it in place."""
         ref = getattr(e, "ref", None)
-        return (
-            isinstance(ref, VarRef)
-            and ref.width == ref.var.width == 1
-            and len(getattr(e, "segments", ())) == 1
-            and self.consume(ref, under=True)
-        )
+        return _scalar_ref(e) is not None and self.consume(ref, under=True)
 
     def goto(self, node: object) -> None:
         """Enter a statement or block tail: later eviction choices see its position, and
@@ -191,7 +184,7 @@ class _FnBuilder(ExprBuilder):
             self.live is not None
             and self.live.known(var)
             and self.live.next_use(var, self.at) is None
-            and not any(var in f for f in self.frozen)
+            and not self.owed(var)
         )
 
     def pass_through(self, body: A.Block, params: list[Var]) -> bool:
@@ -257,7 +250,7 @@ class _FnBuilder(ExprBuilder):
         saved = self.out
         self.out = []
         self.model.restore(snap)
-        self.frozen.append({v for v, _, _ in join.entries if v is not None} | set(join.spilled))
+        self.frozen.append(_vars_of(join))
         try:
             build()
             self.close_region(join, w, pos)
@@ -270,17 +263,17 @@ class _FnBuilder(ExprBuilder):
         """The layout an ``if``/``else`` ends with: its start layout less the variables dead
         after it (next-use policy; the start layout itself otherwise). Both branches end
         with it, so neither has to keep or restore a value nobody reads again."""
-        after = self.live.after(s) if self.live is not None else None
-        if self.live is None or after is None:
-            return snap
         live = self.live
+        after = live.after(s) if live is not None else None
+        if live is None or after is None:
+            return snap
 
         def dead(v: Var | None) -> bool:  # and not owed to an enclosing region's layout
             return (
                 v is not None
                 and live.known(v)
                 and live.next_use(v, after) is None
-                and not any(v in f for f in self.frozen)
+                and not self.owed(v)
             )
 
         if not any(dead(v) for v, _, _ in snap.entries) and not any(map(dead, snap.spilled)):
@@ -461,8 +454,7 @@ class _FnBuilder(ExprBuilder):
             valid &= snap.ram_valid
             op = Op("IfOnly", fields=(("then_body", tuple(then_ops)),))
         m.restore(join, valid)
-        m.dead |= {v for v, _, _ in snap.entries if v is not None} - set(m.on_stack_vars())
-        m.dead |= set(snap.spilled) - set(join.spilled)
+        m.dead |= _vars_of(snap) - _vars_of(join)  # dropped at the join: a later drop is a no-op
         self.emit_op(op)
         m.push(None, w)
 
@@ -609,17 +601,34 @@ class _ModuleBuilder:
         lazier one); the allocator and label counters continue from the kept build."""
         if self.alloc.policy != "next-use":
             return _FnBuilder(self, sig).build()
+        assert sig.decl.body is not None
+        live = Liveness(sig.decl.body, sig.decl.param_vars)  # type: ignore[attr-defined]  # set by the checker on every FnDecl it accepted
         start = (self.alloc.spill_next, self.alloc.index_next, self.labels)
         best: tuple[float, list[Op], tuple[int, int, int]] | None = None
         for eager, joins in TRIALS:
             self.alloc.spill_next, self.alloc.index_next, self.labels = start
-            ops = _FnBuilder(self, sig, eager, joins).build()
+            ops = _FnBuilder(self, sig, live, eager, joins).build()
             cost = weighted_cost(ops)
             if best is None or cost < best[0]:
                 best = (cost, ops, (self.alloc.spill_next, self.alloc.index_next, self.labels))
         assert best is not None
         self.alloc.spill_next, self.alloc.index_next, self.labels = best[2]
         return best[1]
+
+
+def _scalar_ref(e: object) -> Var | None:
+    """The variable an expression reads whole when it is a plain one-element variable
+    (no field path), else None."""
+    ref = getattr(e, "ref", None)
+    if isinstance(ref, VarRef) and ref.width == ref.var.width == 1:
+        if len(getattr(e, "segments", ())) == 1:
+            return ref.var
+    return None
+
+
+def _vars_of(snap: Snapshot) -> set[Var]:
+    """The variables a layout holds, on the stack or spilled."""
+    return {v for v, _, _ in snap.entries if v is not None} | set(snap.spilled)
 
 
 #: Most moves (``Swap`` + ``Pop``, per element) `drop_strays` spends on dead variables at

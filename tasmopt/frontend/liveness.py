@@ -27,17 +27,6 @@ from tasmopt.frontend.symbols import Var, VarRef
 
 __all__ = ["Liveness"]
 
-_STMTS = (
-    A.LetStmt,
-    A.AssignStmt,
-    A.IfStmt,
-    A.ForStmt,
-    A.ReturnStmt,
-    A.EventStmt,
-    A.MatchStmt,
-    A.AsmStmt,
-    A.ExprStmt,
-)
 #: fields that point outside the function body or hold only types and positions
 _SKIP = frozenset({"pos", "ty", "target", "resolved", "generics", "ann", "name_pos", "var_pos"})
 
@@ -105,9 +94,7 @@ class Liveness:
         for s in b.stmts:
             self._stmt(s)
         if b.tail is not None:
-            p = self._new(b.tail)
-            for v in _vars(b.tail):
-                self._use(v, p)
+            self._mark(b.tail, self._new(b.tail))
 
     def _stmt(self, s: Any) -> None:
         p = self._new(s)
@@ -127,7 +114,7 @@ class Liveness:
             first = self._n
             self._block(s.body)
             back_edge = self._new(None)
-            inner = {v for v in _declared(s.body)}
+            inner = set(_declared(s.body))
             for var, positions in self.uses.items():
                 if var not in inner and any(first <= q < back_edge for q in positions):
                     positions.append(back_edge)
@@ -138,8 +125,7 @@ class Liveness:
                 if v is not None:
                     self.uses.setdefault(v, [])
         else:
-            for v in _vars(s):
-                self._use(v, p)
+            self._mark(s, p)
         self.end[id(s)] = self._n
 
     def _mark(self, e: object, p: int) -> None:
@@ -179,6 +165,3 @@ def _declared(b: A.Block) -> Iterator[Var]:
             if s.loop_var is not None:
                 yield s.loop_var
             yield from _declared(s.body)
-
-
-assert all(dataclasses.is_dataclass(t) for t in _STMTS)

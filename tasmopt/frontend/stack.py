@@ -113,9 +113,9 @@ class StackModel:
         self.tick = 0
         #: variables dropped while dead (``next-use`` policy); a later `drop` is a no-op
         self.dead: set[Var] = set()
-        #: the builder's liveness: next use position of a variable (inf when dead)
+        #: the builder's liveness, read under the ``next-use`` policy only: next use
+        #: position of a variable (inf when dead), and whether a dead one may vanish here
         self.next_use: Callable[[Var], float] = lambda var: 0.0
-        #: the builder's liveness: True when a variable is dead and may vanish here
         self.droppable: Callable[[Var], bool] = lambda var: False
 
     # -- queries ----------------------------------------------------------------------------
@@ -129,9 +129,6 @@ class StackModel:
             if self.entries[i].var is var:
                 return i
         return None
-
-    def on_stack_vars(self) -> list[Var]:
-        return [e.var for e in self.entries if e.var is not None]
 
     def depth(self, var: Var) -> int:
         """Elements above the variable's top element."""
@@ -255,7 +252,7 @@ class StackModel:
         for k in range(entry.width - 1, -1, -1):
             if j is None:
                 self.emit_swap_chain(above)
-            elif above:  # the top block of variables takes V's place
+            else:  # the top block of variables takes V's place
                 self.emit(Op("Swap", above))
             if store:
                 self.emit(Op("Push", addr + k))

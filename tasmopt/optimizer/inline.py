@@ -48,6 +48,7 @@ from tasmopt.optimizer.state import (
 from tasmopt.report import CompileOptions
 from tasmopt.sources import BlockTask, SourceSet
 from tasmopt.tasm.parser import parse_instructions
+from tasmopt.tasm.program import Program
 from tasmopt.vm.equivalence import (
     FunctionVerdict,
     check_aligned,
@@ -397,18 +398,27 @@ class _Run:
         v = self.run_function(f, cur)
         return v.cycles if v is not None and v.equivalent else None
 
-    def run_function(self, f: FunctionState, lines: list[str]) -> FunctionVerdict | None:
-        """``f`` with ``lines`` (every other function at its returned code) run against its
-        reference on the function witnesses (`check_function`; one seed for every version
-        of ``f``, so their cycles compare); None if ``lines`` do not assemble."""
-        assert f.reference is not None
+    def harness(self, f: FunctionState, lines: list[str]) -> Program | None:
+        """``f`` with ``lines``, every other function at its returned code, as a harness
+        program; None if they do not assemble."""
         try:
-            prog = _module_with(self.ours, {**self.context(f), f.name: lines}).harness(
+            return _module_with(self.ours, {**self.context(f), f.name: lines}).harness(
                 f.name, self.options.isa
             )
         except TasmSyntaxError as exc:  # our own text: be safe anyway
             log.warning("a rewrite of %s does not assemble: %s", f.name, exc)
             return None
+
+    def run_function(self, f: FunctionState, lines: list[str]) -> FunctionVerdict | None:
+        """``f`` with ``lines`` (every other function at its returned code) run against its
+        reference on the function witnesses (`check_function`; one seed for every version
+        of ``f``, so their cycles compare); None if ``lines`` do not assemble."""
+        prog = self.harness(f, lines)
+        return None if prog is None else self.check(f, prog)
+
+    def check(self, f: FunctionState, prog: Program) -> FunctionVerdict:
+        """`run_function` for a harness already built."""
+        assert f.reference is not None
         return check_function(
             f.reference,
             prog,
@@ -454,19 +464,17 @@ class _Run:
         options, ref_text = self.options, self.ref_text(f)
         dl = options.deadline
         norm_ctx = {n: lines for n, lines in self.norm.items() if n != f.name}
+        cand = self.harness(f, cand_lines)
+        if cand is None:
+            return False
         try:
-            cand = _module_with(self.ours, {**self.context(f), f.name: cand_lines}).harness(
-                f.name, options.isa
-            )
             norm = _module_with(ref_text, {**norm_ctx, f.name: norm_lines}).harness(
                 f.name, options.isa
             )
         except TasmSyntaxError as exc:  # our own text: be safe anyway
             log.warning("inlined %s does not assemble: %s", f.name, exc)
             return False
-        v = self.run_function(f, cand_lines)
-        if v is None:
-            return False
+        v = self.check(f, cand)
         rep = f.report
         names = ", ".join(f"{lab} ({n}x)" for lab, n in sorted(sites.items()))
         if not v.equivalent and v.witness >= 0:

@@ -285,24 +285,23 @@ def _unskippable(lines: Sequence[str], site: int, isa: IsaVariant) -> bool:
     return not (before is not None and before in table and table[before].may_skip_next)
 
 
-def _site_ok(lines: Sequence[str], site: int, i_depth: int, n_depth: int, isa: IsaVariant) -> bool:
-    """The straight-line prefix before ``call`` at line ``site`` leaves ``c = n - i``."""
-    got = _site_run(lines, site, isa)
-    if got is None:
+_SiteRun = tuple[ExprContext, SymbolicRun] | None
+
+
+def _site_ok(site: _SiteRun, i_depth: int, n_depth: int) -> bool:
+    """A call site's straight-line prefix (`_site_run`) leaves ``c = n - i``."""
+    if site is None:
         return False
-    ctx, run = got
+    ctx, run = site
     return _at(run, 0) is ctx.sub(_at(run, n_depth), _at(run, i_depth))
 
 
-def _site_counts_n(lines: Sequence[str], site: int, n_depth: int, isa: IsaVariant) -> bool:
-    """The straight-line prefix before ``call`` at line ``site`` leaves ``c = n``."""
-    got = _site_run(lines, site, isa)
-    return got is not None and _at(got[1], 0) is _at(got[1], n_depth)
+def _site_counts_n(site: _SiteRun, n_depth: int) -> bool:
+    """A call site's straight-line prefix (`_site_run`) leaves ``c = n``."""
+    return site is not None and _at(site[1], 0) is _at(site[1], n_depth)
 
 
-def _site_run(
-    lines: Sequence[str], site: int, isa: IsaVariant
-) -> tuple[ExprContext, SymbolicRun] | None:
+def _site_run(lines: Sequence[str], site: int, isa: IsaVariant) -> _SiteRun:
     """Symbolic run of the straight-line prefix before the ``call`` at line ``site`` (from
     the last label or control-flow instruction); None when it cannot be trusted: empty, an
     unsupported instruction, or a first instruction a ``skiz`` may skip."""
@@ -379,21 +378,20 @@ def find_counted_loops(lines: Sequence[str], isa: IsaVariant = "release") -> lis
         incs, keeps = facts
         # the permutation's window must leave room to park the counter below it
         keeps = [n for n in keeps if n < REACH - 1]
+        runs = [_site_run(lines, s, isa) for s in sites]
         found = next(
             (
                 (i, n)
                 for i in incs
                 for n in keeps
-                if n != i and i < REACH - 1 and all(_site_ok(lines, s, i, n, isa) for s in sites)
+                if n != i and i < REACH - 1 and all(_site_ok(r, i, n) for r in runs)
             ),
             None,
         )
         if found is not None:
             out.append(CountedLoop(label, start, end, tuple(body), found[0], found[1], sites))
         elif keeps:  # no induction variable to reuse: make one from the counter
-            zero = next(
-                (n for n in keeps if all(_site_counts_n(lines, s, n, isa) for s in sites)), None
-            )
+            zero = next((n for n in keeps if all(_site_counts_n(r, n) for r in runs)), None)
             n = keeps[0] if zero is None else zero
             out.append(
                 CountedLoop(label, start, end, tuple(body), None, n, sites, zero is not None)

@@ -1030,9 +1030,13 @@ def compiled(program: str, spill: str = "lru"):
 
 
 def run_case(c: Case, spill: str = "lru"):
+    return run_on(compiled(c.program, spill), c)
+
+
+def run_on(prog, c: Case):
+    """Run a parsed program on the case's inputs (no table measurement)."""
     from tasmopt.vm.simulator import VmInput, run
 
-    prog = compiled(c.program, spill)
     return run(
         prog,
         VmInput(public_input=c.public, secret_input=c.secret, secret_digests=c.digests, ram=c.ram),

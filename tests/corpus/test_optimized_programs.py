@@ -29,11 +29,8 @@ def optimized(program: str):
 
 @pytest.mark.parametrize("c", T.CASES, ids=[c.id for c in T.CASES])
 def test_optimized_program_behaves_the_same(c):
-    from tasmopt.vm.simulator import VmInput, run
-
     prog, _ = optimized(c.program)
-    inp = VmInput(public_input=c.public, secret_input=c.secret, secret_digests=c.digests, ram=c.ram)
-    got = run(prog, inp, step_limit=T.STEP_LIMIT, measure=False)
+    got = T.run_on(prog, c)
     want = T.run_case(c)
     assert (got.error is None) == (want.error is None), (got.error, want.error)
     if want.error is None:  # a failing run proves nothing, so its output is not observable

@@ -399,3 +399,56 @@ def test_a_made_induction_variable_starts_from_zero_only_when_the_counter_is_n(p
     assert _call(new_text, "__add3", acc, n) == want
     if trips(n) is not None:
         assert want[0] == [acc + 3 * trips(n)]
+
+
+@pytest.mark.parametrize(
+    ("edit", "value", "rewritten"),
+    [
+        # the client writes v + 1 where our lowering of the same TIR writes v
+        ("    dup 4\n    addi 1\n    swap 1\n    write_mem 1", 8, False),
+        # the client's text differs from ours but means the same (a no-op pair in the body)
+        ("    dup 4\n    push 0\n    pop 1\n    swap 1\n    write_mem 1", 7, True),
+    ],
+)
+def test_a_client_baseline_that_differs_from_our_lowering_is_what_the_rewrite_must_match(
+    edit, value, rewritten
+):
+    """The loops pass rewrites our lowering, but what comes back is checked against the
+    client's program: with a client that means something else the function falls back to
+    the client's text (never our v); with a textually different but equivalent client the
+    loop is rewritten and still behaves like the client's."""
+    ops = _copy_module()
+    ours = compile_tir(ops, options=CompileOptions(sources=())).baseline_tasm
+    body = "    dup 4\n    swap 1\n    write_mem 1"
+    assert ours.count(body) == 1
+    client = ours.replace(body, edit)
+    r = compile_tir(ops, client, options=CompileOptions(sources=("rules", "search")))
+    memset = next(f for f in r.functions if f.name == "memset")
+    got = "\n".join(memset.tasm) + "\n"
+    assert ("recurse_or_return" in got) == rewritten, memset.notes
+    for n in (0, 1, 5):
+        (want, _), _ = behaviour(client, 100, 7, n)
+        (out, _), _ = behaviour(got, 100, 7, n)
+        assert out == want
+        assert out.count(value) == min(n, 6)  # the client's value, in every written cell
+
+
+@pytest.mark.parametrize(
+    ("prefix", "from_zero"),
+    [
+        # c = n + (acc - acc): the same polynomial as n, so i starts at 0
+        ("    dup 0\n    dup 2\n    dup 3\n    push -1\n    mul\n    add\n    add\n", True),
+        # c = n * n: a high-degree term, equal to n only for n in {0, 1}
+        ("    dup 0\n    dup 0\n    mul\n", False),
+        # c = n + acc * acc: equal to n only when acc = 0 (a rare input)
+        ("    dup 0\n    dup 2\n    dup 3\n    mul\n    add\n", False),
+    ],
+)
+@pytest.mark.parametrize(("acc", "n"), [(0, 0), (0, 1), (0, 3), (5, 1), (1, 2)])
+def test_from_zero_needs_the_identity_not_agreement_on_some_inputs(prefix, from_zero, acc, n):
+    text = ADD3.replace("    dup 0\n    call __loop__1", prefix + "    call __loop__1")
+    lines = text.splitlines()
+    (loop,) = find_counted_loops(lines)
+    assert loop.from_zero == from_zero
+    new, _ = rewrite_loops(lines, [loop])
+    assert _call("\n".join(new) + "\n", "__add3", acc, n) == _call(text, "__add3", acc, n)

@@ -37,6 +37,9 @@ class BlockTask:
         tir_hash: sha256 of the block's canonical TIR.
         dead_cells: private scratch cells dead after the block (`tasmopt.vm.scratch`): their
             final values are not observable, so a candidate may leave them unwritten.
+        dead_slots: op-stack slots (st index) dead after the block in the reference's text
+            (`tasmopt.vm.stack_liveness`): a candidate may leave anything there (same stack
+            length).
     """
 
     function: str
@@ -48,6 +51,7 @@ class BlockTask:
     net_effect: int
     tir_hash: str
     dead_cells: tuple[int, ...] = ()
+    dead_slots: tuple[int, ...] = ()
 
 
 class CandidateSource(Protocol):

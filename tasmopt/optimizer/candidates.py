@@ -10,6 +10,7 @@ import logging
 from tasmopt.report import (
     CompileOptions,
 )
+from tasmopt.rules import RulesSource, rewrite
 from tasmopt.sources import BlockTask, SourceSet
 from tasmopt.tasm.program import Instr
 from tasmopt.vm.equivalence import (
@@ -43,6 +44,33 @@ def propose(
             )
             continue
         out[name] = proposals
+    return polish(out)
+
+
+def polish(
+    proposals: dict[str, list[list[list[Instr]]]],
+) -> dict[str, list[list[list[Instr]]]]:
+    """Each source's candidates followed by their peephole-polished versions
+    (`tasmopt.rules.rewrite`, all rules to a fixpoint) where those differ: a scheduler or a
+    model may leave a ``dup 0; pop 1`` the rules remove. A polished candidate is still only a
+    proposal, attributed to the source that proposed the original; the verifier decides."""
+    out: dict[str, list[list[list[Instr]]]] = {}
+    for name, per_task in proposals.items():
+        if name == RulesSource.name:
+            out[name] = per_task
+            continue
+        lists: list[list[list[Instr]]] = []
+        for cands in per_task:
+            seen = {tuple(c) for c in cands}
+            extra = []
+            for cand in cands:
+                better = rewrite(cand)
+                key = tuple(better)
+                if key not in seen:
+                    seen.add(key)
+                    extra.append(better)
+            lists.append(list(cands) + extra)
+        out[name] = lists
     return out
 
 
@@ -56,8 +84,10 @@ def build_checks(
     for ti, task in enumerate(tasks):
         base = tuple(str(i) for i in task.baseline)
         seen = {base}
-        dead = task.dead_cells
-        checks.append(BlockCheck(base, base, options.isa, options.witnesses, options.seed, dead))
+        dead, slots = task.dead_cells, task.dead_slots
+        checks.append(
+            BlockCheck(base, base, options.isa, options.witnesses, options.seed, dead, slots)
+        )
         owners.append((ti, ""))
         for name, per_task in proposals.items():
             for cand in per_task[ti]:
@@ -66,7 +96,9 @@ def build_checks(
                     continue
                 seen.add(text)
                 checks.append(
-                    BlockCheck(base, text, options.isa, options.witnesses, options.seed, dead)
+                    BlockCheck(
+                        base, text, options.isa, options.witnesses, options.seed, dead, slots
+                    )
                 )
                 owners.append((ti, name))
     return checks, owners

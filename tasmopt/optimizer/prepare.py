@@ -42,6 +42,7 @@ from tasmopt.vm.equivalence import (
     check_function,
 )
 from tasmopt.vm.scratch import Item, Liveness, items_of_lines
+from tasmopt.vm.stack_liveness import StackLiveness
 
 __all__ = [
     "prepare_functions",
@@ -229,6 +230,7 @@ def prepare_functions(
         if client is not None:
             if not _client_reference(f, lf.name, our_prog, ours, client, options, timings):
                 continue
+        stack = _StackView(ours, client if f.reference_is_client else None, lf.name, options.isa)
         for block in blocks_with_loop_counters(low, lf):
             instrs = _block_instrs(low.lines[block.start : block.end], options.isa)
             if not instrs:
@@ -248,6 +250,7 @@ def prepare_functions(
                     block.net_effect,
                     tir_hash(block.ops),
                     scratch.dead(block.start, block.end, f.private) if scratch else (),
+                    stack.dead(block.end),
                 )
             )
             f.block_ranges.append((block.start, block.end))
@@ -272,6 +275,60 @@ class _ScratchView:
             return ()
         cells = self.live.dead_after(self.at[start], self.at[end]) & private
         return tuple(sorted(cells))
+
+
+class _Harness:
+    """One function's harness program as items (`tasmopt.vm.scratch.items_of_lines`), where
+    each module line lands in it, its control points (as `check_aligned` segments them) and
+    its op-stack liveness (`tasmopt.vm.stack_liveness`)."""
+
+    def __init__(self, text: ModuleText, name: str, isa: IsaVariant) -> None:
+        joined, where = text.closure_text(name)
+        lines = [f"    call {text.functions[name].label}", "    halt", *joined.split("\n")]
+        owners = [-1, -1, *where]
+        self.items: list[Item] = []
+        self.at: dict[int, int] = {}  # module line -> index of the first item at or after it
+        for line, owner in zip(lines, owners):
+            if owner >= 0:
+                self.at[owner] = len(self.items)
+            self.items.extend(items_of_lines([line]))
+        table = instruction_set(isa)
+        self.controls: list[int] = []  # item indices of labels, control flow, skippable
+        after_skip = False
+        for k, (op, _) in enumerate(self.items):
+            known = op in table
+            if op == "label" or not known or table[op].is_control_flow or after_skip:
+                self.controls.append(k)
+            after_skip = known and table[op].may_skip_next
+        self.live = StackLiveness(self.items, isa)
+
+
+class _StackView:
+    """Dead op-stack slots after a block of one function, proven on every text the
+    function's proofs treat as its reference: our lowering's harness and, where the client's
+    program is the reference, the client's (the same control skeleton, proven by
+    `check_aligned`; a block that ends at the n-th control point of ours ends at the n-th of
+    the client's). A slot counts only where every such text proves it dead."""
+
+    def __init__(
+        self, ours: ModuleText, client: ModuleText | None, name: str, isa: IsaVariant
+    ) -> None:
+        self.ours = _Harness(ours, name, isa)
+        self.client = _Harness(client, name, isa) if client is not None else None
+
+    def dead(self, end: int) -> tuple[int, ...]:
+        """Slots dead after the block that ends before module line ``end`` of our text."""
+        k = self.ours.at.get(end, len(self.ours.items))
+        slots = self.ours.live.dead_before(k)
+        if slots and self.client is not None:
+            try:
+                n = self.ours.controls.index(k)
+            except ValueError:
+                return ()  # not at a control point: no counterpart in the client's text
+            if n >= len(self.client.controls):
+                return ()
+            slots &= self.client.live.dead_before(self.client.controls[n])
+        return tuple(sorted(slots))
 
 
 #: The loop counter decrement of a lowered loop (spec/tir.md §3.4), as TIR: ``Push(-1), Add``.

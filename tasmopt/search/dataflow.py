@@ -16,7 +16,22 @@ from dataclasses import dataclass, field
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.tasm.program import Instr
 
-__all__ = ["Node", "Dataflow", "extract", "UnsupportedBlock", "COMMUTATIVE", "EFFECTS", "GUARDED"]
+__all__ = [
+    "Node",
+    "Dataflow",
+    "extract",
+    "UnsupportedBlock",
+    "ANY",
+    "COMMUTATIVE",
+    "EFFECTS",
+    "GUARDED",
+]
+
+#: The value of a final-stack slot whose value does not matter: a slot dead after the block
+#: (`tasmopt.vm.stack_liveness`). No node produces it; a schedule may leave anything there.
+ANY = -1
+#: Deepest slot a schedule can address (``dup 15``, ``swap 15``).
+_MAX_INDEX = 15
 
 #: Binary instructions whose two operands may be swapped (ISA table ``commutative``).
 COMMUTATIVE = names_where(lambda i: i.commutative)
@@ -82,7 +97,7 @@ class Dataflow:
     Attributes:
         entry: value ids of the entry stack region, bottom..top (``entry[-1]`` was st0).
         final: value ids of the final stack region, bottom..top; below both regions the
-            stack is untouched.
+            stack is untouched. `ANY` marks a slot whose final value does not matter.
         nodes: operations in the block's order.
         producer: value id -> (node id, output index); entry values are absent.
         constants: value id -> field element, for values made by ``push``.
@@ -102,7 +117,7 @@ class Dataflow:
     def needed_nodes(self) -> list[Node]:
         """Nodes that must run: effects, guarded nodes, and producers of values needed by
         them or by the final stack (dead pure nodes are dropped)."""
-        need_vals = set(self.final)
+        need_vals = set(self.final) - {ANY}
         keep: set[int] = set()
         for node in reversed(self.nodes):
             if node.effect is not None or node.guarded or any(v in need_vals for v in node.outputs):
@@ -115,8 +130,13 @@ def extract(
     instrs: Sequence[Instr],
     isa: IsaVariant = "release",
     dead_cells: frozenset[int] = frozenset(),
+    dead_slots: frozenset[int] = frozenset(),
 ) -> Dataflow:
     """Value-number a straight-line fragment.
+
+    ``dead_slots``: op-stack slots (st index after the fragment) whose values the program
+    never reads again (`tasmopt.vm.stack_liveness`) become `ANY` in the final stack (the
+    region is widened to reach them, up to st15); a value only they held is not computed.
 
     RAM round trips at constant addresses are forwarded: a ``read_mem`` at a constant
     pointer whose cells the fragment wrote earlier at constant pointers (with no write at a
@@ -241,7 +261,16 @@ def extract(
             if reach:
                 del stack[-reach:]
             stack.extend(reversed(outputs))
-    return Dataflow(entry, list(stack), nodes, producer, constants, low, len(instrs))
+    final = list(stack)
+    if dead_slots:
+        usable = [k for k in dead_slots if k <= _MAX_INDEX]
+        if usable:
+            ensure(max(usable) + 1)
+            final = list(stack)
+            for k in usable:
+                if k < len(final):
+                    final[len(final) - 1 - k] = ANY
+    return Dataflow(entry, final, nodes, producer, constants, low, len(instrs))
 
 
 def _forward(

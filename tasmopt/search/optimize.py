@@ -44,6 +44,8 @@ class SearchConfig:
         deadline: the request's deadline: every loop stops when it expires.
         dead_cells: private scratch cells dead after the block (`BlockTask.dead_cells`):
             stores to them may be dropped (`tasmopt.search.dataflow.extract`).
+        dead_slots: op-stack slots dead after the block (`BlockTask.dead_slots`): the
+            schedule may leave anything there (`tasmopt.search.dataflow.ANY`).
     """
 
     states: int = 20_000
@@ -53,6 +55,7 @@ class SearchConfig:
     stoke_share: float = 0.2
     deadline: Deadline | None = field(default=None, compare=False, hash=False)
     dead_cells: frozenset[int] = frozenset()
+    dead_slots: frozenset[int] = frozenset()
 
 
 def optimize_block(
@@ -63,7 +66,7 @@ def optimize_block(
     if len(instrs) < 2:
         return []
     try:
-        raw = extract(instrs, cfg.isa, cfg.dead_cells)
+        raw = extract(instrs, cfg.isa, cfg.dead_cells, cfg.dead_slots)
     except UnsupportedBlock:
         return []
     flows = [simplify(raw), raw]
@@ -92,6 +95,7 @@ def optimize_block(
             seed=cfg.seed,
             isa=cfg.isa,
             deadline=cfg.deadline,
+            dead_slots=cfg.dead_slots,
         )
         if better is not None:
             found.append(better)

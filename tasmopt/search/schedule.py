@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from tasmopt.deadline import Deadline
 from tasmopt.isa import names_where
-from tasmopt.search.dataflow import Dataflow, Node
+from tasmopt.search.dataflow import ANY, Dataflow, Node
 from tasmopt.tasm.program import Instr
 
 __all__ = ["exact", "beam", "arrange", "Budget"]
@@ -96,8 +96,14 @@ def _problem(df: Dataflow) -> _Problem:
     )
 
 
+def _fits(stack: Sequence[int], final: Sequence[int]) -> bool:
+    """``stack`` is a goal for ``final``: the same length, equal values except where
+    ``final`` says `ANY`."""
+    return len(stack) == len(final) and all(f == ANY or s == f for s, f in zip(stack, final))
+
+
 def _demand(p: _Problem, done: frozenset[int]) -> Counter:
-    need: Counter = Counter(p.final)
+    need: Counter = Counter(v for v in p.final if v != ANY)
     for n in p.nodes:
         if n.id not in done:
             need.update(n.inputs)
@@ -156,7 +162,7 @@ def exact(
     while frontier:
         state = frontier.popleft()
         stack, done = state
-        if done == goal_done and stack == p.final:
+        if done == goal_done and _fits(stack, p.final):
             return _path(prev, state)
         if depth[state] >= max_length:
             continue
@@ -200,6 +206,8 @@ def _moves(p: _Problem, stack: tuple[int, ...], done: frozenset[int]):
         v = stack[n - 1 - i]
         if need[v] > have[v]:
             yield Instr("dup", i), (stack + (v,), done)
+    if n < len(p.final) and p.final[n] == ANY:  # a filler for a dead slot: any word will do
+        yield Instr("push", 0), (stack + (ANY,), done)
     for i in range(1, min(n, _MAX_INDEX + 1)):
         s = list(stack)
         s[-1], s[-1 - i] = s[-1 - i], s[-1]
@@ -367,7 +375,7 @@ def _with_burials(stack: list[int], code: list[Instr], need: Counter, p: _Proble
     if not stack:
         return
     v = stack[-1]
-    ops_left = need[v] - p.final.count(v)
+    ops_left = need[v] - p.final.count(v)  # ANY never equals a value
     if ops_left > 0 or v not in p.final:
         return
     for k in range(1, min(len(stack) - 1, _MAX_INDEX) + 1):
@@ -380,7 +388,7 @@ def _with_burials(stack: list[int], code: list[Instr], need: Counter, p: _Proble
 def _distance(stack: Sequence[int], final: Sequence[int]) -> int:
     """A cheap estimate of the instructions still needed to turn ``stack`` into ``final``."""
     keep = 0
-    while keep < min(len(stack), len(final)) and stack[keep] == final[keep]:
+    while keep < min(len(stack), len(final)) and final[keep] in (ANY, stack[keep]):
         keep += 1
     return (len(stack) - keep) + (len(final) - keep)
 
@@ -400,14 +408,21 @@ def arrange(
     elements: exact search within the budget, else a greedy sequence (fetch every value in
     order, then drop what is left below)."""
     stack, final = tuple(stack), tuple(final)
-    if stack == final:
+    if _fits(stack, final):
         return []
     if len(stack) <= 12:
         flow = Dataflow(list(stack), list(final), [], {}, constants, low - len(stack), 0)
         found = exact(flow, max_length=8, budget=budget)
         if found is not None:
             return found
-    return _greedy_arrange(list(stack), list(final), constants, low)
+    # the greedy pass needs values: a slot that may hold anything keeps what is there now
+    # (or a copy of the top where the stack is shorter)
+    if not stack and ANY in final:
+        return None
+    concrete = [
+        f if f != ANY else (stack[j] if j < len(stack) else stack[-1]) for j, f in enumerate(final)
+    ]
+    return _greedy_arrange(list(stack), concrete, constants, low)
 
 
 def _pops(n: int) -> list[Instr]:

@@ -63,6 +63,7 @@ class SearchSource:
                 options.seed,
                 share,
                 task.dead_cells,
+                task.dead_slots,
             )
             with self._lock:
                 hit = self._cache.get(key)
@@ -78,6 +79,7 @@ class SearchSource:
                     isa=options.isa,
                     deadline=stop,
                     dead_cells=frozenset(task.dead_cells),
+                    dead_slots=frozenset(task.dead_slots),
                 )
                 try:
                     hit = optimize_block(list(task.baseline), cfg)

@@ -48,7 +48,9 @@ def _pool(baseline: Sequence[Instr], depth: int) -> list[Instr]:
     return sorted(pool, key=str)
 
 
-def _observe(instrs: Sequence[Instr], tests: list, isa: IsaVariant) -> list[tuple]:
+def _observe(
+    instrs: Sequence[Instr], tests: list, isa: IsaVariant, dead_slots: frozenset[int] = frozenset()
+) -> list[tuple]:
     from tasmopt.vm.simulator import run
 
     prog = Program.from_items(list(instrs) + [Instr("halt")], isa)
@@ -58,9 +60,10 @@ def _observe(instrs: Sequence[Instr], tests: list, isa: IsaVariant) -> list[tupl
         if r.error is not None:
             out.append(("error",))
         else:
+            top = len(r.stack) - 1
             out.append(
                 (
-                    tuple(r.stack),
+                    tuple(None if top - j in dead_slots else v for j, v in enumerate(r.stack)),
                     tuple(r.public_output),
                     r.public_input_consumed,
                     r.secret_input_consumed,
@@ -119,6 +122,7 @@ def stoke(
     beta: float = 1.0,
     tests: int = 4,
     deadline: Deadline | None = None,
+    dead_slots: frozenset[int] = frozenset(),
 ) -> list[Instr] | None:
     """Run the chain from ``start``; the shortest program shorter than ``start`` that matched
     every test and passed the symbolic check, or None.
@@ -131,6 +135,7 @@ def stoke(
         tests: concrete test inputs for the cost function.
         deadline: stop proposing when it expires (looked at every iteration: one proposal
             runs the simulator on every test input, which is long for a long block).
+        dead_slots: op-stack slots dead after the block: not compared.
     """
     rng = random.Random(seed)
     sym_base = run_symbolic(baseline, ctx := ExprContext(), isa)
@@ -149,26 +154,33 @@ def stoke(
     )
     if not cases:
         return None  # no input gets through the baseline's guards: nothing to steer by
-    want = _observe(baseline, cases, isa)
+    want = _observe(baseline, cases, isa, dead_slots)
     base_lines = tuple(str(i) for i in baseline)
     pool = _pool(baseline, sym_base.base)
     cur = list(start)
-    cur_cost = len(cur) + _penalty(_observe(cur, cases, isa), want)
+    cur_cost = len(cur) + _penalty(_observe(cur, cases, isa, dead_slots), want)
     best: list[Instr] | None = None
     best_len = len(start)
     for _ in range(iterations):
         if deadline is not None and deadline.expired:
             break
         cand = _mutate(cur, pool, rng)
-        cost = len(cand) + _penalty(_observe(cand, cases, isa), want)
+        cost = len(cand) + _penalty(_observe(cand, cases, isa, dead_slots), want)
         if cost <= cur_cost or rng.random() < math.exp(-beta * (cost - cur_cost)):
             cur, cur_cost = cand, cost
             if cost == len(cand) and len(cand) < best_len:
                 run_c = run_symbolic(cand, ctx, isa)
-                if compare_symbolic(ctx, sym_base, run_c).status not in ("proven", "testable"):
+                status = compare_symbolic(ctx, sym_base, run_c, dead_slots=dead_slots).status
+                if status not in ("proven", "testable"):
                     continue
                 # the chain's own tests are few: only the full verifier decides
-                check = BlockCheck(base_lines, tuple(str(i) for i in cand), isa, seed=seed)
+                check = BlockCheck(
+                    base_lines,
+                    tuple(str(i) for i in cand),
+                    isa,
+                    seed=seed,
+                    dead_slots=tuple(sorted(dead_slots)),
+                )
                 if check_block(check).equivalent:
                     best, best_len = list(cand), len(cand)
     return best

@@ -63,6 +63,7 @@ from tasmopt.tasm.program import Instr, Program
 from tasmopt.vm.expr import ExprContext, Guard
 from tasmopt.vm.guards import passing_witness
 from tasmopt.vm.scratch import Liveness, items_of_program
+from tasmopt.vm.stack_liveness import StackLiveness
 from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
 from tasmopt.vm.witness import CONTROL_FAMILIES, Witness, witness
 
@@ -134,6 +135,9 @@ class BlockCheck:
         dead_cells: RAM addresses whose values after the block are not observable: private
             scratch cells dead at the block's end (`tasmopt.vm.scratch.dead_after`, the
             observable-behaviour contract of design §2). Empty: all RAM is observable.
+        dead_slots: op-stack slots (st index after the block) whose values the program
+            never reads again (`tasmopt.vm.stack_liveness`): left out of the comparison;
+            the stack lengths are still compared. Empty: the whole op stack is observable.
     """
 
     baseline: tuple[str, ...]
@@ -142,6 +146,7 @@ class BlockCheck:
     witnesses: int = MIN_WITNESSES
     seed: int = 0
     dead_cells: tuple[int, ...] = ()
+    dead_slots: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -151,6 +156,7 @@ class BlockCheck:
             "witnesses": self.witnesses,
             "seed": self.seed,
             "dead_cells": list(self.dead_cells),
+            "dead_slots": list(self.dead_slots),
         }
 
     @classmethod
@@ -162,6 +168,7 @@ class BlockCheck:
             int(d.get("witnesses", MIN_WITNESSES)),
             int(d.get("seed", 0)),
             tuple(int(c) for c in d.get("dead_cells", ())),
+            tuple(int(k) for k in d.get("dead_slots", ())),
         )
 
 
@@ -272,9 +279,11 @@ def compare_symbolic(
     cand: SymbolicRun,
     witnesses: int = 16,
     hidden: frozenset[int] = frozenset(),
+    dead_slots: frozenset[int] = frozenset(),
 ) -> SymbolicComparison:
     """Compare two symbolic runs made in ``ctx`` (see the module docstring). ``hidden``:
-    RAM cells (constant addresses) whose final values are not observable.
+    RAM cells (constant addresses) whose final values are not observable; ``dead_slots``:
+    final op-stack slots (st index) whose values are not observable.
 
     ``testable`` is returned only when every remaining difference is algebraic (free
     variables, RAM cells at algebraic addresses, field inverses) *and* its degree passes
@@ -310,7 +319,7 @@ def compare_symbolic(
     # (len(stack) = base + delta and the deltas are equal), so this depth covers everything.
     depth = max(len(base.stack), len(cand.stack))
     for i, (x, y) in enumerate(zip(base.top_down(depth), cand.top_down(depth))):
-        if x is not y:
+        if x is not y and i not in dead_slots:
             pairs.append((f"st{i}", x, y))
     for i, (x, y) in enumerate(zip(base.outputs, cand.outputs)):
         if x is not y:
@@ -359,14 +368,24 @@ def _vm() -> ModuleType:
     return simulator
 
 
-def observe(result: VmResult, hidden: frozenset[int] = frozenset()) -> tuple[Any, ...]:
+def observe(
+    result: VmResult,
+    hidden: frozenset[int] = frozenset(),
+    dead_slots: frozenset[int] = frozenset(),
+) -> tuple[Any, ...]:
     """The observables of a VmResult (design §2), as a comparable tuple; all errors equal.
-    ``hidden``: RAM cells left out (private scratch cells dead at the end of the run)."""
+    ``hidden``: RAM cells left out (private scratch cells dead at the end of the run);
+    ``dead_slots``: op-stack slots (st index) whose values are left out (``None`` in their
+    place: the stack length still counts)."""
     if result.error is not None:
         return ("error",)
     ram = result.ram.items()
+    stack: tuple[Any, ...] = tuple(result.stack)
+    if dead_slots:
+        top = len(stack) - 1
+        stack = tuple(None if top - j in dead_slots else v for j, v in enumerate(stack))
     return (
-        tuple(result.stack),
+        stack,
         tuple(sorted((a, v) for a, v in ram if a not in hidden) if hidden else sorted(ram)),
         tuple(result.public_output),
         result.public_input_consumed,
@@ -481,7 +500,8 @@ def check_block(check: BlockCheck) -> Verdict:
     sym_b = run_symbolic(base, ctx, check.isa)
     sym_c = run_symbolic(cand, ctx, check.isa)
     hidden = frozenset(check.dead_cells)
-    cmp = compare_symbolic(ctx, sym_b, sym_c, need, hidden)
+    dead = frozenset(check.dead_slots)
+    cmp = compare_symbolic(ctx, sym_b, sym_c, need, hidden, dead)
     if cmp.status in ("different", "unprovable"):
         return _reject(cmp.reason or cmp.status)
     depth = 16 + max(sym_b.base, sym_c.base, -sym_b.low_water) + 2
@@ -495,7 +515,7 @@ def check_block(check: BlockCheck) -> Verdict:
     def compare(i: int, w: Witness, runs: tuple[VmResult, VmResult] | None = None) -> str | None:
         nonlocal passed, random_field
         rb, rc = runs or (_run(prog_b, w, len(base) + 2), _run(prog_c, w, limit))
-        ob, oc = observe(rb, hidden), observe(rc, hidden)
+        ob, oc = observe(rb, hidden, dead), observe(rc, hidden, dead)
         if ob != oc:
             detail = _explain(ob, oc)
             if cmp.status == "proven":  # layer 1 and layer 2 disagree: a verifier bug
@@ -521,7 +541,7 @@ def check_block(check: BlockCheck) -> Verdict:
     lanes = _lane_runs(prog_b, prog_c, wide, (len(base) + 2, limit), check.seed)
     if lanes is not None:  # one numpy pass over every witness (`tasmopt.vm.lanes`)
         lane_b, lane_c = lanes
-        i = lane_b.first_difference(lane_c, hidden)
+        i = lane_b.first_difference(lane_c, hidden, dead)
         if i is not None:
             bad = compare(i, wide[i], (lane_b.result(i), lane_c.result(i)))
             if bad:
@@ -992,12 +1012,19 @@ def check_aligned(
     does not depend on it; the candidate's run equals the baseline's on every entry state,
     so it does not either, and two states that differ only in dead cells lead to the same
     observables.
+
+    Dead op-stack slots (`tasmopt.vm.stack_liveness`, on the baseline's text): a run's check
+    leaves out the slots dead after that run in the baseline, the stack length still
+    compared. The same argument composes: the baseline's observables from that point on
+    flow only from live slots (a callee's summary bounds what a call may reach), so a state
+    that differs only in dead slots leads to the same observables, and each later run of the
+    candidate equals the baseline's on every entry state.
     """
     sa = _segments_at(baseline)
     a, b = [(k, v) for k, v, _ in sa], _segments(candidate)
-    live = (
-        Liveness(items_of_program(baseline), private_cells, baseline.isa) if private_cells else None
-    )
+    items = items_of_program(baseline)
+    live = Liveness(items, private_cells, baseline.isa) if private_cells else None
+    stack_live: StackLiveness | None = None
     if len(a) != len(b):
         return AlignedVerdict(
             False, f"control skeletons differ ({len(b)} segments, baseline {len(a)})"
@@ -1013,10 +1040,13 @@ def check_aligned(
         if deadline is not None and deadline.expired:
             return AlignedVerdict(False, f"unverified: deadline ({deadline.why()}) at segment {k}")
         dead: tuple[int, ...] = ()
+        start, end = sa[k][2]
         if live is not None:
-            start, end = sa[k][2]
             dead = tuple(sorted(live.dead_after(start, end)))
-        v = _check_block_cached(BlockCheck(va, vb, baseline.isa, witnesses, seed, dead))  # type: ignore[arg-type]  # segments are tuples of instruction lines
+        if stack_live is None:
+            stack_live = StackLiveness(items, baseline.isa)
+        slots = tuple(sorted(stack_live.dead_before(end)))
+        v = _check_block_cached(BlockCheck(va, vb, baseline.isa, witnesses, seed, dead, slots))  # type: ignore[arg-type]  # segments are tuples of instruction lines
         if not v.equivalent:
             return AlignedVerdict(
                 False,

@@ -704,11 +704,15 @@ class LaneRun:
         return self._stack
 
     def same_observables(
-        self, other: LaneRun, hidden: frozenset[int] = frozenset()
+        self,
+        other: LaneRun,
+        hidden: frozenset[int] = frozenset(),
+        dead_slots: frozenset[int] = frozenset(),
     ) -> npt.NDArray[np.bool_]:
         """``(N,)`` bool: lane ``i`` of both runs has equal observables (design §2, as
         `tasmopt.vm.equivalence.observe` compares them; every failure equals every other).
-        ``hidden``: RAM cells left out."""
+        ``hidden``: RAM cells left out; ``dead_slots``: final op-stack slots (st index)
+        left out (the stack lengths are still compared)."""
         a, b = self.vm, other.vm
         both = self.halted & other.halted
         same = ~self.halted & ~other.halted  # failures agree with failures
@@ -720,7 +724,12 @@ class LaneRun:
             return same
         ok = both.copy()
         if a.stk:
-            ok &= np.all(self.stack == other.stack, axis=0)
+            equal = self.stack == other.stack
+            depth = len(a.stk)
+            for k in dead_slots:
+                if k < depth:
+                    equal[depth - 1 - k] = True
+            ok &= np.all(equal, axis=0)
         for x, y in zip(a.out, b.out, strict=True):
             ok &= x == y
         ok &= a.has_sponge == b.has_sponge
@@ -734,10 +743,15 @@ class LaneRun:
                 ok[i] = False
         return same | ok
 
-    def first_difference(self, other: LaneRun, hidden: frozenset[int] = frozenset()) -> int | None:
+    def first_difference(
+        self,
+        other: LaneRun,
+        hidden: frozenset[int] = frozenset(),
+        dead_slots: frozenset[int] = frozenset(),
+    ) -> int | None:
         """The first lane whose observables differ between the two runs (see
         `same_observables`), or None."""
-        differ = np.flatnonzero(~self.same_observables(other, hidden))
+        differ = np.flatnonzero(~self.same_observables(other, hidden, dead_slots))
         return int(differ[0]) if len(differ) else None
 
     def halting_lanes(self) -> list[int]:

@@ -1,0 +1,215 @@
+"""Dead op-stack slots: which values a program never reads again (design §2, issue 11 item 6).
+
+A program keeps values on the op stack that it will only pop: a variable after its last use,
+the copy of an argument the compiler kept "just in case". A straight-line run that leaves
+such a slot holding something else changes nothing observable, so a rewrite of the run need
+not rebuild it. This module *proves* which slots are dead at each point of one program, on
+its own text, by a backward liveness analysis over op-stack slots (depth from the top,
+``0`` = st0):
+
+* **Instructions** move, copy, read and replace slots as the ISA table's slot flow says
+  (`tasmopt.isa.slot_flow`). A slot is live before an instruction when the slot it moves or
+  copies to is live after it, or when the instruction reads it and either one of its fresh
+  results is live or the instruction has an effect beyond the op stack, can fail, or is
+  control flow (a failure, a RAM access, an output and a branch all observe the value).
+  Stack shuffles (``dup``, ``swap``, ``pick``, ``place``, ``pop``, ``push``) only move.
+* **Calls** to a label of the program use the callee's *summary*: how deep below its entry
+  it ever reaches (``reach``) and how it changes the stack length (``delta``), computed by a
+  forward walk over every path of the callee (its own calls summarised in turn). The slots it
+  may reach are live before the call; a deeper slot is live when its shifted slot is live
+  after. A callee whose walk cannot bound it (a path whose stack length depends on how it
+  was reached, a ``recurse`` at another length than its entry, a call into an external
+  symbol or into a cycle of calls, a path that runs off the program) has no summary: every
+  slot is live before a call to it.
+* **Everything is live** at ``return``, ``recurse``, ``recurse_or_return`` and ``halt`` (a
+  caller, the next iteration or the final state may read any slot), before an external
+  call, and at a label's entry when control reaches it by falling through.
+* ``skiz`` joins its two successors (the next instruction and the one after it): a slot is
+  dead only if it is dead on both paths.
+
+Soundness of its use (`tasmopt.vm.equivalence.check_aligned`): every value the program may
+still observe — on the op stack at a return or halt, through an effect, a failure or a
+branch — flows from slots this analysis marks live; so two states that differ only in dead
+slots lead the program to the same observables, and a run of a rewrite may leave anything
+in the slots dead after the baseline's run, provided the stack length is the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from tasmopt.isa import IsaVariant, instruction_set, slot_flow
+from tasmopt.tasm.program import EXTERNAL_PREFIX, Program
+from tasmopt.vm.scratch import Item, items_of_program
+
+__all__ = ["Summary", "StackLiveness", "dead_slots", "of_program", "MAX_DEPTH"]
+
+#: Dead sets are kept to slots above this depth (deeper ones count as live): a run can
+#: address at most st15, and a bounded set keeps the analysis cheap.
+MAX_DEPTH = 32
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a call to a label does to the op stack (for the caller's liveness).
+
+    Attributes:
+        reach: slots below the callee's entry top it may read, move or replace (st0 ..
+            st(reach-1)); deeper slots pass through the call untouched.
+        delta: change of the stack length from the call to its return.
+    """
+
+    reach: int
+    delta: int
+
+
+class StackLiveness:
+    """Dead op-stack slots of one program (module docstring), analysed once.
+
+    Args:
+        items: the program's items (`tasmopt.vm.scratch.items_of_program`).
+        isa: instruction-set variant.
+    """
+
+    def __init__(self, items: Sequence[Item], isa: IsaVariant = "release") -> None:
+        self.items = list(items)
+        self.table = instruction_set(isa)
+        self.isa = isa
+        self.labels = {arg: k for k, (name, arg) in enumerate(self.items) if name == "label"}
+        self._summaries: dict[str, Summary | None] = {}
+        self._dead = self._backward()
+
+    def dead_before(self, index: int) -> frozenset[int]:
+        """Slots (depth from the top) dead just before ``items[index]`` executes (after
+        ``items[index - 1]`` when control falls through); ``index == len(items)`` is the end
+        of the program (nothing dead)."""
+        return self._dead[index]
+
+    # -- callee summaries (forward) -----------------------------------------------------------
+
+    def summary(self, label: str) -> Summary | None:
+        """The `Summary` of a call to ``label``, or None when no bound is proven."""
+        if label in self._summaries:
+            return self._summaries[label]
+        self._summaries[label] = None  # a call cycle reaching this label again: unbounded
+        result = self._walk(label)
+        self._summaries[label] = result
+        return result
+
+    def _walk(self, label: str) -> Summary | None:
+        start = self.labels.get(label)
+        if start is None:
+            return None
+        height: dict[int, int] = {}
+        todo = [(start, 0)]
+        reach = 0
+        delta: int | None = None
+        while todo:
+            k, h = todo.pop()
+            if k in height:
+                if height[k] != h:
+                    return None
+                continue
+            if k >= len(self.items):
+                return None  # runs off the program
+            height[k] = h
+            name, arg = self.items[k]
+            if name == "label":
+                todo.append((k + 1, h))
+                continue
+            if name not in self.table:
+                return None
+            spec = self.table[name]
+            if name == "call":
+                if not isinstance(arg, str) or arg.startswith(EXTERNAL_PREFIX):
+                    return None
+                callee = self.summary(arg)
+                if callee is None:
+                    return None
+                reach = max(reach, callee.reach - h)
+                todo.append((k + 1, h + callee.delta))
+                continue
+            if name in ("return", "recurse", "recurse_or_return", "halt"):
+                if name == "recurse_or_return":
+                    reach = max(reach, 7 - h)  # compares st5 and st6 (Triton VM spec)
+                if name in ("recurse", "recurse_or_return") and h != 0:
+                    return None  # an iteration that shifts the stack: no fixed bound
+                if name in ("return", "recurse_or_return"):
+                    if delta is not None and delta != h:
+                        return None
+                    delta = h
+                continue
+            small = arg if isinstance(arg, int) and spec.arg_kind != "field_element" else None
+            flow = slot_flow(name, small, self.isa)
+            touch = max([flow.consumed, *(r + 1 for r in flow.reads)])
+            reach = max(reach, touch - h)
+            h2 = h + flow.delta
+            todo.append((k + 1, h2))
+            if spec.may_skip_next:
+                if k + 1 >= len(self.items) or self.items[k + 1][0] == "label":
+                    return None
+                todo.append((k + 2, h2))
+        if delta is None:
+            return None
+        return Summary(max(reach, 0), delta)
+
+    # -- dead slots (backward) ----------------------------------------------------------------
+
+    def _backward(self) -> list[frozenset[int]]:
+        n = len(self.items)
+        dead: list[frozenset[int]] = [frozenset()] * (n + 1)
+        for k in range(n - 1, -1, -1):
+            dead[k] = self._before(k, dead)
+        return dead
+
+    def _before(self, k: int, dead: list[frozenset[int]]) -> frozenset[int]:
+        name, arg = self.items[k]
+        after = dead[k + 1]
+        if name == "label":
+            return after
+        if name not in self.table or self.table[name].ends_section:
+            return frozenset()
+        spec = self.table[name]
+        if name == "call":
+            if not isinstance(arg, str) or arg.startswith(EXTERNAL_PREFIX):
+                return frozenset()
+            callee = self.summary(arg)
+            if callee is None:
+                return frozenset()
+            return _cap(j - callee.delta for j in after if j - callee.delta >= callee.reach)
+        small = arg if isinstance(arg, int) and spec.arg_kind != "field_element" else None
+        flow = slot_flow(name, small, self.isa)
+        if spec.may_skip_next:
+            nxt = self.items[k + 1][0] if k + 1 < len(self.items) else "label"
+            after = after & dead[k + 2] if nxt != "label" else frozenset()
+        observing = not spec.is_stack_shuffle and (
+            spec.has_side_effect or spec.can_fail or spec.is_control_flow
+        )
+        fresh_live = any(s < 0 and i not in after for i, s in enumerate(flow.src))
+        reads_used = observing or fresh_live
+        live_moved = {s for i, s in enumerate(flow.src) if s >= 0 and i not in after}
+        out: set[int] = set()
+        for j in range(flow.consumed):
+            if j in live_moved or (reads_used and j in flow.reads):
+                continue
+            out.add(j)
+        for i in after:
+            j = i - flow.delta
+            if j >= flow.consumed and j not in live_moved and not (reads_used and j in flow.reads):
+                out.add(j)
+        return _cap(out)
+
+
+def _cap(slots: Iterable[int]) -> frozenset[int]:
+    return frozenset(j for j in slots if 0 <= j < MAX_DEPTH)
+
+
+def dead_slots(items: Sequence[Item], index: int, isa: IsaVariant = "release") -> frozenset[int]:
+    """`StackLiveness.dead_before` for one point (analyses the program each call)."""
+    return StackLiveness(items, isa).dead_before(index)
+
+
+def of_program(program: Program) -> StackLiveness:
+    """`StackLiveness` of a parsed program (its items, its ISA variant)."""
+    return StackLiveness(items_of_program(program), program.isa)

@@ -1,0 +1,380 @@
+"""Dead op-stack slots (`tasmopt.vm.stack_liveness`) and the verifier's use of them (design §2,
+issue 11 item 6): a run may leave anything in a slot the program never reads again, and
+nothing else. Adversarial: every way a value could still be read — a callee reaching below
+its arguments, one branch of a ``skiz``, the next loop iteration, an external call, a
+failure, a return — must keep its slot live, and the verifier must then reject a candidate
+that changes it."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tasmopt.search.optimize import SearchConfig, optimize_block
+from tasmopt.tasm.parser import parse, parse_instructions
+from tasmopt.vm.equivalence import BlockCheck, check_aligned, check_block, check_function
+from tasmopt.vm.scratch import items_of_program
+from tasmopt.vm.simulator import run
+from tasmopt.vm.stack_liveness import StackLiveness, of_program
+from tasmopt.vm.witness import witness
+
+
+def program(body: str):
+    return parse("    call main\n    halt\n" + body)
+
+
+def index_of(prog, text: str, nth: int = 0) -> int:
+    hits = [k for k, it in enumerate(prog.items) if str(it).strip() == text]
+    return hits[nth]
+
+
+# -- the analysis ----------------------------------------------------------------------------
+
+MAIN_POPS = """
+main:
+    push 1
+    push 2
+    dup 1
+    call g
+    pop 3
+    return
+g:
+    dup 0
+    write_io 1
+    return
+"""
+
+
+def test_slots_only_popped_later_are_dead_and_a_callees_reach_is_live():
+    prog = program(MAIN_POPS)
+    live = of_program(prog)
+    assert live.summary("g").reach == 1 and live.summary("g").delta == 0
+    # before `call g`: g reads st0; st1 and st2 are popped after it unread
+    assert live.dead_before(index_of(prog, "call g")) == {1, 2}
+    assert live.dead_before(index_of(prog, "pop 3")) == {0, 1, 2}
+    assert live.dead_before(index_of(prog, "return")) == frozenset()
+
+
+def test_a_callee_reading_below_its_arguments_keeps_those_slots_live():
+    prog = program(MAIN_POPS.replace("g:\n    dup 0", "g:\n    dup 2"))
+    live = of_program(prog)
+    assert live.summary("g").reach == 3
+    assert live.dead_before(index_of(prog, "call g")) == frozenset()
+
+
+def test_nested_callees_compose_their_reach_and_delta():
+    prog = program("""
+main:
+    push 1
+    push 2
+    push 3
+    call g
+    pop 2
+    return
+g:
+    call h
+    pop 1
+    return
+h:
+    dup 1
+    write_io 1
+    push 9
+    return
+""")
+    live = of_program(prog)
+    assert live.summary("h").reach == 2 and live.summary("h").delta == 1
+    assert live.summary("g").reach == 2 and live.summary("g").delta == 0
+    assert live.dead_before(index_of(prog, "call g")) == frozenset()  # st0, st1 reached
+    assert live.dead_before(index_of(prog, "pop 2")) == {0, 1}
+
+
+@pytest.mark.parametrize(
+    "callee",
+    [
+        # an iteration that grows the stack (it returns at its entry length): no bound
+        "g:\n    dup 0\n    skiz\n    return\n    push 1\n    recurse",
+        "g:\n    call g\n    return",  # a call cycle
+        "g:\n    push 1\n    skiz\n    push 2\n    return",  # paths of different lengths
+        "g:\n    push 1",  # runs off the program
+        "g:\n    call @other__f\n    return",  # an external call
+    ],
+)
+def test_a_callee_without_a_proven_bound_keeps_everything_live(callee):
+    prog = program(f"""
+main:
+    push 1
+    push 2
+    call g
+    pop 2
+    return
+{callee}
+""")
+    live = of_program(prog)
+    assert live.summary("g") is None
+    assert live.dead_before(index_of(prog, "call g")) == frozenset()
+
+
+def test_an_external_call_observes_the_whole_stack():
+    prog = program("""
+main:
+    push 1
+    push 2
+    call @other__f
+    pop 2
+    return
+""")
+    assert of_program(prog).dead_before(index_of(prog, "call @other__f")) == frozenset()
+
+
+def test_skiz_joins_both_paths():
+    # st1 is read only when the skipped `dup 1; write_io 1` runs: live before the skiz
+    prog = program("""
+main:
+    push 5
+    push 6
+    read_io 1
+    skiz
+    call show
+    pop 2
+    return
+show:
+    dup 1
+    write_io 1
+    return
+""")
+    live = of_program(prog)
+    skiz = index_of(prog, "skiz")
+    assert 1 + 1 not in live.dead_before(skiz)  # st1 after the pop of the condition
+    assert live.dead_before(index_of(prog, "pop 2")) == {0, 1}
+
+
+def test_skiz_keeps_a_slot_live_when_only_the_skipping_path_reads_it():
+    # not skipped: `pop 1` drops the 6 unread; skipped: `write_io 1` writes it
+    base = """
+main:
+    push 5
+    push 6
+    read_io 1
+    skiz
+    pop 1
+    write_io 1
+    return
+"""
+    prog = program(base)
+    assert 1 not in of_program(prog).dead_before(index_of(prog, "skiz"))
+    assert not _aligned(base, base.replace("push 6", "push 7"))
+
+
+def test_loop_iterations_and_returns_keep_everything_live():
+    prog = program("""
+main:
+    push 3
+    call loop
+    pop 1
+    return
+loop:
+    dup 0
+    push 0
+    eq
+    skiz
+    return
+    push -1
+    add
+    recurse
+after:
+    pop 2
+    push 0
+    push 0
+    return
+""")
+    live = of_program(prog)
+    assert live.summary("loop").delta == 0
+    # the section after the loop pops two slots unread; `recurse` never falls into it
+    assert live.dead_before(index_of(prog, "after:")) == {0, 1}
+    assert live.dead_before(index_of(prog, "recurse")) == frozenset()
+    assert live.dead_before(index_of(prog, "return", 1)) == frozenset()
+
+
+def test_reads_that_can_fail_or_have_effects_are_uses_even_when_the_result_is_dead():
+    # `assert` and `write_io` observe their operands; `split` is pure: a dead result frees it
+    for op, dead_source in (("assert", False), ("write_io 1", False), ("split\n    pop 2", True)):
+        prog = program(f"""
+main:
+    push 7
+    push 8
+    dup 1
+    {op}
+    pop 2
+    return
+""")
+        live = of_program(prog)
+        before_dup = live.dead_before(index_of(prog, "dup 1"))
+        assert (1 in before_dup) is dead_source, op
+
+
+def test_dead_sets_are_sound_on_random_straight_line_programs():
+    """Change the values in the slots claimed dead before each instruction: the run's
+    observables (final stack, output, failure) never change."""
+    rng = random.Random(5)
+    ops = [
+        "dup 0",
+        "dup 1",
+        "dup 3",
+        "swap 1",
+        "swap 2",
+        "pick 2",
+        "place 2",
+        "pop 1",
+        "pop 2",
+        "add",
+        "mul",
+        "split",
+        "write_io 1",
+        "assert",
+        "push 1",
+        "eq",
+        "lt",
+        "pow",
+    ]
+    checked = 0
+    for _ in range(200):
+        body = [rng.choice(ops) for _ in range(rng.randint(2, 10))]
+        pre = ["push 3", "push 9", "push 0", "push 1", "push 4", "push 2"]
+        tail = f"    pop {rng.randint(1, 5)}\n    return"
+        text = "main:\n" + "".join(f"    {i}\n" for i in pre + body) + tail
+        prog = program(text)
+        live = of_program(prog)
+        items = items_of_program(prog)
+        first = index_of(prog, "main:") + 1 + len(pre)
+        dead = live.dead_before(first)
+        if not dead:
+            continue
+        w = witness(0, 1, depth=24)
+        base = run(prog, w.vm_input())
+        # rebuild: the same program with the dead slots overwritten before the body
+        poke = "".join(f"    push 77\n    swap {k + 1}\n    pop 1\n" for k in sorted(dead))
+        text2 = "main:\n" + "".join(f"    {i}\n" for i in pre) + poke
+        text2 += "".join(f"    {i}\n" for i in body) + tail
+        other = run(program(text2), w.vm_input())
+        assert (base.error is None) == (other.error is None), text
+        if base.error is None:
+            assert base.stack == other.stack and base.public_output == other.public_output, text
+        checked += 1
+        assert items  # the analysis ran on the parsed items
+    assert checked > 30
+
+
+# -- the verifier ----------------------------------------------------------------------------
+
+
+def test_check_block_leaves_out_dead_slots_but_not_the_stack_length():
+    base = ("push 1", "push 2", "push 3")
+    assert not check_block(BlockCheck(base, ("push 1", "push 5", "push 3"))).equivalent
+    assert check_block(BlockCheck(base, ("push 1", "push 5", "push 3"), dead_slots=(1,))).equivalent
+    short = ("push 1", "push 3")
+    assert not check_block(BlockCheck(base, short, dead_slots=(1, 2))).equivalent
+    other = ("push 1", "push 2", "push 4")
+    assert not check_block(BlockCheck(base, other, dead_slots=(1, 2))).equivalent
+
+
+def test_check_block_still_compares_outputs_and_failures_with_dead_slots():
+    base = ("dup 0", "write_io 1", "push 2")
+    assert not check_block(
+        BlockCheck(base, ("push 9", "write_io 1", "push 2"), dead_slots=(1,))
+    ).equivalent
+    guarded = ("dup 0", "assert", "push 2")
+    assert not check_block(BlockCheck(guarded, ("push 2",), dead_slots=(0, 1))).equivalent
+
+
+def _aligned(base_text: str, cand_text: str) -> bool:
+    return check_aligned(program(base_text), program(cand_text)).equivalent
+
+
+def test_check_aligned_accepts_junk_in_slots_dead_on_every_path():
+    cand = MAIN_POPS.replace(
+        "    push 1\n    push 2\n    dup 1\n", "    push 0\n    push 0\n    push 1\n"
+    )
+    assert _aligned(MAIN_POPS, cand)
+    v = check_function(program(MAIN_POPS), program(cand))
+    assert v.equivalent  # and the runs agree
+
+
+def test_check_aligned_rejects_a_change_to_a_slot_a_callee_reads_below_its_arguments():
+    base = MAIN_POPS.replace("g:\n    dup 0", "g:\n    dup 2")
+    cand = base.replace(
+        "    push 1\n    push 2\n    dup 1\n", "    push 0\n    push 2\n    dup 1\n"
+    )
+    assert not _aligned(base, cand)
+    assert not check_function(program(base), program(cand)).equivalent  # it really differs
+
+
+def test_check_aligned_rejects_a_change_to_a_slot_read_on_one_branch():
+    base = """
+main:
+    push 5
+    push 6
+    read_io 1
+    skiz
+    call show
+    pop 2
+    return
+show:
+    dup 1
+    write_io 1
+    return
+"""
+    cand = base.replace("    push 5\n", "    push 4\n")
+    assert not _aligned(base, cand)
+
+
+def test_check_aligned_rejects_a_change_to_a_slot_the_next_iteration_reads():
+    base = """
+main:
+    push 3
+    push 10
+    call loop
+    pop 2
+    return
+loop:
+    dup 1
+    push 0
+    eq
+    skiz
+    return
+    dup 0
+    write_io 1
+    swap 1
+    push -1
+    add
+    swap 1
+    recurse
+"""
+    cand = base.replace("    push 10\n", "    push 11\n")
+    assert not _aligned(base, cand)
+
+
+def test_check_aligned_rejects_a_change_before_an_external_call():
+    base = "main:\n    push 1\n    push 2\n    call @other__f\n    pop 2\n    return\n"
+    cand = base.replace("push 1", "push 0")
+    assert not _aligned(base, cand)
+
+
+# -- the search uses them --------------------------------------------------------------------
+
+
+def test_the_search_drops_work_that_only_fills_dead_slots_and_the_verifier_agrees():
+    block = parse_instructions("dup 3\ndup 3\nadd\ndup 2\nmul\nswap 5\npop 1\npush 4")
+    base = tuple(str(i) for i in block)
+    assert optimize_block(block, SearchConfig(seed=1)) == []  # nothing shorter without them
+    found = optimize_block(block, SearchConfig(seed=1, dead_slots=frozenset({5})))
+    assert found and len(found[0]) < len(block)
+    for cand in found:
+        text = tuple(str(i) for i in cand)
+        assert check_block(BlockCheck(base, text, dead_slots=(5,))).equivalent
+        assert not check_block(BlockCheck(base, text)).equivalent  # it relies on the dead slot
+
+
+def test_stack_liveness_accepts_item_lists():
+    prog = program(MAIN_POPS)
+    assert StackLiveness(items_of_program(prog)).dead_before(len(prog.items)) == frozenset()

@@ -12,7 +12,15 @@ text, to be accessed only at constant addresses by one function that does no com
 access, with no scratch address escaping anywhere in the request; such a cell is dead after a
 straight-line run when every read of it lies in that run after a write, and at the harness's
 halt. Callers pass the cells (`BlockCheck.dead_cells`, ``private_cells=`` of `check_aligned` and
-`check_function`); by default all RAM is observable. Three layers decide it:
+`check_function`); by default all RAM is observable.
+
+The op stack at the end of a straight-line run likewise leaves out **dead slots**: slots
+`tasmopt.vm.stack_liveness` proves, on the baseline program's own text, that no path reads
+again before popping them (callees summarised by how deep they reach; everything live at
+returns, loop iterations, halts and external calls). ``BlockCheck.dead_slots`` carries them
+(`check_aligned` computes them per run); the stack length is always compared.
+
+Three layers decide it:
 
 1. **Symbolic** (straight-line blocks): both run on canonical expressions
    (`tasmopt.vm.symbolic`); equal observables are a proof. A definite difference (stack

@@ -213,8 +213,9 @@ main:
         assert (1 in before_dup) is dead_source, op
 
 
-def test_dead_sets_are_sound_on_random_straight_line_programs():
-    """Change the values in the slots claimed dead before each instruction: the run's
+def test_dead_sets_are_sound_on_random_programs():
+    """Random programs with calls (a random callee, its reach summarised) and skiz-guarded
+    calls: change the values in the slots claimed dead before the body; the run's
     observables (final stack, output, failure) never change."""
     rng = random.Random(5)
     ops = [
@@ -238,10 +239,14 @@ def test_dead_sets_are_sound_on_random_straight_line_programs():
         "pow",
     ]
     checked = 0
-    for _ in range(200):
-        body = [rng.choice(ops) for _ in range(rng.randint(2, 10))]
+    for _ in range(400):
+        body = [
+            rng.choice(ops + ["call g", "read_io 1\n    skiz\n    call g"])
+            for _ in range(rng.randint(2, 10))
+        ]
         pre = ["push 3", "push 9", "push 0", "push 1", "push 4", "push 2"]
-        tail = f"    pop {rng.randint(1, 5)}\n    return"
+        callee = "".join(f"    {rng.choice(ops)}\n" for _ in range(rng.randint(1, 4)))
+        tail = f"    pop {rng.randint(1, 5)}\n    return\ng:\n{callee}    return"
         text = "main:\n" + "".join(f"    {i}\n" for i in pre + body) + tail
         prog = program(text)
         live = of_program(prog)

@@ -56,7 +56,7 @@ _TABLES = ("processor", "jump_stack", "op_stack", "ram", "hash")
 _COMMUTATIVE = frozenset({"add", "mul", "eq", "and", "xor"})
 #: Deeper reads the table states only in its semantics: ``assert_vector`` compares st0..4
 #: with st5..9 before popping five (spec §5.5).
-_EXTRA_READS = {"assert_vector": 10}
+_EXTRA_READS = {"assert_vector": 10, "recurse_or_return": 7}  # the latter compares st5, st6
 #: Instructions an ``error_id <i128>`` may follow (spec §10, assertion context).
 _TAKES_ERROR_ID = frozenset({"assert", "assert_vector"})
 _ST = re.compile(r"st(\d+)")
@@ -170,6 +170,25 @@ class Instruction:
         ``return`` and ``halt`` (`ends_frame`), ``recurse`` (jumps to the frame's start) and
         ``recurse_or_return`` (one or the other): from the table's ``ip_update``."""
         return self.ends_frame or "top pair" in self.ip_update or "st5==st6" in self.ip_update
+
+    @property
+    def halts(self) -> bool:
+        """Ends execution (``halt``): from the table's ``ip_update``."""
+        return "execution ends" in self.ip_update
+
+    @property
+    def may_return(self) -> bool:
+        """May leave the current frame to the caller's return address (``return``, and
+        ``recurse_or_return`` when st5 == st6): ``ip_update`` takes the origin ``o`` of the
+        jump stack's top pair."""
+        return self.is_control_flow and self.ip_update[:1] == "o"
+
+    @property
+    def may_recurse(self) -> bool:
+        """May jump back to the current frame's start (``recurse``, and
+        ``recurse_or_return`` when st5 != st6): ``ip_update`` takes the destination ``d`` of
+        the jump stack's *top* pair (``call`` pushes a new pair instead)."""
+        return "d of top pair" in self.ip_update or "else d" in self.ip_update
 
     @property
     def may_skip_next(self) -> bool:

@@ -50,28 +50,34 @@ def propose(
 def polish(
     proposals: dict[str, list[list[list[Instr]]]],
 ) -> dict[str, list[list[list[Instr]]]]:
-    """Each source's candidates followed by their peephole-polished versions
-    (`tasmopt.rules.rewrite`, all rules to a fixpoint) where those differ: a scheduler or a
-    model may leave a ``dup 0; pop 1`` the rules remove. A polished candidate is still only a
-    proposal, attributed to the source that proposed the original; the verifier decides."""
-    out: dict[str, list[list[list[Instr]]]] = {}
-    for name, per_task in proposals.items():
-        if name == RulesSource.name:
-            out[name] = per_task
-            continue
-        lists: list[list[list[Instr]]] = []
-        for cands in per_task:
-            seen = {tuple(c) for c in cands}
-            extra = []
-            for cand in cands:
+    """The rules source's candidates extended by the peephole-polished versions
+    (`tasmopt.rules.rewrite`, all rules to a fixpoint) of every other source's candidates
+    where those differ: a scheduler or a model may leave a ``dup 0; pop 1`` the rules remove.
+    A polished candidate is the rules' text, so it is attributed to them (the proposing
+    model's log-probability belongs to its own text only); without the rules source in the
+    request nothing is polished. Still only a proposal: the verifier decides."""
+    if RulesSource.name not in proposals:
+        return proposals
+    own = proposals[RulesSource.name]
+    lists: list[list[list[Instr]]] = []
+    for ti, cands in enumerate(own):
+        seen = {tuple(c) for c in cands}
+        extra: list[list[Instr]] = []
+        for name, per_task in proposals.items():
+            if name == RulesSource.name:
+                continue
+            seen.update(tuple(c) for c in per_task[ti])
+        for name, per_task in proposals.items():
+            if name == RulesSource.name:
+                continue
+            for cand in per_task[ti]:
                 better = rewrite(cand)
                 key = tuple(better)
                 if key not in seen:
                     seen.add(key)
                     extra.append(better)
-            lists.append(list(cands) + extra)
-        out[name] = lists
-    return out
+        lists.append(list(cands) + extra)
+    return {**proposals, RulesSource.name: lists}
 
 
 def build_checks(

@@ -130,12 +130,12 @@ class StackLiveness:
                 reach = max(reach, callee.reach - h)
                 todo.append((k + 1, h + callee.delta))
                 continue
-            if name in ("return", "recurse", "recurse_or_return", "halt"):
-                if name == "recurse_or_return":
-                    reach = max(reach, 7 - h)  # compares st5 and st6 (Triton VM spec)
-                if name in ("recurse", "recurse_or_return") and h != 0:
+            if spec.ends_section:  # return, recurse, recurse_or_return, halt
+                touch = max([0, *(r + 1 for r in slot_flow(name, None, self.isa).reads)])
+                reach = max(reach, touch - h)
+                if spec.may_recurse and h != 0:
                     return None  # an iteration that shifts the stack: no fixed bound
-                if name in ("return", "recurse_or_return"):
+                if spec.may_return:
                     if delta is not None and delta != h:
                         return None
                     delta = h
@@ -154,23 +154,87 @@ class StackLiveness:
             return None
         return Summary(max(reach, 0), delta)
 
-    # -- dead slots (backward) ----------------------------------------------------------------
+    # -- frames and call sites ----------------------------------------------------------------
+
+    def _frames(self) -> tuple[dict[int, set[str]], dict[str, list[int]]]:
+        """Which call frames each item runs in (the call-target labels whose frame reaches it
+        without a call or a return in between), and every call site of each target."""
+        sites: dict[str, list[int]] = {}
+        for k, (name, arg) in enumerate(self.items):
+            if name == "call" and isinstance(arg, str) and arg in self.labels:
+                sites.setdefault(arg, []).append(k)
+        frames: dict[int, set[str]] = {}
+        for label in sites:
+            seen: set[int] = set()
+            todo = [self.labels[label]]
+            while todo:
+                k = todo.pop()
+                if k in seen or k >= len(self.items):
+                    continue
+                seen.add(k)
+                frames.setdefault(k, set()).add(label)
+                name = self.items[k][0]
+                if name in self.table and self.table[name].ends_section:
+                    continue
+                todo.append(k + 1)
+                if name in self.table and self.table[name].may_skip_next:
+                    todo.append(k + 2)
+        return frames, sites
+
+    # -- dead slots (backward, to a fixpoint) -------------------------------------------------
 
     def _backward(self) -> list[frozenset[int]]:
+        """Dead sets before every item: the greatest solution (the least liveness), from
+        "everything dead" swept backward until nothing changes. A ``return`` sees what is
+        dead after *every* call site of its frame (nothing, for the harness's own call: it
+        halts), a ``recurse`` what is dead at its frame's first instruction."""
         n = len(self.items)
-        dead: list[frozenset[int]] = [frozenset()] * (n + 1)
-        for k in range(n - 1, -1, -1):
-            dead[k] = self._before(k, dead)
+        self._frame_of, self._sites = self._frames()
+        full = frozenset(range(MAX_DEPTH))
+        dead: list[frozenset[int]] = [full] * n + [frozenset()]
+        changed = True
+        while changed:
+            changed = False
+            for k in range(n - 1, -1, -1):
+                new = self._before(k, dead)
+                if new != dead[k]:
+                    dead[k] = new
+                    changed = True
         return dead
+
+    def _exit(self, k: int, dead: list[frozenset[int]], *, returns: bool) -> frozenset[int]:
+        """Dead after control leaves item ``k``'s frame: by ``return`` (after each call site
+        of each frame) or by ``recurse`` (at each frame's start); nothing outside a frame."""
+        frames = self._frame_of.get(k)
+        if not frames:
+            return frozenset()
+        out: frozenset[int] | None = None
+        for label in frames:
+            if returns:
+                for c in self._sites[label]:
+                    out = dead[c + 1] if out is None else out & dead[c + 1]
+            else:
+                start = dead[self.labels[label]]
+                out = start if out is None else out & start
+        return out or frozenset()
 
     def _before(self, k: int, dead: list[frozenset[int]]) -> frozenset[int]:
         name, arg = self.items[k]
         after = dead[k + 1]
         if name == "label":
             return after
-        if name not in self.table or self.table[name].ends_section:
+        if name not in self.table or self.table[name].halts:
             return frozenset()
         spec = self.table[name]
+        if spec.ends_section:  # leaves the frame: returns, recurses or both
+            left: frozenset[int] | None = None
+            if spec.may_return:
+                left = self._exit(k, dead, returns=True)
+            if spec.may_recurse:
+                again = self._exit(k, dead, returns=False)
+                left = again if left is None else left & again
+            reads = slot_flow(name, None, self.isa).reads  # recurse_or_return: st5, st6
+            return (left or frozenset()) - set(reads)
         if name == "call":
             if not isinstance(arg, str) or arg.startswith(EXTERNAL_PREFIX):
                 return frozenset()

@@ -166,7 +166,7 @@ main:
     assert not _aligned(base, base.replace("push 6", "push 7"))
 
 
-def test_loop_iterations_and_returns_keep_everything_live():
+def test_loop_iterations_keep_everything_the_next_test_reads_live():
     prog = program("""
 main:
     push 3
@@ -192,8 +192,41 @@ after:
     assert live.summary("loop").delta == 0
     # the section after the loop pops two slots unread; `recurse` never falls into it
     assert live.dead_before(index_of(prog, "after:")) == {0, 1}
-    assert live.dead_before(index_of(prog, "recurse")) == frozenset()
-    assert live.dead_before(index_of(prog, "return", 1)) == frozenset()
+    assert live.dead_before(index_of(prog, "recurse")) == frozenset()  # the next test reads
+    # the loop's return: its only caller pops the counter unread; main's return: the harness
+    # halts, so everything is observable
+    assert live.dead_before(index_of(prog, "return", 1)) == {0}
+    assert live.dead_before(index_of(prog, "return", 0)) == frozenset()
+
+
+def test_a_return_sees_what_every_call_site_leaves_dead():
+    text = """
+main:
+    push 1
+    call g
+    pop 1
+    push 2
+    call g
+    {after}
+    return
+g:
+    push 5
+    push 6
+    add
+    return
+"""
+    one = program(text.format(after="pop 1"))
+    live = of_program(one)
+    assert live.dead_before(index_of(one, "return", 1)) == {0}  # both sites pop the sum
+    both = program(text.format(after="write_io 1"))
+    live = of_program(both)
+    assert live.dead_before(index_of(both, "return", 1)) == frozenset()  # one site prints it
+    assert not _aligned(
+        text.format(after="write_io 1"), text.format(after="write_io 1").replace("push 6", "push 7")
+    )
+    assert _aligned(
+        text.format(after="pop 1"), text.format(after="pop 1").replace("push 6", "push 7")
+    )
 
 
 def test_reads_that_can_fail_or_have_effects_are_uses_even_when_the_result_is_dead():
@@ -383,3 +416,107 @@ def test_the_search_drops_work_that_only_fills_dead_slots_and_the_verifier_agree
 def test_stack_liveness_accepts_item_lists():
     prog = program(MAIN_POPS)
     assert StackLiveness(items_of_program(prog)).dead_before(len(prog.items)) == frozenset()
+
+
+def _random_program(rng: random.Random) -> str:
+    ops = [
+        "dup 0",
+        "dup 1",
+        "dup 2",
+        "swap 1",
+        "swap 2",
+        "pop 1",
+        "add",
+        "mul",
+        "split",
+        "write_io 1",
+        "push 1",
+        "push 0",
+        "eq",
+        "pick 2",
+        "place 2",
+    ]
+
+    def body(n: int) -> str:
+        return "".join(f"    {rng.choice(ops)}\n" for _ in range(n))
+
+    main = body(rng.randint(0, 4)) + "    call g\n" + body(rng.randint(0, 3))
+    main += "    push 3\n    call loop\n" + body(rng.randint(0, 3))
+    main += "    read_io 1\n    skiz\n    call g\n" + body(rng.randint(0, 3))
+    loop_body = "".join(
+        rng.choice(
+            [
+                "    dup 1\n    write_io 1\n",
+                "    swap 1\n    swap 1\n",
+                "    push 4\n    pop 1\n",
+                "    dup 2\n    pop 1\n",
+            ]
+        )
+        for _ in range(rng.randint(0, 2))
+    )
+    return (
+        "main:\n"
+        + "".join(f"    push {rng.randint(0, 9)}\n" for _ in range(6))
+        + main
+        + f"    pop {rng.randint(1, 3)}\n    return\n"
+        + "g:\n"
+        + body(rng.randint(1, 4))
+        + "    return\n"
+        + "loop:\n    dup 0\n    push 0\n    eq\n    skiz\n    return\n"
+        + loop_body
+        + "    push -1\n    add\n    recurse\n"
+    )
+
+
+def test_poking_dead_slots_anywhere_never_changes_a_run():
+    """Random programs with a callee called from two sites (one skippable), a counted loop
+    and a read branch: before a random instruction, overwrite every slot claimed dead there;
+    on several inputs the run's observables (final stack, output, input consumed, failure)
+    stay the same. Covers returns that see their call sites, loop iterations and skiz."""
+    from tasmopt.vm.equivalence import observe
+
+    rng = random.Random(11)
+    poked = 0
+    for _ in range(800):
+        text = _random_program(rng)
+        prog = program(text)
+        live = of_program(prog)
+        lines = ["    call main", "    halt", *text.strip("\n").split("\n")]
+        assert len(lines) == len(prog.items)
+        k = rng.randrange(2, len(lines))
+        if str(prog.items[k - 1]).strip() == "skiz":
+            continue
+        slots = sorted(j for j in live.dead_before(k) if j <= 14)
+        if not slots:
+            continue
+        poke = [f"    push {77 + j}\n    swap {j + 1}\n    pop 1" for j in slots]
+        other = parse("\n".join(lines[:k] + poke + lines[k:]))
+        for i in range(4):
+            w = witness(i, 3, depth=24, inputs=4)
+            a, b = run(prog, w.vm_input()), run(other, w.vm_input())
+            assert observe(a) == observe(b), (text, k, slots)
+        poked += 1
+    assert poked > 100
+
+
+def test_recurse_or_return_reads_st5_and_st6():
+    prog = program("""
+main:
+    push 1
+    push 1
+    push 0
+    push 0
+    push 0
+    push 0
+    push 0
+    call loop
+    pop 5
+    pop 2
+    return
+loop:
+    recurse_or_return
+""")
+    live = of_program(prog)
+    rr = live.dead_before(index_of(prog, "recurse_or_return"))
+    assert rr.isdisjoint({5, 6})  # everything after the loop is popped, but the test reads
+    assert live.summary("loop").reach == 7

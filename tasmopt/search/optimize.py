@@ -66,10 +66,14 @@ def optimize_block(
     if len(instrs) < 2:
         return []
     try:
-        raw = extract(instrs, cfg.isa, cfg.dead_cells, cfg.dead_slots)
+        raw = extract(instrs, cfg.isa, cfg.dead_cells)
+        loose = extract(instrs, cfg.isa, cfg.dead_cells, cfg.dead_slots) if cfg.dead_slots else None
     except UnsupportedBlock:
         return []
-    flows = [simplify(raw), raw]
+    # the exact final stack first (half and a quarter of the budget, as without dead slots),
+    # then, with dead slots, the final stack with `ANY` in them (the last quarter): a wider
+    # problem is a harder one, so it adds candidates instead of replacing the exact ones
+    flows = [simplify(raw), raw] + ([simplify(loose)] if loose is not None else [])
     found: list[list[Instr]] = []
     sched_states = int(cfg.states * (1 - cfg.stoke_share))
     for k, flow in enumerate(flows):

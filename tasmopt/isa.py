@@ -172,6 +172,12 @@ class Instruction:
         return self.ends_frame or "top pair" in self.ip_update or "st5==st6" in self.ip_update
 
     @property
+    def pushes_boolean(self) -> bool:
+        """Pushes a result that is 0 or 1 (``eq``, ``lt``): the table's semantics read
+        ``push(1 if ... else 0)``."""
+        return "push(1 if" in self.semantics and "else 0)" in self.semantics
+
+    @property
     def halts(self) -> bool:
         """Ends execution (``halt``): from the table's ``ip_update``."""
         return "execution ends" in self.ip_update

@@ -40,6 +40,7 @@ from tasmopt.deadline import Deadline
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.lower.blocks import split_functions
 from tasmopt.module import ModuleText
+from tasmopt.optimizer.branches import branch_stage
 from tasmopt.optimizer.candidates import build_checks, candidate_logprobs, propose
 from tasmopt.optimizer.contract import private_by_function
 from tasmopt.optimizer.inline import inline_stage
@@ -203,6 +204,9 @@ def _compile(
     with stage(timings, "inline"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
             inline_stage(fns, ours, client, options, sources, verify)
+    with stage(timings, "branches"):
+        if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
+            branch_stage(fns, ours, client, options, sources, verify)
     with stage(timings, "loops"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
             loop_stage(fns, ours, client, options, sources, verify)

@@ -215,3 +215,52 @@ def test_the_optimizer_converts_a_loop_branch_and_keeps_behaviour(n, v):
     y = run(b, VmInput(public_input=[1000, n, v]))
     assert x.error is None and y.error is None
     assert list(x.public_output) == list(y.public_output) == [int(v == 0)]
+
+
+COUNT = """
+program t
+
+fn count_eq(base: Field, n: U32, v: Field) -> Field {
+    let mut c = 0
+    for i in 0..n bounded 64 {
+        if ram_read(base + as_field(i)) == v {
+            c = c + 1
+        }
+    }
+    c
+}
+
+fn main() {
+    let base = pub_read()
+    let n = as_u32(pub_read())
+    let v = pub_read()
+    for j in 0..n bounded 64 {
+        ram_write(base + as_field(j), pub_read())
+    }
+    pub_write(count_eq(base, n, v))
+}
+"""
+
+
+def test_a_constant_step_becomes_an_add_of_the_condition():
+    text = IF_ONLY.replace(
+        "__then__1:\n    dup 1\n    dup 1\n    add\n    swap 2\n    pop 1\n",
+        "__then__1:\n    swap 1\n    addi 1\n    swap 1\n",
+    )
+    (b,) = find_branches(lines(text))
+    code = select_code(b)
+    assert code is not None and prove_select(b, code) is None
+    assert [i.name for i in code].count("mul") == 0  # x + c, no multiplication
+    assert outputs(convert(text), [3, 5])[:2] == outputs(text, [3, 5])[:2]
+    assert outputs(convert(text), [5, 3])[:2] == outputs(text, [5, 3])[:2]
+
+
+@pytest.mark.parametrize("values", [[], [4], [4, 9, 4], [1, 2, 3, 4, 4, 4, 7]])
+def test_a_select_and_a_counted_loop_together_keep_behaviour(values):
+    ops = compile_source(COUNT)
+    r = compile_tir(ops, options=CompileOptions(sources=("rules", "search")))
+    f = next(x for x in r.functions if x.name == "count_eq")
+    assert any("converted to selects" in n and "recurse_or_return" in n for n in f.notes), f.notes
+    assert f.cycles < f.baseline_cycles
+    x = run(parse(r.tasm), VmInput(public_input=[500, len(values), 4, *values]))
+    assert x.error is None and list(x.public_output) == [values.count(4)]

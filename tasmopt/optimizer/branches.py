@@ -42,7 +42,7 @@ from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run
-from tasmopt.optimizer.loops import _helpers, _sections
+from tasmopt.optimizer.loops import _at, _helpers, _sections, with_loops_rewritten
 from tasmopt.optimizer.state import FunctionState, VerifyBackend, adopt, out_of_time, refusal
 from tasmopt.report import CompileOptions
 from tasmopt.search.algebra import simplify
@@ -233,8 +233,13 @@ class _Merge:
         self._add(Instr(name), (a, b), (out,))
         return out
 
-    def select(self, c: int, t: int, e: int) -> int:
-        """``c * (t - e) + e`` (``c * t`` when ``e`` is the constant 0)."""
+    def select(self, c: int, t: int, e: int, step: int | None = None) -> int:
+        """``c * (t - e) + e`` (``c * t`` when ``e`` is the constant 0; ``e + c * step``
+        when ``t - e`` is the constant ``step``, ``e + c`` for a step of 1)."""
+        if step is not None:
+            if step == 1:
+                return self.op("add", e, c)
+            return self.op("add", e, self.op("mul", c, self.const(step)))
         if self.constants.get(e) == 0:
             return self.op("mul", t, c)
         diff = self.op("add", t, self.op("mul", e, self.const(P - 1)))
@@ -256,16 +261,26 @@ def select_code(branch: Branch, isa: IsaVariant = "release") -> list[Instr] | No
         return None
     if d0.entry != d1.entry or len(d0.final) != len(d1.final):
         return None
+    # the paths' final values as polynomials: a difference that is a constant makes a
+    # cheaper select (``count += 1`` under the condition is ``count + c``)
+    ctx = ExprContext()
+    r0, r1 = run_symbolic(widen + p0, ctx, isa), run_symbolic(widen + p1, ctx, isa)
     m = _Merge(d1, d0)
     c = d1.entry[-1]
     final: list[int] = []
     selects = 0
-    for t, e in zip(d1.final, m.final0, strict=True):
+    for j, (t, e) in enumerate(zip(d1.final, m.final0, strict=True)):
         if t == e:
             final.append(t)
             continue
         selects += 1
-        final.append(m.select(c, t, e))
+        depth = len(d1.final) - 1 - j
+        step: int | None = None
+        if not (r0.unsupported or r1.unsupported):
+            diff = ctx.sub(_at(r1, depth), _at(r0, depth))
+            if diff.is_const and diff.const != 0:
+                step = diff.const
+        final.append(m.select(c, t, e, step))
     if selects > MAX_SELECTS:
         return None
     low = min(d0.low_water, d1.low_water)
@@ -399,10 +414,20 @@ def branch_stage(
             if not v.equivalent and v.witness >= 0:
                 log.error("if-conversion of %s changed its behaviour: %s", f.name, v.reason)
             why = refusal(v, best)
+            note = f"branches {', '.join(labels)} converted to selects"
+            if why is not None:
+                # a select costs a cycle or two where a branch is skipped, but a loop body
+                # without branches may become a recurse_or_return loop: try both together
+                looped = with_loops_rewritten(run, f, cand, ours, options, sources, verify)
+                if looped is not None:
+                    w = run.run_function(f, looped[0])
+                    if w is not None and refusal(w, best) is None:
+                        cand, v, why = looped[0], w, None
+                        note += f", loops {', '.join(looped[1])} to recurse_or_return"
             if why is not None:
                 f.report.notes.append(f"branches {', '.join(labels)} {why}")
                 continue
-            adopt(f, cand, best, v, f"branches {', '.join(labels)} converted to selects")
+            adopt(f, cand, best, v, note)
             cur, best = cand, v.cycles
             if len(plan) == len(proven):
                 break

@@ -75,6 +75,7 @@ from tasmopt.vm.guards import guard_polys
 from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
 
 __all__ = [
+    "with_loops_rewritten",
     "CountedLoop",
     "exclusive_loops",
     "find_counted_loops",
@@ -563,21 +564,39 @@ def loop_stage(
         if f.passthrough or f.reference is None or f.cached is not None or f.skipped:
             continue
         cur = run.returned(f.name)
-        try:
-            loops = find_counted_loops(cur, options.isa)
-        except TasmSyntaxError:
-            continue
-        loops = exclusive_loops(loops, [run.returned(g) for g in ours.functions if g != f.name])
-        if not loops:
+        found = with_loops_rewritten(run, f, cur, ours, options, sources, verify)
+        if found is None:
             continue
         best = run.measure(f, cur)
         if best is None:
             continue
-        cand, spans = rewrite_loops(cur, loops)
-        # every straight-line run that holds a new line (a span crosses the call)
-        lines_touched = [(x, x + 1) for a, b in spans for x in range(a, b)]
-        cand = _reoptimize(f, cand, lines_touched, options, sources, verify)
-        _keep(run, f, cand, best, [lp.label for lp in loops])
+        _keep(run, f, found[0], best, found[1])
+
+
+def with_loops_rewritten(
+    run: _Run,
+    f: FunctionState,
+    lines: list[str],
+    ours: ModuleText,
+    options: CompileOptions,
+    sources: SourceSet,
+    verify: VerifyBackend,
+) -> tuple[list[str], list[str]] | None:
+    """``lines`` (a version of ``f``) with its qualifying counted loops rewritten and the new
+    straight-line runs optimized by the block sources, and the loops' labels; None if no
+    loop qualifies. Not yet measured against the reference: the caller keeps it or not."""
+    try:
+        loops = find_counted_loops(lines, options.isa)
+    except TasmSyntaxError:
+        return None
+    loops = exclusive_loops(loops, [run.returned(g) for g in ours.functions if g != f.name])
+    if not loops:
+        return None
+    cand, spans = rewrite_loops(lines, loops)
+    # every straight-line run that holds a new line (a span crosses the call)
+    lines_touched = [(x, x + 1) for a, b in spans for x in range(a, b)]
+    cand = _reoptimize(f, cand, lines_touched, options, sources, verify)
+    return cand, [lp.label for lp in loops]
 
 
 def _keep(run: _Run, f: FunctionState, cand_lines: list[str], best: int, labels: list[str]) -> bool:

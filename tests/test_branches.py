@@ -264,3 +264,11 @@ def test_a_select_and_a_counted_loop_together_keep_behaviour(values):
     assert f.cycles < f.baseline_cycles
     x = run(parse(r.tasm), VmInput(public_input=[500, len(values), 4, *values]))
     assert x.error is None and list(x.public_output) == [values.count(4)]
+
+
+def test_select_code_stops_at_the_deadline():
+    from tasmopt.deadline import Deadline
+
+    (b,) = find_branches(lines(IF_ELSE))
+    assert select_code(b, deadline=Deadline(0.0)) is None
+    assert select_code(b, deadline=Deadline(60.0)) is not None

@@ -38,6 +38,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tasmopt.deadline import Deadline
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText, line_kind
@@ -246,10 +247,15 @@ class _Merge:
         return self.op("add", self.op("mul", diff, c), e)
 
 
-def select_code(branch: Branch, isa: IsaVariant = "release") -> list[Instr] | None:
+def select_code(
+    branch: Branch, isa: IsaVariant = "release", deadline: Deadline | None = None
+) -> list[Instr] | None:
     """Straight-line code with the effect of ``P_c`` for a boolean ``c`` on top (module
     docstring), or None (paths of different stack effect, too many slots differ, out of
-    reach, or no schedule found). Not a proof: `prove_select` decides."""
+    reach, no schedule found within `SCHEDULE_STATES` search states, or ``deadline``
+    passed). Not a proof: `prove_select` decides."""
+    if deadline is not None and deadline.expired:
+        return None
     p0, p1 = (parse_instructions("\n".join(p), isa) for p in branch.paths)
     try:
         w = max(len(extract(p0, isa).entry), len(extract(p1, isa).entry), 1)
@@ -287,7 +293,7 @@ def select_code(branch: Branch, isa: IsaVariant = "release") -> list[Instr] | No
     flow = Dataflow(list(d1.entry), final, m.nodes, m.producer, m.constants, low, 0)
     best: list[Instr] | None = None
     for df in (simplify(flow), flow):
-        budget = Budget(SCHEDULE_STATES)
+        budget = Budget(SCHEDULE_STATES, deadline)
         found = exact(df, max_length=12, budget=budget.part(SCHEDULE_STATES // 2))
         for cand in (found, beam(df, width=16, budget=budget)):
             if cand is not None and (best is None or len(cand) < len(best)):
@@ -379,7 +385,7 @@ def branch_stage(
         for b in found:
             if out_of_time(options) is not None:
                 return
-            code = select_code(b, isa)
+            code = select_code(b, isa, options.deadline)
             if code is None:
                 continue
             why = prove_select(b, code, isa, options.witnesses, options.seed)

@@ -43,7 +43,13 @@ from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run
-from tasmopt.optimizer.loops import _at, _helpers, _sections, with_loops_rewritten
+from tasmopt.optimizer.loops import (
+    _at,
+    _helpers,
+    _sections,
+    called_labels,
+    with_loops_rewritten,
+)
 from tasmopt.optimizer.state import FunctionState, VerifyBackend, adopt, out_of_time, refusal
 from tasmopt.report import CompileOptions
 from tasmopt.search.algebra import simplify
@@ -347,15 +353,7 @@ def rewrite_branches(
 
 
 def _called_by_others(run: _Run, ours: ModuleText, name: str) -> frozenset[str]:
-    out: set[str] = set()
-    for g in ours.functions:
-        if g == name:
-            continue
-        for ln in run.returned(g):
-            w = _words(ln)
-            if len(w) == 2 and w[0] == "call":
-                out.add(w[1])
-    return frozenset(out)
+    return called_labels([run.returned(g) for g in ours.functions if g != name])
 
 
 def branch_stage(

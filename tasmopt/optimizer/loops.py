@@ -75,6 +75,7 @@ from tasmopt.vm.guards import guard_polys
 from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
 
 __all__ = [
+    "called_labels",
     "with_loops_rewritten",
     "CountedLoop",
     "exclusive_loops",
@@ -537,13 +538,19 @@ def exclusive_loops(
     """The ``loops`` no other function calls (``others``: their lines). A loop another
     function also calls (a helper shared in a client's text) keeps its layout: those call
     sites would be neither rewritten nor covered by this function's proof."""
-    called = set()
-    for lines in others:
+    called = called_labels(others)
+    return [lp for lp in loops if lp.label not in called]
+
+
+def called_labels(texts: Sequence[Sequence[str]]) -> frozenset[str]:
+    """Every label a ``call`` line of these texts (each a list of lines) targets."""
+    called: set[str] = set()
+    for lines in texts:
         for ln in lines:
             if line_kind(ln) == "call":
                 words = ln.split("//", 1)[0].split()
                 called.update(words[1:2])
-    return [lp for lp in loops if lp.label not in called]
+    return frozenset(called)
 
 
 def loop_stage(

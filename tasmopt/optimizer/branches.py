@@ -73,7 +73,7 @@ MAX_BODY = 12
 #: Most op-stack slots the two paths may leave different (each costs a few instructions).
 MAX_SELECTS = 3
 #: Search states for scheduling one select.
-SCHEDULE_STATES = 20_000
+SCHEDULE_STATES = 3_000
 
 
 @dataclass(frozen=True)
@@ -300,8 +300,8 @@ def select_code(
     best: list[Instr] | None = None
     for df in (simplify(flow), flow):
         budget = Budget(SCHEDULE_STATES, deadline)
-        found = exact(df, max_length=12, budget=budget.part(SCHEDULE_STATES // 2))
-        for cand in (found, beam(df, width=16, budget=budget)):
+        found = exact(df, max_length=8, budget=budget.part(SCHEDULE_STATES // 2))
+        for cand in (found, beam(df, width=8, budget=budget)):
             if cand is not None and (best is None or len(cand) < len(best)):
                 best = cand
     return best

@@ -376,7 +376,8 @@ def branch_stage(
             continue
         cur = run.returned(f.name)
         try:
-            found = find_branches(cur, isa, _called_by_others(run, ours, f.name))
+            others = _called_by_others(run, ours, f.name)  # this pass changes only f
+            found = find_branches(cur, isa, others)
         except (TasmSyntaxError, ValueError):
             continue
         proven: dict[tuple[str, ...], list[Instr]] = {}
@@ -403,7 +404,7 @@ def branch_stage(
                 return
             here = [
                 (b, proven[b.labels])
-                for b in find_branches(cur, isa, _called_by_others(run, ours, f.name))
+                for b in find_branches(cur, isa, others)
                 if b.labels in plan and b.labels in proven
             ]
             if len(here) != len(plan):

@@ -58,24 +58,17 @@ def polish(
     request nothing is polished. Still only a proposal: the verifier decides."""
     if RulesSource.name not in proposals:
         return proposals
-    own = proposals[RulesSource.name]
+    others = [per_task for name, per_task in proposals.items() if name != RulesSource.name]
     lists: list[list[list[Instr]]] = []
-    for ti, cands in enumerate(own):
-        seen = {tuple(c) for c in cands}
+    for ti, cands in enumerate(proposals[RulesSource.name]):
+        theirs = [c for per_task in others for c in per_task[ti]]
+        seen = {tuple(c) for c in [*cands, *theirs]}
         extra: list[list[Instr]] = []
-        for name, per_task in proposals.items():
-            if name == RulesSource.name:
-                continue
-            seen.update(tuple(c) for c in per_task[ti])
-        for name, per_task in proposals.items():
-            if name == RulesSource.name:
-                continue
-            for cand in per_task[ti]:
-                better = rewrite(cand)
-                key = tuple(better)
-                if key not in seen:
-                    seen.add(key)
-                    extra.append(better)
+        for cand in theirs:
+            better = rewrite(cand)
+            if tuple(better) not in seen:
+                seen.add(tuple(better))
+                extra.append(better)
         lists.append(list(cands) + extra)
     return {**proposals, RulesSource.name: lists}
 

@@ -41,8 +41,8 @@ from tasmopt.vm.equivalence import (
     check_aligned,
     check_function,
 )
-from tasmopt.vm.scratch import Item, Liveness, items_of_lines
-from tasmopt.vm.stack_liveness import StackLiveness
+from tasmopt.vm.scratch import Item, Liveness, control_points, items_of_lines, items_of_program
+from tasmopt.vm.stack_liveness import of_program as stack_liveness
 
 __all__ = [
     "prepare_functions",
@@ -230,7 +230,8 @@ def prepare_functions(
         if client is not None:
             if not _client_reference(f, lf.name, our_prog, ours, client, options, timings):
                 continue
-        stack = _StackView(ours, client if f.reference_is_client else None, lf.name, options.isa)
+        theirs = f.reference if f.reference_is_client else None
+        stack = _StackView(ours, our_prog, client if theirs else None, theirs, lf.name)
         for block in blocks_with_loop_counters(low, lf):
             instrs = _block_instrs(low.lines[block.start : block.end], options.isa)
             if not instrs:
@@ -278,47 +279,54 @@ class _ScratchView:
 
 
 class _Harness:
-    """One function's harness program as items (`tasmopt.vm.scratch.items_of_lines`), where
-    each module line lands in it, its control points (as `check_aligned` segments them) and
-    its op-stack liveness (`tasmopt.vm.stack_liveness`)."""
+    """One function's harness program (as parsed for its proofs), where each module line of
+    its text lands among the program's items, its control points (as `check_aligned`
+    segments them) and its op-stack liveness (`tasmopt.vm.stack_liveness.of_program`: the
+    analysis the later proofs against this program reuse)."""
 
-    def __init__(self, text: ModuleText, name: str, isa: IsaVariant) -> None:
+    def __init__(self, text: ModuleText, name: str, program: Program) -> None:
         joined, where = text.closure_text(name)
-        lines = [f"    call {text.functions[name].label}", "    halt", *joined.split("\n")]
-        owners = [-1, -1, *where]
-        self.items: list[Item] = []
+        lines = ["    call", "    halt", *joined.split("\n")]  # the harness's two lines first
         self.at: dict[int, int] = {}  # module line -> index of the first item at or after it
-        for line, owner in zip(lines, owners):
+        count = 0
+        for line, owner in zip(lines, [-1, -1, *where]):
             if owner >= 0:
-                self.at[owner] = len(self.items)
-            self.items.extend(items_of_lines([line]))
-        table = instruction_set(isa)
-        self.controls: list[int] = []  # item indices of labels, control flow, skippable
-        after_skip = False
-        for k, (op, _) in enumerate(self.items):
-            known = op in table
-            if op == "label" or not known or table[op].is_control_flow or after_skip:
-                self.controls.append(k)
-            after_skip = known and table[op].may_skip_next
-        self.live = StackLiveness(self.items, isa)
+                self.at[owner] = count
+            count += len(items_of_lines([line]))
+        if count != len(program.items):  # not the text it was parsed from: nothing is dead
+            self.at = {}
+        self.controls = control_points(items_of_program(program), program.isa)
+        self.live = stack_liveness(program)
+        self.size = len(program.items)
 
 
 class _StackView:
-    """Dead op-stack slots after a block of one function, proven on every text the
+    """Dead op-stack slots after a block of one function, proven on every program the
     function's proofs treat as its reference: our lowering's harness and, where the client's
     program is the reference, the client's (the same control skeleton, proven by
     `check_aligned`; a block that ends at the n-th control point of ours ends at the n-th of
-    the client's). A slot counts only where every such text proves it dead."""
+    the client's). A slot counts only where every such program proves it dead."""
 
     def __init__(
-        self, ours: ModuleText, client: ModuleText | None, name: str, isa: IsaVariant
+        self,
+        ours: ModuleText,
+        our_prog: Program,
+        client: ModuleText | None,
+        client_prog: Program | None,
+        name: str,
     ) -> None:
-        self.ours = _Harness(ours, name, isa)
-        self.client = _Harness(client, name, isa) if client is not None else None
+        self.ours = _Harness(ours, name, our_prog)
+        self.client = (
+            _Harness(client, name, client_prog)
+            if client is not None and client_prog is not None
+            else None
+        )
 
     def dead(self, end: int) -> tuple[int, ...]:
         """Slots dead after the block that ends before module line ``end`` of our text."""
-        k = self.ours.at.get(end, len(self.ours.items))
+        if not self.ours.at:
+            return ()
+        k = self.ours.at.get(end, self.ours.size)
         slots = self.ours.live.dead_before(k)
         if slots and self.client is not None:
             try:

@@ -72,6 +72,7 @@ from tasmopt.vm.expr import ExprContext, Guard
 from tasmopt.vm.guards import passing_witness
 from tasmopt.vm.scratch import Liveness, items_of_program
 from tasmopt.vm.stack_liveness import StackLiveness
+from tasmopt.vm.stack_liveness import of_program as stack_liveness
 from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
 from tasmopt.vm.witness import CONTROL_FAMILIES, Witness, witness
 
@@ -1030,8 +1031,9 @@ def check_aligned(
     """
     sa = _segments_at(baseline)
     a, b = [(k, v) for k, v, _ in sa], _segments(candidate)
-    items = items_of_program(baseline)
-    live = Liveness(items, private_cells, baseline.isa) if private_cells else None
+    live = (
+        Liveness(items_of_program(baseline), private_cells, baseline.isa) if private_cells else None
+    )
     stack_live: StackLiveness | None = None
     if len(a) != len(b):
         return AlignedVerdict(
@@ -1052,7 +1054,7 @@ def check_aligned(
         if live is not None:
             dead = tuple(sorted(live.dead_after(start, end)))
         if stack_live is None:
-            stack_live = StackLiveness(items, baseline.isa)
+            stack_live = stack_liveness(baseline)
         slots = tuple(sorted(stack_live.dead_before(end)))
         v = _check_block_cached(BlockCheck(va, vb, baseline.isa, witnesses, seed, dead, slots))  # type: ignore[arg-type]  # segments are tuples of instruction lines
         if not v.equivalent:

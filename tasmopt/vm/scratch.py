@@ -51,6 +51,7 @@ __all__ = [
     "dead_after",
     "Liveness",
     "runs",
+    "control_points",
 ]
 
 #: First address of the compiler's scratch regions: the temp region (2^29), below the spill
@@ -209,22 +210,32 @@ def private_cells(
     return ScratchAnalysis({c: f for c, f in sorted(seen.items()) if f is not None})
 
 
-def runs(items: Sequence[Item], isa: IsaVariant = "release") -> list[tuple[int, int]]:
-    """The straight-line runs ``(start, end)`` of an item list: control enters a run only at
-    its start (labels, control-flow instructions and the instruction a ``skiz`` may skip
-    are runs of their own; the instruction after each starts a new run)."""
+def control_points(items: Sequence[Item], isa: IsaVariant = "release") -> list[int]:
+    """Indices of the items where straight-line code cannot continue through: labels,
+    control-flow instructions, unknown mnemonics and the instruction a ``skiz`` may skip
+    (the control skeleton `tasmopt.vm.equivalence.check_aligned` aligns)."""
     table = instruction_set(isa)
-    out: list[tuple[int, int]] = []
-    start = 0
+    out: list[int] = []
     after_skip = False
     for k, (name, _) in enumerate(items):
-        boundary = name == "label" or name not in table or table[name].is_control_flow
-        if boundary or after_skip:
-            if start < k:
-                out.append((start, k))
-            out.append((k, k + 1))
-            start = k + 1
-        after_skip = name != "label" and name in table and table[name].may_skip_next
+        known = name != "label" and name in table
+        if not known or table[name].is_control_flow or after_skip:
+            out.append(k)
+        after_skip = known and table[name].may_skip_next
+    return out
+
+
+def runs(items: Sequence[Item], isa: IsaVariant = "release") -> list[tuple[int, int]]:
+    """The straight-line runs ``(start, end)`` of an item list: control enters a run only at
+    its start (each `control_points` item is a run of its own; the item after each starts a
+    new run)."""
+    out: list[tuple[int, int]] = []
+    start = 0
+    for k in control_points(items, isa):
+        if start < k:
+            out.append((start, k))
+        out.append((k, k + 1))
+        start = k + 1
     if start < len(items):
         out.append((start, len(items)))
     return out

@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from tasmopt.isa import IsaVariant, instruction_set, slot_flow
+from tasmopt.isa import IsaVariant, SlotFlow, instruction_set, slot_flow
 from tasmopt.tasm.program import EXTERNAL_PREFIX, Program
 from tasmopt.vm.scratch import Item, items_of_program
 
@@ -86,6 +86,13 @@ class StackLiveness:
         of the program (nothing dead)."""
         return self._dead[index]
 
+    def _flow(self, name: str, arg: int | str | None) -> SlotFlow:
+        """`tasmopt.isa.slot_flow` of one item (a field-element argument is no count)."""
+        small = (
+            arg if isinstance(arg, int) and self.table[name].arg_kind != "field_element" else None
+        )
+        return slot_flow(name, small, self.isa)
+
     # -- callee summaries (forward) -----------------------------------------------------------
 
     def summary(self, label: str) -> Summary | None:
@@ -131,7 +138,7 @@ class StackLiveness:
                 todo.append((k + 1, h + callee.delta))
                 continue
             if spec.ends_section:  # return, recurse, recurse_or_return, halt
-                touch = max([0, *(r + 1 for r in slot_flow(name, None, self.isa).reads)])
+                touch = max([0, *(r + 1 for r in self._flow(name, None).reads)])
                 reach = max(reach, touch - h)
                 if spec.may_recurse and h != 0:
                     return None  # an iteration that shifts the stack: no fixed bound
@@ -140,8 +147,7 @@ class StackLiveness:
                         return None
                     delta = h
                 continue
-            small = arg if isinstance(arg, int) and spec.arg_kind != "field_element" else None
-            flow = slot_flow(name, small, self.isa)
+            flow = self._flow(name, arg)
             touch = max([flow.consumed, *(r + 1 for r in flow.reads)])
             reach = max(reach, touch - h)
             h2 = h + flow.delta
@@ -233,7 +239,7 @@ class StackLiveness:
             if spec.may_recurse:
                 again = self._exit(k, dead, returns=False)
                 left = again if left is None else left & again
-            reads = slot_flow(name, None, self.isa).reads  # recurse_or_return: st5, st6
+            reads = self._flow(name, None).reads  # recurse_or_return: st5, st6
             return (left or frozenset()) - set(reads)
         if name == "call":
             if not isinstance(arg, str) or arg.startswith(EXTERNAL_PREFIX):
@@ -242,8 +248,7 @@ class StackLiveness:
             if callee is None:
                 return frozenset()
             return _cap(j - callee.delta for j in after if j - callee.delta >= callee.reach)
-        small = arg if isinstance(arg, int) and spec.arg_kind != "field_element" else None
-        flow = slot_flow(name, small, self.isa)
+        flow = self._flow(name, arg)
         if spec.may_skip_next:
             nxt = self.items[k + 1][0] if k + 1 < len(self.items) else "label"
             after = after & dead[k + 2] if nxt != "label" else frozenset()
@@ -274,6 +279,17 @@ def dead_slots(items: Sequence[Item], index: int, isa: IsaVariant = "release") -
     return StackLiveness(items, isa).dead_before(index)
 
 
+#: `Program._cache` key of the program's analysis.
+_CACHE_KEY = "stack_liveness"
+
+
 def of_program(program: Program) -> StackLiveness:
-    """`StackLiveness` of a parsed program (its items, its ISA variant)."""
-    return StackLiveness(items_of_program(program), program.isa)
+    """`StackLiveness` of a parsed program (its items, its ISA variant), analysed once per
+    program object: the optimizer's block stage and every `check_aligned` against the same
+    reference share it."""
+    live = program._cache.get(_CACHE_KEY)
+    if live is None:
+        live = program._cache.setdefault(
+            _CACHE_KEY, StackLiveness(items_of_program(program), program.isa)
+        )
+    return live  # type: ignore[no-any-return]  # the cache holds what this function stored

@@ -272,3 +272,45 @@ def test_select_code_stops_at_the_deadline():
     (b,) = find_branches(lines(IF_ELSE))
     assert select_code(b, deadline=Deadline(0.0)) is None
     assert select_code(b, deadline=Deadline(60.0)) is not None
+
+
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        ("    sponge_init\n", "sponge"),
+        ("    push 100\n    read_mem 1\n    pop 2\n", "a RAM read (the address may alias a write)"),
+        ("    dup 0\n    push 12345\n    eq\n    assert\n", "a rare guard"),
+    ],
+)
+def test_bodies_with_a_sponge_ram_or_a_guard_are_left_alone(body, why):
+    text = IF_ELSE.replace("__else__2:\n", "__else__2:\n" + body)
+    assert find_branches(lines(text)) == [], why
+
+
+def test_a_high_degree_else_value_is_selected_exactly():
+    power = "    dup 0\n    mul\n" * 4  # x^16 (a body holds at most 12 instructions)
+    text = IF_ELSE.replace("__else__2:\n    push 7\n", "__else__2:\n    dup 2\n" + power)
+    new = convert(text)
+    rng = random.Random(8)
+    for _ in range(30):
+        inputs = [rng.randrange(2**32), rng.randrange(2**32), rng.choice([0, 1, 5])]
+        assert outputs(new, inputs)[:2] == outputs(text, inputs)[:2], inputs
+
+
+def test_a_client_baseline_that_differs_from_our_lowering_is_returned_as_sent():
+    from tasmopt.lower.triton import lower
+
+    ops = compile_source(SOURCE)
+    ours = "\n".join(lower(ops).lines)
+    # the client's else-branch stores 2 instead of 0: it disagrees with our lowering
+    assert ours.count("    push 0\n    swap 3\n    pop 1\n") == 1
+    client = ours.replace(
+        "    push 0\n    swap 3\n    pop 1\n", "    push 2\n    swap 3\n    pop 1\n"
+    )
+    r = compile_tir(ops, baseline_tasm=client, options=CompileOptions(sources=("rules", "search")))
+    f = next(x for x in r.functions if x.name == "is_zero_n")
+    assert f.mismatch is not None
+    assert not any("converted to selects" in n for n in f.notes)
+    x = run(parse(r.tasm), VmInput(public_input=[1000, 3, 5]))
+    y = run(parse(client), VmInput(public_input=[1000, 3, 5]))
+    assert list(x.public_output) == list(y.public_output)

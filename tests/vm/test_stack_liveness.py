@@ -520,3 +520,109 @@ loop:
     rr = live.dead_before(index_of(prog, "recurse_or_return"))
     assert rr.isdisjoint({5, 6})  # everything after the loop is popped, but the test reads
     assert live.summary("loop").reach == 7
+
+
+# -- adversarial: every way a value may still be observed keeps it live ----------------------
+
+
+def _rejects_change(base: str, old: str, new: str) -> None:
+    assert old in base
+    assert not _aligned(base, base.replace(old, new, 1))
+
+
+def test_a_slot_the_sponge_absorbs_later_is_live():
+    base = "main:\n    sponge_init\n" + "".join(f"    push {k}\n" for k in range(1, 11))
+    base += "    call id\n    sponge_absorb\n    return\nid:\n    return\n"
+    prog = program(base)
+    assert of_program(prog).dead_before(index_of(prog, "call id")) == frozenset()
+    _rejects_change(base, "    push 7\n", "    push 70\n")
+
+
+def test_a_slot_only_a_rare_guard_reads_is_live():
+    # the assert runs only when the input is 12345: random inputs never take that path
+    base = """
+main:
+    push 9
+    read_io 1
+    push 12345
+    eq
+    skiz
+    call check
+    pop 1
+    return
+check:
+    dup 0
+    push 9
+    eq
+    assert
+    return
+"""
+    prog = program(base)
+    assert 1 not in of_program(prog).dead_before(index_of(prog, "skiz"))
+    _rejects_change(base, "    push 9\n    read_io", "    push 8\n    read_io")
+
+
+def test_a_slot_used_as_a_ram_address_is_live():
+    base = """
+main:
+    push 5
+    push 100
+    call id
+    write_mem 1
+    pop 1
+    return
+id:
+    return
+"""
+    prog = program(base)
+    assert of_program(prog).dead_before(index_of(prog, "call id")) == frozenset()
+    _rejects_change(base, "push 100", "push 101")  # another (aliased or not) cell
+
+
+def test_a_high_degree_difference_in_a_live_slot_is_rejected_and_in_a_dead_one_accepted():
+    block = "    push 1\n    push 2\n    dup 1\n"  # st0 = 1 (g reads it), st1, st2 dead
+    power = "    dup 0\n    mul\n" * 6  # squares six times: 2^64
+    live = "    push 1\n    push 2\n    push 2\n" + power  # st0 = 2^64
+    dead = "    push 2\n" + power + "    push 7\n    push 1\n"  # st2 = 2^64, st1 = 7
+    assert not _aligned(MAIN_POPS, MAIN_POPS.replace(block, live))
+    assert _aligned(MAIN_POPS, MAIN_POPS.replace(block, dead))
+
+
+def test_a_label_entered_by_fall_through_and_by_call_counts_both_ways():
+    # `shared` is reached by falling through from main and called from main: its read of
+    # st1 keeps the slot live at the end of the run before it
+    base = """
+main:
+    push 4
+    push 6
+    call shared
+shared:
+    dup 1
+    write_io 1
+    return
+"""
+    prog = program(base)
+    assert 1 not in of_program(prog).dead_before(index_of(prog, "shared:"))
+    _rejects_change(base, "push 4", "push 3")
+
+
+def test_a_slot_dead_in_our_text_but_read_in_the_clients_is_not_dead():
+    from tasmopt.module import ModuleText
+    from tasmopt.optimizer.prepare import _StackView
+
+    ours_text = (
+        "__f:\n    push 1\n    push 2\n    call __g\n    pop 2\n    return\n__g:\n    return\n"
+    )
+    client_text = ours_text.replace("    pop 2\n", "    write_io 1\n    write_io 1\n")
+    labels = {"f": "__f", "g": "__g"}
+    ours, client = (
+        ModuleText.from_text(ours_text, labels),
+        ModuleText.from_text(client_text, labels),
+    )
+    call = ours.lines.index("    call __g")
+    alone = _StackView(ours, ours.harness("f", "release"), None, None, "f")
+    assert alone.dead(call) == (0, 1)
+    both = _StackView(
+        ours, ours.harness("f", "release"), client, client.harness("f", "release"), "f"
+    )
+    assert both.dead(call) == ()

@@ -13,9 +13,9 @@ Stages (each timed in `CompileResult.timings`, seconds):
    taller; ranked by cycles, then the sum of the other tables, then size.
 6. ``splice`` — blocks spliced back; each changed function is re-verified as a whole on
    fresh witnesses against its baseline and falls back to the baseline if anything fails.
-7. ``inline`` and ``loops`` — the function-level passes (`tasmopt.optimizer.inline`,
-   `tasmopt.optimizer.loops`): a function keeps a rewrite only when it is proven, cheaper in
-   cycles and no table grows.
+7. ``inline``, ``branches``, ``loops`` and ``pointers`` — the function-level passes
+   (`tasmopt.optimizer.inline`, `.branches`, `.loops`, `.pointers`): a function keeps a
+   rewrite only when it is proven, cheaper in cycles and no table grows.
 
 The verifier is the authority: nothing reaches the output unless it was proven equivalent
 to the baseline (or is the baseline).
@@ -45,6 +45,7 @@ from tasmopt.optimizer.candidates import build_checks, candidate_logprobs, propo
 from tasmopt.optimizer.contract import private_by_function
 from tasmopt.optimizer.inline import inline_stage
 from tasmopt.optimizer.loops import loop_stage
+from tasmopt.optimizer.pointers import pointer_stage
 from tasmopt.optimizer.prepare import (
     cached_answers,
     decode_checked,
@@ -210,6 +211,9 @@ def _compile(
     with stage(timings, "loops"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
             loop_stage(fns, ours, client, options, sources, verify)
+    with stage(timings, "pointers"):
+        if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
+            pointer_stage(fns, ours, client, options, sources, verify)
     with stage(timings, "splice"):
         entries = [_settle(f, options) for f in fns]
         text = assemble(fns, low, ours, client)

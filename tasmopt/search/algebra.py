@@ -3,20 +3,32 @@
 * constant folding: a pure, failure-free operation whose inputs are all constants becomes a
   constant (``push 5; split`` -> two pushes, ``push 2; push 3; mul`` -> ``push 6``);
 * ``add`` of a constant becomes ``addi c`` (one operand fewer to bring to the top);
-* identities: ``x + 0``, ``x * 1``, ``addi 0`` become ``x``.
+* identities: ``x + 0``, ``x * 1``, ``addi 0`` become ``x``;
+* linear cancellation: every value made by ``add``, ``addi`` and ``mul`` by a constant is a
+  linear form over the block's other values (entry values and the outputs of every other
+  operation) with Goldilocks coefficients; a form that is a constant becomes that constant,
+  one that is ``x + c`` becomes ``x`` or ``addi c`` of ``x``, and two values with the same
+  form become one (``dup b; push -1; mul; add; ...; dup b; add`` -> the original value).
+  This is what lets a conjugated loop body (`tasmopt.optimizer.pointers`) drop the change of
+  variables it was wrapped in. The pointer a ``read_mem n`` / ``write_mem n`` leaves is the
+  form of its input pointer minus / plus ``n`` (found by symbolic execution of the
+  instruction), and ``x + c`` is made from the latest value of the same ``x`` (``p + 1``
+  after ``read_mem 1`` of ``p`` is ``addi 2`` of the pointer it left: the read bumps it).
 
 Each rewrite maps value ids; later operations and the final stack follow the mapping.
 """
 
 from __future__ import annotations
 
+from functools import cache
+
 from tasmopt.isa import P
-from tasmopt.search.dataflow import Dataflow, Node
+from tasmopt.search.dataflow import RAM_WORDS, Dataflow, Node
 from tasmopt.tasm.program import Instr
 from tasmopt.vm.expr import ExprContext
 from tasmopt.vm.symbolic import run_symbolic
 
-__all__ = ["simplify"]
+__all__ = ["linear_forms", "simplify"]
 
 
 def _fold(node: Node, constants: dict[int, int]) -> list[int] | None:
@@ -34,6 +46,122 @@ def _fold(node: Node, constants: dict[int, int]) -> list[int] | None:
     if len(outs) != len(node.outputs) or not all(v.is_const for v in outs):
         return None
     return [v.const for v in outs]
+
+
+#: A linear form: ((value id, coefficient), ...) sorted by value id, coefficients nonzero,
+#: and the constant term (all mod the Goldilocks prime).
+_Form = tuple[tuple[tuple[int, int], ...], int]
+
+
+class _Linear:
+    """Linear forms of the values of one dataflow (see `simplify`)."""
+
+    def __init__(self, constants: dict[int, int]) -> None:
+        self.constants = constants
+        self.forms: dict[int, _Form] = {}
+        self.by_form: dict[_Form, int] = {}
+        self.latest: dict[tuple[tuple[int, int], ...], int] = {}
+
+    def of_value(self, v: int) -> _Form:
+        """The form of value ``v`` (itself, ``1*v + 0``, when nothing simpler is known)."""
+        if v in self.constants:
+            return (), self.constants[v] % P
+        return self.forms.get(v, (((v, 1),), 0))
+
+    def form_of(self, node: Node) -> _Form | None:
+        """The form of ``node``'s output, or None if it is not a linear operation."""
+        name, ins = node.instr.name, node.inputs
+        if node.effect is not None or node.guarded or len(node.outputs) != 1:
+            return None
+        if name == "addi" and isinstance(node.instr.arg, int) and len(ins) == 1:
+            terms, c = self.of_value(ins[0])
+            return terms, (c + node.instr.arg) % P
+        if name == "add" and len(ins) == 2:
+            return _combine(self.of_value(ins[0]), 1, self.of_value(ins[1]), 1)
+        if name == "mul" and len(ins) == 2:
+            a, b = self.of_value(ins[0]), self.of_value(ins[1])
+            if not b[0]:
+                return _combine(a, b[1], ((), 0), 0)
+            if not a[0]:
+                return _combine(b, a[1], ((), 0), 0)
+        return None
+
+    def value_of(self, form: _Form) -> int | None:
+        """An existing value with this form: the value itself for ``1*x + 0``; -1 standing
+        for "the constant" when the form has no terms; else one recorded earlier."""
+        terms, c = form
+        if not terms:
+            return -1
+        if len(terms) == 1 and terms[0][1] == 1 and c == 0:
+            return terms[0][0]
+        return self.by_form.get(form)
+
+    def record(self, v: int, form: _Form) -> None:
+        self.forms[v] = form
+        self.by_form.setdefault(form, v)
+        if len(form[0]) == 1 and form[0][0][1] == 1:
+            self.latest[form[0]] = v
+
+    def record_pointer(self, node: Node) -> None:
+        """Record the pointer a RAM word instruction leaves (`_pointer_step`)."""
+        step = _pointer_step(node.instr.name, node.instr.arg)
+        if step is None or not node.inputs:
+            return
+        out, k = step
+        terms, c = self.of_value(node.inputs[0])
+        if out < len(node.outputs) and len(terms) == 1 and terms[0][1] == 1:
+            self.record(node.outputs[out], (terms, (c + k) % P))
+
+    def offset_of(self, form: _Form) -> tuple[int, int]:
+        """``(y, d)`` with ``y + d`` equal to ``form`` (one term, coefficient 1): ``y`` the
+        latest value recorded with the same term, else the term itself."""
+        terms, c = form
+        y = self.latest.get(terms)
+        if y is None:
+            return terms[0][0], c
+        return y, (c - self.forms[y][1]) % P
+
+
+@cache
+def _pointer_step(name: str, arg: int | str | None) -> tuple[int, int] | None:
+    """``(output index, k)``: the RAM word instruction leaves its input pointer ``+ k`` at
+    that output (st0 first); None for other instructions (Triton VM spec, by symbolic run)."""
+    if name not in RAM_WORDS:
+        return None
+    ctx = ExprContext()
+    run = run_symbolic([Instr(name, arg)], ctx)
+    if run.unsupported:
+        return None
+    ptr = ctx.var("s", 0)
+    for k, v in enumerate(reversed(run.stack)):
+        d = ctx.sub(v, ptr)
+        if d.is_const:
+            return k, d.const
+    return None
+
+
+def _combine(a: _Form, ka: int, b: _Form, kb: int) -> _Form:
+    """``ka * a + kb * b``."""
+    acc: dict[int, int] = {}
+    for terms, k in ((a[0], ka), (b[0], kb)):
+        for v, coef in terms:
+            acc[v] = (acc.get(v, 0) + k * coef) % P
+    terms_out = tuple(sorted((v, coef) for v, coef in acc.items() if coef))
+    return terms_out, (ka * a[1] + kb * b[1]) % P
+
+
+def linear_forms(df: Dataflow) -> dict[int, _Form]:
+    """The linear forms (`simplify`) of the values of ``df`` that ``add``, ``addi``, ``mul``
+    by a constant or a RAM word instruction's pointer make, over the other values: value id
+    -> ``(((value id, coefficient), ...), constant)``, Goldilocks coefficients."""
+    linear = _Linear(df.constants)
+    for node in df.nodes:
+        form = linear.form_of(node)
+        if form is not None:
+            linear.record(node.outputs[0], form)
+        else:
+            linear.record_pointer(node)
+    return dict(linear.forms)
 
 
 def simplify(df: Dataflow) -> Dataflow:
@@ -61,6 +189,7 @@ def simplify(df: Dataflow) -> Dataflow:
             constants[v] = c
         return v
 
+    linear = _Linear(constants)
     for node in df.nodes:
         inputs = tuple(resolve(v) for v in node.inputs)
         node = Node(node.id, node.instr, inputs, node.outputs, node.effect, node.guarded)
@@ -70,6 +199,19 @@ def simplify(df: Dataflow) -> Dataflow:
             for v, c in zip(node.outputs, folded):
                 alias[v] = constant(c)
             continue
+        form = linear.form_of(node)
+        if form is not None:
+            same = linear.value_of(form)
+            if same is not None:  # an existing value (or constant) has this very form
+                alias[node.outputs[0]] = same if form[0] else constant(form[1])
+                continue
+            (out,) = node.outputs
+            if len(form[0]) == 1 and form[0][0][1] == 1:  # x + c: one addi of x
+                y, d = linear.offset_of(form)
+                linear.record(out, form)
+                nodes.append(Node(node.id, Instr("addi", d), (y,), node.outputs))
+                continue
+            linear.record(out, form)
         if name in ("add", "mul") and any(v in constants for v in inputs):
             k = 0 if inputs[0] in constants else 1
             c, other = constants[inputs[k]], inputs[1 - k]
@@ -81,6 +223,7 @@ def simplify(df: Dataflow) -> Dataflow:
         elif name == "addi" and node.instr.arg == 0:
             alias[node.outputs[0]] = inputs[0]
             continue
+        linear.record_pointer(node)
         nodes.append(node)
     final = [resolve(v) for v in df.final]
     return Dataflow(list(df.entry), final, nodes, producer, constants, df.low_water, df.length)

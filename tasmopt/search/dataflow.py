@@ -25,6 +25,7 @@ __all__ = [
     "COMMUTATIVE",
     "EFFECTS",
     "GUARDED",
+    "RAM_WORDS",
 ]
 
 #: The value of a final-stack slot whose value does not matter: a slot dead after the block
@@ -58,7 +59,7 @@ _REACH: dict[str, tuple[int, dict[int, int]]] = {
 
 
 #: ``read_mem n`` / ``write_mem n`` (ISA table: RAM at the pointer on st0, argument 1..5).
-_RAM_WORDS = names_where(lambda i: i.accesses_ram and i.arg_kind == "n_1_5")
+RAM_WORDS = names_where(lambda i: i.accesses_ram and i.arg_kind == "n_1_5")
 
 
 class UnsupportedBlock(Exception):
@@ -220,13 +221,13 @@ def extract(
             del stack[-arg:]
         elif name == "nop":
             pass
-        elif name in _RAM_WORDS and _forward(
+        elif name in RAM_WORDS and _forward(
             name, arg, stack, ensure, constants, known, dead_cells, const, table[name].writes_ram
         ):
             pass
         else:
             if table[name].writes_ram and not (
-                name in _RAM_WORDS and constants.get(stack[-1]) is not None
+                name in RAM_WORDS and constants.get(stack[-1]) is not None
             ):  # at a computed address: may overwrite any cell
                 known.clear()
             spec = table[name]

@@ -1,0 +1,386 @@
+"""Function-level pass ``pointers``: RAM walks in ``recurse_or_return`` loops turned into
+pointers that the loop bumps (issue 11, loops: pointer-bumping ``read_mem`` / ``write_mem``).
+
+A loop ``L: B; recurse_or_return`` (the shape the ``loops`` pass makes, and the expert's)
+runs ``B`` until ``st5 == st6``. When ``B`` reads or writes RAM at ``b + i``, with ``i`` the
+induction variable at st5 and ``b`` an element ``B`` keeps in place, every iteration spends
+instructions on bringing both to the top and adding them. Experts keep the pointer itself
+instead. The pass does it by a **change of variables** ``T``, a bijection of op-stack states
+built from two kinds of step:
+
+* *shift* ``b``: ``st5 += st_b`` and ``st6 += st_b`` (the induction variable and the bound
+  become the pointer ``b + i`` and the end pointer ``b + n``);
+* *walk* ``w``: ``st_w += st5`` (a second array base ``w`` becomes the pointer ``w + i``:
+  inner products read two arrays).
+
+The loop is conjugated: every ``call L`` becomes ``T; call L; T^-1`` (``T`` goes before the
+``skiz`` that guards the call, one element deeper, so that the loop skipped runs
+``T; T^-1``), and the body becomes ``T^-1; B; T``, which the block sources then shorten:
+`tasmopt.search.algebra` sees ``b + (p - b) = p`` and ``p + 1`` after ``read_mem 1`` of ``p``
+as ``addi 2`` of the pointer the read left.
+
+Proof. Let ``R_0`` be the state at ``call L`` and ``R_{k+1} = B(R_k)``; the old loop stops
+at the first ``t >= 1`` with ``R_t[5] == R_t[6]`` and returns ``R_t``. The new loop starts at
+``T(R_0)``; if it is at ``T(R_k)`` after ``k`` iterations, the next runs ``T(B(T^-1(T(R_k))))
+= T(R_{k+1})``, and stops iff ``T(R)[5] == T(R)[6]``, which is ``R[5] == R[6]`` because
+``T(R)[5] - T(R)[6] = R[5] - R[6]`` (a shift adds the same value to both, a walk touches
+neither). So it stops at the same ``t`` with ``T(R_t)``, and ``T^-1`` restores ``R_t``.
+Inside each iteration the effects of ``B`` (RAM, I/O, failures, the sponge) happen on the
+same values in the same order: ``T`` and ``T^-1`` only move and add stack elements. What the
+pass establishes, and fails closed on: ``L`` is entered only by ``call`` lines of this
+function (no fall-through into it, no other function calls it, no ``skiz`` before an
+inserted ``T``), ``B`` is straight-line, and by symbolic execution (exact polynomial
+identities, `tasmopt.vm.symbolic`) that ``T; T^-1`` and ``T^-1; T`` are the identity on every
+state and that ``T`` keeps ``st5 - st6``. The shortened body is proven equal to
+``T^-1; B; T`` by `check_block`, and the rewritten function is run against its reference on
+the verifier's witnesses (`check_function`) and kept only when equivalent there, cheaper in
+cycles and with no taller table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tasmopt.errors import TasmSyntaxError
+from tasmopt.isa import IsaVariant, instruction_set, names_where
+from tasmopt.module import ModuleText, line_kind
+from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run
+from tasmopt.optimizer.loops import REACH, _at, _instrs, _sections, called_labels
+from tasmopt.optimizer.state import FunctionState, VerifyBackend, adopt, out_of_time, refusal
+from tasmopt.report import CompileOptions
+from tasmopt.search.algebra import linear_forms
+from tasmopt.search.dataflow import RAM_WORDS, UnsupportedBlock, extract
+from tasmopt.search.optimize import SearchConfig, optimize_block
+from tasmopt.sources import SourceSet
+from tasmopt.tasm.parser import parse_instructions
+from tasmopt.tasm.program import Instr
+from tasmopt.vm.expr import ExprContext
+from tasmopt.vm.symbolic import run_symbolic
+
+__all__ = [
+    "Change",
+    "PointerLoop",
+    "change_code",
+    "find_pointer_loops",
+    "pointer_stage",
+    "prove_change",
+    "rewrite_pointer_loop",
+]
+
+log = logging.getLogger(__name__)
+
+#: ``recurse_or_return`` compares these two elements (Triton VM spec): the induction
+#: variable and its bound.
+I_SLOT, N_SLOT = 5, 6
+#: The instruction that ends such a loop: it may both return and recurse (ISA table).
+_LOOP_END = names_where(lambda i: i.may_return and i.may_recurse)
+#: Most changes of variables tried per loop (each costs a block search).
+MAX_CHANGES = 6
+#: Search states spent on each change's body when choosing one.
+CHOICE_STATES = 4_000
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change of variables ``T`` (module docstring): ``shift`` the depth ``b`` whose value
+    is added to st5 and st6 (None: none), ``walks`` the depths that st5 is added to, in
+    order."""
+
+    shift: int | None
+    walks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class PointerLoop:
+    """A ``recurse_or_return`` loop whose RAM addresses are ``base + st5``.
+
+    Attributes:
+        label: the loop section's label. start, end: its line range (label line first).
+        body: ``B``, its instructions before ``recurse_or_return``.
+        sites: line indices of the ``call label`` lines (all of them in the function).
+        changes: the changes of variables worth trying, most promising first.
+    """
+
+    label: str
+    start: int
+    end: int
+    body: tuple[Instr, ...]
+    sites: tuple[int, ...]
+    changes: tuple[Change, ...]
+
+
+def _add_to(k: int, j: int, sign: int) -> list[str]:
+    """``st_k += sign * st_j`` (depths before the code; ``k != j``)."""
+    j2 = j + 1 if j < k else j  # where st_j is once st_k is on top
+    neg = ["push -1", "mul"] if sign < 0 else []
+    return [f"pick {k}", f"dup {j2}", *neg, "add", f"place {k}"]
+
+
+def change_code(change: Change, offset: int = 0) -> tuple[list[str], list[str]]:
+    """``(T, T^-1)`` as instruction lines for a state ``offset`` elements below the top
+    (1 when the loop's entry condition lies on top). Raises ValueError when a depth would
+    pass st15."""
+    o = offset
+    depths = [I_SLOT + o, N_SLOT + o] + [w + o for w in change.walks]
+    if change.shift is not None:
+        depths.append(change.shift + o)
+    if max(depths) >= REACH:  # _add_to may address one deeper
+        raise ValueError("change of variables out of reach")
+    fwd: list[str] = []
+    back: list[str] = []
+    for w in change.walks:
+        fwd += _add_to(w + o, I_SLOT + o, 1)
+    if change.shift is not None:
+        b = change.shift + o
+        fwd += _add_to(I_SLOT + o, b, 1) + _add_to(N_SLOT + o, b, 1)
+        back += _add_to(I_SLOT + o, b, -1) + _add_to(N_SLOT + o, b, -1)
+    for w in reversed(change.walks):
+        back += _add_to(w + o, I_SLOT + o, -1)
+    return fwd, back
+
+
+def prove_change(change: Change, isa: IsaVariant = "release") -> str | None:
+    """Why ``change`` is not a test-preserving bijection (module docstring), or None when
+    symbolic execution shows that ``T; T^-1`` and ``T^-1; T`` leave every element in place
+    with no effect or failure and that ``T`` keeps ``st5 - st6``."""
+    try:
+        fwd, back = change_code(change)
+    except ValueError as exc:
+        return str(exc)
+    t, t_inv = (parse_instructions("\n".join(x), isa) for x in (fwd, back))
+    for prog in (t + t_inv, t_inv + t):
+        ctx = ExprContext()
+        run = run_symbolic(prog, ctx, isa)
+        if run.unsupported is not None or run.delta != 0:
+            return "not a stack permutation"
+        if (
+            run.guards
+            or run.outputs
+            or run.ram
+            or run.sponge is not None
+            or any(run.consumed.values())
+        ):
+            return "has an effect or may fail"
+        for d in range(len(run.stack)):
+            if run.stack[-1 - d] is not ctx.var("s", d):
+                return f"does not restore st{d}"
+    ctx = ExprContext()
+    run = run_symbolic(t, ctx, isa)
+    if run.unsupported is not None:
+        return "does not run"
+    kept = ctx.sub(_at(run, I_SLOT), _at(run, N_SLOT))
+    if kept is not ctx.sub(ctx.var("s", I_SLOT), ctx.var("s", N_SLOT)):
+        return "changes st5 - st6"
+    return None
+
+
+def _changes(body: Sequence[Instr], isa: IsaVariant) -> tuple[Change, ...]:
+    """The changes of variables worth trying for ``body``: a shift by each kept element
+    ``b`` that some RAM access addresses as ``b + st5 (+ c)``, a walk of each such ``b``, and
+    a shift by one with walks of the others (two arrays read at the same index)."""
+    try:
+        df = extract(body, isa)
+    except UnsupportedBlock:
+        return ()
+    if len(df.final) != len(df.entry):
+        return ()
+    depth = {v: d for d, v in enumerate(reversed(df.entry))}
+    kept = {d for d, (a, b) in enumerate(zip(reversed(df.entry), reversed(df.final))) if a == b}
+    forms = linear_forms(df)
+    if I_SLOT >= len(df.entry):
+        return ()
+    i_val = df.entry[-1 - I_SLOT]
+    bases: list[int] = []
+    for node in df.nodes:
+        if node.instr.name not in RAM_WORDS or not node.inputs:
+            continue
+        terms = forms.get(node.inputs[0], (((node.inputs[0], 1),), 0))[0]
+        if len(terms) != 2 or any(c != 1 for _, c in terms):
+            continue
+        vals = [v for v, _ in terms]
+        if i_val not in vals:
+            continue
+        rest = [v for v in vals if v != i_val]
+        d = depth.get(rest[0]) if len(rest) == 1 else None
+        if d is None or d in (I_SLOT, N_SLOT) or d not in kept or d in bases:
+            continue
+        bases.append(d)
+    out: list[Change] = [Change(b) for b in bases]
+    out += [Change(None, (b,)) for b in bases]
+    for b in bases:
+        walks = tuple(w for w in bases if w != b)
+        if walks:
+            out.append(Change(b, walks))
+    return tuple(out[:MAX_CHANGES])
+
+
+def _entered_only_by_call(
+    lines: Sequence[str], sections: list[tuple[str, int, int]], k: int
+) -> bool:
+    """Section ``k`` cannot be reached by falling through from the section before it."""
+    table_end = names_where(lambda i: i.ends_section)
+    prev = [m for m in map(line_kind, lines[sections[k - 1][1] + 1 : sections[k][1]]) if m]
+    return bool(prev) and prev[-1] in table_end
+
+
+def _site_insertion(lines: Sequence[str], site: int, isa: IsaVariant) -> tuple[int, int] | None:
+    """``(line index, offset)`` where ``T`` goes for the ``call`` at line ``site``: right
+    before it (offset 0), or before the ``skiz`` guarding it (offset 1, the condition on
+    top); None when the instruction before that point may skip the next one (it would skip
+    ``T``'s first instruction instead)."""
+    table = instruction_set(isa)
+
+    def before(j: int) -> int | None:
+        for m in range(j - 1, -1, -1):
+            kind = line_kind(lines[m])
+            if kind is not None:
+                return None if kind == ":" else m
+        return None
+
+    p = before(site)
+    at, offset = site, 0
+    if (
+        p is not None
+        and line_kind(lines[p]) in table
+        and table[str(line_kind(lines[p]))].may_skip_next
+    ):
+        at, offset = p, 1
+        p = before(p)
+    if p is not None:
+        kind = line_kind(lines[p])
+        if kind not in table or table[str(kind)].may_skip_next:
+            return None
+    return at, offset
+
+
+def find_pointer_loops(
+    lines: Sequence[str], isa: IsaVariant = "release", others_call: frozenset[str] = frozenset()
+) -> list[PointerLoop]:
+    """The loops of one function's lines (its sections) that qualify (module docstring);
+    ``others_call``: labels other functions call (those loops are left alone)."""
+    table = instruction_set(isa)
+    out = []
+    sections = _sections(lines)
+    for k, (label, start, end) in enumerate(sections):
+        if k == 0 or label in others_call:
+            continue
+        try:
+            ins = [x for _, x in _instrs(lines, start + 1, end, isa)]
+        except (TasmSyntaxError, ValueError):
+            continue
+        if len(ins) < 2 or ins[-1].name not in _LOOP_END:
+            continue
+        body = ins[:-1]
+        if any(table[x.name].is_control_flow for x in body):
+            continue
+        if not _entered_only_by_call(lines, sections, k):
+            continue
+        sites = tuple(
+            i
+            for i, ln in enumerate(lines)
+            if line_kind(ln) == "call" and ln.split("//", 1)[0].split()[1:] == [label]
+        )
+        if not sites or any(_site_insertion(lines, s, isa) is None for s in sites):
+            continue
+        changes = tuple(c for c in _changes(body, isa) if prove_change(c, isa) is None)
+        if changes:
+            out.append(PointerLoop(label, start, end, tuple(body), sites, changes))
+    return out
+
+
+def rewrite_pointer_loop(
+    lines: Sequence[str], loop: PointerLoop, change: Change, isa: IsaVariant = "release"
+) -> tuple[list[str], list[tuple[int, int]]]:
+    """The function's lines with ``loop`` conjugated by ``change`` (module docstring), and
+    the line spans of the new straight-line code (for the block sources to optimize).
+    Raises ValueError when a site's ``T`` would pass st15."""
+    fwd, back = change_code(change)
+    edits: list[tuple[int, int, list[str]]] = []
+    body = [*back, *(str(x) for x in loop.body), *fwd, "recurse_or_return"]
+    edits.append((loop.start + 1, loop.end, [INDENT + t for t in body]))
+    for s in loop.sites:
+        where = _site_insertion(lines, s, isa)
+        if where is None:
+            raise ValueError(f"call of {loop.label} at line {s} is guarded by a skip")
+        at, offset = where
+        t_site, _ = change_code(change, offset)
+        _, t_inv = change_code(change)
+        edits.append((at, at, [INDENT + t for t in t_site]))
+        edits.append((s + 1, s + 1, [INDENT + t for t in t_inv]))
+    out = list(lines)
+    spans: list[tuple[int, int]] = []
+    for a0, b0, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        out[a0:b0] = new
+        shift = len(new) - (b0 - a0)
+        spans = [(x + shift, y + shift) if x >= b0 else (x, y) for x, y in spans]
+        spans.append((a0, a0 + len(new)))
+    return out, sorted(spans)
+
+
+def _choose(loop: PointerLoop, options: CompileOptions) -> Change | None:
+    """The change whose conjugated body the block search shortens most below ``B``."""
+    best: tuple[int, Change] | None = None
+    for change in loop.changes:
+        if out_of_time(options) is not None:
+            break
+        fwd, back = change_code(change)
+        conj = parse_instructions(
+            "\n".join([*back, *(str(x) for x in loop.body), *fwd]), options.isa
+        )
+        cfg = SearchConfig(states=CHOICE_STATES, isa=options.isa, deadline=options.deadline)
+        found = optimize_block(conj, cfg)
+        if found and len(found[0]) < len(loop.body) and (best is None or len(found[0]) < best[0]):
+            best = (len(found[0]), change)
+    return None if best is None else best[1]
+
+
+def pointer_stage(
+    fns: list[FunctionState],
+    ours: ModuleText,
+    client: ModuleText | None,
+    options: CompileOptions,
+    sources: SourceSet,
+    verify: VerifyBackend,
+) -> None:
+    """Conjugate the qualifying loops of every function worked on in this run; a function
+    keeps its result so far unless the rewritten one is equivalent on the verifier's
+    witnesses, takes fewer cycles and raises no table."""
+    run = _Run(fns, ours, client, options, sources, verify)
+    for f in fns:
+        if f.passthrough or f.reference is None or f.cached is not None or f.skipped:
+            continue
+        others = called_labels([run.returned(g) for g in ours.functions if g != f.name])
+        tried: set[str] = set()
+        while out_of_time(options) is None:
+            cur = run.returned(f.name)
+            loops = [
+                lp for lp in find_pointer_loops(cur, options.isa, others) if lp.label not in tried
+            ]
+            if not loops:
+                break
+            loop = loops[0]
+            tried.add(loop.label)
+            change = _choose(loop, options)
+            if change is None:
+                continue
+            best = run.measure(f, cur)
+            if best is None:
+                break
+            try:
+                cand, spans = rewrite_pointer_loop(cur, loop, change, options.isa)
+            except ValueError:
+                continue
+            touched = [(x, x + 1) for a, b in spans for x in range(a, b)]
+            cand = _reoptimize(f, cand, touched, options, sources, verify)
+            v = run.run_function(f, cand)
+            if v is None:
+                continue
+            if not v.equivalent and v.witness >= 0:
+                log.error("pointer rewrite of %s changed its behaviour: %s", f.name, v.reason)
+            why = refusal(v, best)
+            if why is not None:
+                f.report.notes.append(f"pointers {loop.label} {why}")
+                continue
+            adopt(f, cand, best, v, f"pointers {loop.label} walked by {change}")

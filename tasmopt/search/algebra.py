@@ -8,7 +8,8 @@
   linear form over the block's other values (entry values and the outputs of every other
   operation) with Goldilocks coefficients; a form that is a constant becomes that constant,
   one that is ``x + c`` becomes ``x`` or ``addi c`` of ``x``, and two values with the same
-  form become one (``dup b; push -1; mul; add; ...; dup b; add`` -> the original value).
+  form become one (``dup b; push -1; mul; add; ...; dup b; add`` -> the original value);
+  a value whose form differs from an earlier value's only in the constant is ``addi`` of it.
   This is what lets a conjugated loop body (`tasmopt.optimizer.pointers`) drop the change of
   variables it was wrapped in. The pointer a ``read_mem n`` / ``write_mem n`` leaves is the
   form of its input pointer minus / plus ``n`` (found by symbolic execution of the
@@ -61,6 +62,7 @@ class _Linear:
         self.forms: dict[int, _Form] = {}
         self.by_form: dict[_Form, int] = {}
         self.latest: dict[tuple[tuple[int, int], ...], int] = {}
+        self.first: dict[tuple[tuple[int, int], ...], int] = {}
 
     def of_value(self, v: int) -> _Form:
         """The form of value ``v`` (itself, ``1*v + 0``, when nothing simpler is known)."""
@@ -99,8 +101,8 @@ class _Linear:
     def record(self, v: int, form: _Form) -> None:
         self.forms[v] = form
         self.by_form.setdefault(form, v)
-        if len(form[0]) == 1 and form[0][0][1] == 1:
-            self.latest[form[0]] = v
+        self.first.setdefault(form[0], v)
+        self.latest[form[0]] = v
 
     def record_pointer(self, node: Node) -> None:
         """Record the pointer a RAM word instruction leaves (`_pointer_step`)."""
@@ -109,17 +111,24 @@ class _Linear:
             return
         out, k = step
         terms, c = self.of_value(node.inputs[0])
-        if out < len(node.outputs) and len(terms) == 1 and terms[0][1] == 1:
+        if out < len(node.outputs) and terms:
             self.record(node.outputs[out], (terms, (c + k) % P))
 
-    def offset_of(self, form: _Form) -> tuple[int, int]:
-        """``(y, d)`` with ``y + d`` equal to ``form`` (one term, coefficient 1): ``y`` the
-        latest value recorded with the same term, else the term itself."""
+    def offsets_of(self, form: _Form) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        """``((y, d), (x, e))`` with ``y + d`` and ``x + e`` both equal to ``form``: ``y``
+        the latest value recorded with the same terms, ``x`` the first (for one term with
+        coefficient 1, the term itself); None when no value has these terms."""
         terms, c = form
-        y = self.latest.get(terms)
-        if y is None:
-            return terms[0][0], c
-        return y, (c - self.forms[y][1]) % P
+        if len(terms) == 1 and terms[0][1] == 1:
+            x, e = terms[0][0], c
+        elif terms in self.first:
+            x = self.first[terms]
+            e = (c - self.forms[x][1]) % P
+        else:
+            return None
+        y = self.latest.get(terms, x)
+        d = (c - self.forms[y][1]) % P if y in self.forms else e
+        return (y, d), (x, e)
 
 
 @cache
@@ -190,6 +199,8 @@ def simplify(df: Dataflow) -> Dataflow:
         return v
 
     linear = _Linear(constants)
+    #: nodes made from a later value of their term, by position, with their plain version
+    fallback: dict[int, Node] = {}
     for node in df.nodes:
         inputs = tuple(resolve(v) for v in node.inputs)
         node = Node(node.id, node.instr, inputs, node.outputs, node.effect, node.guarded)
@@ -206,12 +217,14 @@ def simplify(df: Dataflow) -> Dataflow:
                 alias[node.outputs[0]] = same if form[0] else constant(form[1])
                 continue
             (out,) = node.outputs
-            if len(form[0]) == 1 and form[0][0][1] == 1:  # x + c: one addi of x
-                y, d = linear.offset_of(form)
-                linear.record(out, form)
+            offsets = linear.offsets_of(form)
+            linear.record(out, form)
+            if offsets is not None:  # x + c: one addi of a value with the same terms
+                (y, d), (x, e) = offsets
+                if y != x:  # from a later value: only if that one runs anyway
+                    fallback[len(nodes)] = Node(node.id, Instr("addi", e), (x,), node.outputs)
                 nodes.append(Node(node.id, Instr("addi", d), (y,), node.outputs))
                 continue
-            linear.record(out, form)
         if name in ("add", "mul") and any(v in constants for v in inputs):
             k = 0 if inputs[0] in constants else 1
             c, other = constants[inputs[k]], inputs[1 - k]
@@ -226,4 +239,11 @@ def simplify(df: Dataflow) -> Dataflow:
         linear.record_pointer(node)
         nodes.append(node)
     final = [resolve(v) for v in df.final]
+    if fallback:  # a value made from a later one must not keep an otherwise dead node alive
+        plain = [fallback.get(k, n) for k, n in enumerate(nodes)]
+        needed = {n.id for n in Dataflow([], final, plain, producer).needed_nodes()}
+        for k, n in fallback.items():
+            src = producer.get(nodes[k].inputs[0])
+            if src is None or src[0] not in needed:
+                nodes[k] = n
     return Dataflow(list(df.entry), final, nodes, producer, constants, df.low_water, df.length)

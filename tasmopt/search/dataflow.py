@@ -60,6 +60,9 @@ _REACH: dict[str, tuple[int, dict[int, int]]] = {
 
 #: ``read_mem n`` / ``write_mem n`` (ISA table: RAM at the pointer on st0, argument 1..5).
 RAM_WORDS = names_where(lambda i: i.accesses_ram and i.arg_kind == "n_1_5")
+#: RAM word instructions that only read: their "effect" is a RAM table row, nothing a
+#: program can observe, so one whose outputs are all unused is dropped like a pure node.
+_PLAIN_READS = names_where(lambda i: i.name in RAM_WORDS and not i.writes_ram and not i.can_fail)
 
 
 class UnsupportedBlock(Exception):
@@ -117,11 +120,12 @@ class Dataflow:
 
     def needed_nodes(self) -> list[Node]:
         """Nodes that must run: effects, guarded nodes, and producers of values needed by
-        them or by the final stack (dead pure nodes are dropped)."""
+        them or by the final stack (dead pure nodes and dead RAM reads are dropped)."""
         need_vals = set(self.final) - {ANY}
         keep: set[int] = set()
         for node in reversed(self.nodes):
-            if node.effect is not None or node.guarded or any(v in need_vals for v in node.outputs):
+            effect = node.effect is not None and node.instr.name not in _PLAIN_READS
+            if effect or node.guarded or any(v in need_vals for v in node.outputs):
                 keep.add(node.id)
                 need_vals.update(node.inputs)
         return [n for n in self.nodes if n.id in keep]

@@ -114,6 +114,40 @@ __f__loop:
     recurse_or_return
 """
 
+#: reads RAM[x + 3i] (a stride) and RAM[2i + 5] (an array at a constant address)
+STRIDED = """\
+__f:
+    dup 6
+    dup 6
+    eq
+    push 0
+    eq
+    skiz
+    call __f__loop
+    return
+
+__f__loop:
+    dup 5
+    push 3
+    mul
+    dup 2
+    add
+    read_mem 1
+    pop 1
+    add
+    dup 5
+    push 2
+    mul
+    addi 5
+    read_mem 1
+    pop 1
+    add
+    pick 5
+    addi 1
+    place 5
+    recurse_or_return
+"""
+
 MAIN = """\
 main:
     call __f
@@ -141,9 +175,9 @@ def _state(acc: int, x: int, y: int, i: int, n: int) -> list[int]:
 
 
 def _ram(x: int, y: int) -> dict[int, int]:
-    return {(x + k) % P: 3 * k + 1 for k in range(-2, 12)} | {
-        (y + k) % P: 7 * k + 5 for k in range(-2, 12)
-    }
+    cells = {(x + k) % P: 3 * k + 1 for k in range(-2, 30)}
+    cells |= {(y + k) % P: 7 * k + 5 for k in range(-2, 30)}
+    return cells | {k: 11 * k + 2 for k in range(0, 40)}
 
 
 CASES = [
@@ -157,7 +191,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("text", [SUM, FILL, DOT], ids=["sum", "fill", "dot"])
+@pytest.mark.parametrize("text", [SUM, FILL, DOT, STRIDED], ids=["sum", "fill", "dot", "strided"])
 @pytest.mark.parametrize("case", CASES)
 def test_every_proposed_change_keeps_behaviour_at_trip_counts_zero_one_and_many(text, case):
     lines = text.splitlines()
@@ -176,9 +210,11 @@ def test_every_proposed_change_keeps_behaviour_at_trip_counts_zero_one_and_many(
 
 def test_the_changes_found_are_the_bases_the_addresses_add_to_i():
     (s,) = find_pointer_loops(SUM.splitlines())
-    assert s.changes == (Change(1), Change(None, (1,)))
+    assert s.changes == (Change(1), Change(None, ((1, 1),)))
     (d,) = find_pointer_loops(DOT.splitlines())
-    assert Change(1, (2,)) in d.changes and Change(2, (1,)) in d.changes
+    assert Change(1, ((2, 1),)) in d.changes and Change(2, ((1, 1),)) in d.changes
+    (t,) = find_pointer_loops(STRIDED.splitlines())
+    assert t.changes[0] == Change(1, (), 3) and Change(None, (), 2, 5) in t.changes
 
 
 def test_a_base_the_body_changes_is_not_proposed():
@@ -193,16 +229,30 @@ def test_a_base_the_body_changes_is_not_proposed():
     [
         (Change(5), "does not restore"),  # st5 += st5: not invertible this way
         (Change(6), "does not restore"),
-        (Change(None, (6,)), "changes st5 - st6"),  # the loop would stop elsewhere
-        (Change(None, (5,)), "changes st5 - st6"),  # i += i
+        (Change(None, ((6, 1),)), "changes whether st5 == st6"),  # it would stop elsewhere
+        (Change(None, ((5, 1),)), "changes whether st5 == st6"),  # i += i
+        (Change(None, ((6, 1),), 2), "changes whether st5 == st6"),
         (Change(15), "out of reach"),
+        (Change(1, (), 0), "scale 0"),  # every i maps to b: not a bijection
+        (Change(1, (), P), "scale 0"),
     ],
 )
 def test_changes_that_are_not_test_preserving_bijections_are_refused(change, why):
     assert why in (prove_change(change) or "")
 
 
-@pytest.mark.parametrize("change", [Change(1), Change(None, (1,)), Change(2, (1, 3)), Change(0)])
+@pytest.mark.parametrize(
+    "change",
+    [
+        Change(1),
+        Change(None, ((1, 1),)),
+        Change(2, ((1, 1), (3, 4))),
+        Change(0),
+        Change(1, (), 3, 1),
+        Change(None, (), P - 1, 7),
+        Change(None, ((2, 3),), 3),
+    ],
+)
 def test_sound_changes_are_proven(change):
     assert prove_change(change) is None
 

@@ -8,10 +8,12 @@ instructions on bringing both to the top and adding them. Experts keep the point
 instead. The pass does it by a **change of variables** ``T``, a bijection of op-stack states
 built from two kinds of step:
 
-* *shift* ``b``: ``st5 += st_b`` and ``st6 += st_b`` (the induction variable and the bound
-  become the pointer ``b + i`` and the end pointer ``b + n``);
-* *walk* ``w``: ``st_w += st5`` (a second array base ``w`` becomes the pointer ``w + i``:
-  inner products read two arrays).
+* *shift* ``b`` with stride ``k`` and constant ``c``: ``st5 := k*st5 + st_b + c`` and
+  ``st6 := k*st6 + st_b + c`` (the induction variable and the bound become the pointer
+  ``b + k*i + c`` and the end pointer; ``k`` a nonzero constant, ``b`` optional: an array
+  at a constant address);
+* *walk* ``w`` with stride ``c``: ``st_w += c*st5`` (a second array base ``w`` becomes the
+  pointer ``w + c*i``: inner products read two arrays).
 
 The loop is conjugated: every ``call L`` becomes ``T; call L; T^-1`` (``T`` goes before the
 ``skiz`` that guards the call, one element deeper, so that the loop skipped runs
@@ -23,15 +25,15 @@ Proof. Let ``R_0`` be the state at ``call L`` and ``R_{k+1} = B(R_k)``; the old 
 at the first ``t >= 1`` with ``R_t[5] == R_t[6]`` and returns ``R_t``. The new loop starts at
 ``T(R_0)``; if it is at ``T(R_k)`` after ``k`` iterations, the next runs ``T(B(T^-1(T(R_k))))
 = T(R_{k+1})``, and stops iff ``T(R)[5] == T(R)[6]``, which is ``R[5] == R[6]`` because
-``T(R)[5] - T(R)[6] = R[5] - R[6]`` (a shift adds the same value to both, a walk touches
-neither). So it stops at the same ``t`` with ``T(R_t)``, and ``T^-1`` restores ``R_t``.
+``T(R)[5] - T(R)[6] = k * (R[5] - R[6])`` with ``k != 0`` in the field (a shift scales both
+by ``k`` and adds the same value to both, a walk touches neither). So it stops at the same ``t`` with ``T(R_t)``, and ``T^-1`` restores ``R_t``.
 Inside each iteration the effects of ``B`` (RAM, I/O, failures, the sponge) happen on the
 same values in the same order: ``T`` and ``T^-1`` only move and add stack elements. What the
 pass establishes, and fails closed on: ``L`` is entered only by ``call`` lines of this
 function (no fall-through into it, no other function calls it, no ``skiz`` before an
 inserted ``T``), ``B`` is straight-line, and by symbolic execution (exact polynomial
 identities, `tasmopt.vm.symbolic`) that ``T; T^-1`` and ``T^-1; T`` are the identity on every
-state and that ``T`` keeps ``st5 - st6``. The shortened body is proven equal to
+state and that ``T`` maps ``st5 - st6`` to ``k * (st5 - st6)``. The shortened body is proven equal to
 ``T^-1; B; T`` by `check_block`, and the rewritten function is run against its reference on
 the verifier's witnesses (`check_function`) and kept only when equivalent there, cheaper in
 cycles and with no taller table.
@@ -44,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tasmopt.errors import TasmSyntaxError
-from tasmopt.isa import IsaVariant, instruction_set, names_where
+from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run
 from tasmopt.optimizer.loops import REACH, _at, _instrs, _sections, called_labels
@@ -84,12 +86,26 @@ CHOICE_STATES = 4_000
 
 @dataclass(frozen=True)
 class Change:
-    """A change of variables ``T`` (module docstring): ``shift`` the depth ``b`` whose value
-    is added to st5 and st6 (None: none), ``walks`` the depths that st5 is added to, in
-    order."""
+    """A change of variables ``T`` (module docstring), an affine map of op-stack states.
+
+    Attributes:
+        shift: the depth ``b`` whose value is added to st5 and st6 (None: none).
+        scale: ``k``, a nonzero constant: st5 becomes ``k*st5 + st_b + offset`` and st6
+            ``k*st6 + st_b + offset`` (an array of stride ``k``).
+        offset: a constant added to both (an array at a constant address).
+        walks: ``(w, c)`` pairs, applied first: ``st_w += c * st5`` (a second array of
+            stride ``c`` at base ``st_w``).
+    """
 
     shift: int | None
-    walks: tuple[int, ...] = ()
+    walks: tuple[tuple[int, int], ...] = ()
+    scale: int = 1
+    offset: int = 0
+
+    @property
+    def moves_test(self) -> bool:
+        """Whether st5 and st6 change at all (a walk alone leaves them)."""
+        return self.shift is not None or self.scale % P != 1 or self.offset % P != 0
 
 
 @dataclass(frozen=True)
@@ -111,40 +127,74 @@ class PointerLoop:
     changes: tuple[Change, ...]
 
 
-def _add_to(k: int, j: int, sign: int) -> list[str]:
-    """``st_k += sign * st_j`` (depths before the code; ``k != j``)."""
-    j2 = j + 1 if j < k else j  # where st_j is once st_k is on top
-    neg = ["push -1", "mul"] if sign < 0 else []
-    return [f"pick {k}", f"dup {j2}", *neg, "add", f"place {k}"]
+def _affine(k: int, j: int | None, scale: int, offset: int) -> list[str]:
+    """``st_k := scale * st_k + st_j + offset`` (depths before the code; ``j != k``)."""
+    code = [f"pick {k}"]
+    if scale % P != 1:
+        code += [f"push {_signed(scale)}", "mul"]
+    if j is not None:
+        code += [f"dup {j + 1 if j < k else j}", "add"]  # st_j once st_k is on top
+    if offset % P:
+        code += [f"addi {_signed(offset)}"]
+    return [*code, f"place {k}"]
+
+
+def _unaffine(k: int, j: int | None, scale: int, offset: int) -> list[str]:
+    """The inverse of `_affine`: ``st_k := (st_k - st_j - offset) / scale``."""
+    code = [f"pick {k}"]
+    if offset % P:
+        code += [f"addi {_signed(-offset)}"]
+    if j is not None:
+        code += [f"dup {j + 1 if j < k else j}", "push -1", "mul", "add"]
+    if scale % P != 1:
+        code += [f"push {_signed(pow(scale, -1, P))}", "mul"]
+    return [*code, f"place {k}"]
+
+
+def _signed(c: int) -> int:
+    """``c`` mod p, written as a small negative number when that is shorter."""
+    c %= P
+    return c - P if c > P // 2 else c
 
 
 def change_code(change: Change, offset: int = 0) -> tuple[list[str], list[str]]:
     """``(T, T^-1)`` as instruction lines for a state ``offset`` elements below the top
     (1 when the loop's entry condition lies on top). Raises ValueError when a depth would
-    pass st15."""
+    pass st15 or the scale is 0."""
     o = offset
-    depths = [I_SLOT + o, N_SLOT + o] + [w + o for w in change.walks]
+    if change.scale % P == 0:
+        raise ValueError("scale 0 is not invertible")
+    depths = [I_SLOT + o, N_SLOT + o] + [w + o for w, _ in change.walks]
     if change.shift is not None:
         depths.append(change.shift + o)
-    if max(depths) >= REACH:  # _add_to may address one deeper
+    if max(depths) >= REACH:  # a dup below a picked element reaches one deeper
         raise ValueError("change of variables out of reach")
     fwd: list[str] = []
     back: list[str] = []
-    for w in change.walks:
-        fwd += _add_to(w + o, I_SLOT + o, 1)
-    if change.shift is not None:
-        b = change.shift + o
-        fwd += _add_to(I_SLOT + o, b, 1) + _add_to(N_SLOT + o, b, 1)
-        back += _add_to(I_SLOT + o, b, -1) + _add_to(N_SLOT + o, b, -1)
-    for w in reversed(change.walks):
-        back += _add_to(w + o, I_SLOT + o, -1)
+    i = I_SLOT + o
+    for w, c in change.walks:
+        fwd += [f"pick {w + o}", *_walk(i, w + o, c), f"place {w + o}"]
+    if change.moves_test:
+        b = None if change.shift is None else change.shift + o
+        for slot in (I_SLOT + o, N_SLOT + o):
+            fwd += _affine(slot, b, change.scale, change.offset)
+            back += _unaffine(slot, b, change.scale, change.offset)
+    for w, c in reversed(change.walks):
+        back += [f"pick {w + o}", *_walk(i, w + o, -c), f"place {w + o}"]
     return fwd, back
+
+
+def _walk(i: int, w: int, c: int) -> list[str]:
+    """With st_w picked to the top: add ``c`` times st_i (its depth before the pick)."""
+    mul = [] if c % P == 1 else [f"push {_signed(c)}", "mul"]
+    return [f"dup {i + 1 if i < w else i}", *mul, "add"]
 
 
 def prove_change(change: Change, isa: IsaVariant = "release") -> str | None:
     """Why ``change`` is not a test-preserving bijection (module docstring), or None when
     symbolic execution shows that ``T; T^-1`` and ``T^-1; T`` leave every element in place
-    with no effect or failure and that ``T`` keeps ``st5 - st6``."""
+    with no effect or failure and that ``T`` maps ``st5 - st6`` to ``k * (st5 - st6)`` for
+    its nonzero constant scale ``k``."""
     try:
         fwd, back = change_code(change)
     except ValueError as exc:
@@ -170,49 +220,56 @@ def prove_change(change: Change, isa: IsaVariant = "release") -> str | None:
     run = run_symbolic(t, ctx, isa)
     if run.unsupported is not None:
         return "does not run"
+    diff = ctx.sub(ctx.var("s", I_SLOT), ctx.var("s", N_SLOT))
     kept = ctx.sub(_at(run, I_SLOT), _at(run, N_SLOT))
-    if kept is not ctx.sub(ctx.var("s", I_SLOT), ctx.var("s", N_SLOT)):
-        return "changes st5 - st6"
+    # k * (st5 - st6) with k a nonzero constant: st5 == st6 exactly when it was before
+    if kept is not ctx.mul(ctx.const(change.scale), diff) or change.scale % P == 0:
+        return "changes whether st5 == st6"
     return None
 
 
 def _changes(body: Sequence[Instr], isa: IsaVariant) -> tuple[Change, ...]:
-    """The changes of variables worth trying for ``body``: a shift by each kept element
-    ``b`` that some RAM access addresses as ``b + st5 (+ c)``, a walk of each such ``b``, and
-    a shift by one with walks of the others (two arrays read at the same index)."""
+    """The changes of variables worth trying for ``body``, from the RAM accesses it makes
+    at ``k*st5 + st_b + c`` (``b`` an element the body keeps) or ``k*st5 + c``: a shift
+    with that stride and base, a walk of each base, and a shift by one base with walks of
+    the others (two arrays read at the same index)."""
     try:
         df = extract(body, isa)
     except UnsupportedBlock:
         return ()
-    if len(df.final) != len(df.entry):
+    if len(df.final) != len(df.entry) or I_SLOT >= len(df.entry):
         return ()
     depth = {v: d for d, v in enumerate(reversed(df.entry))}
     kept = {d for d, (a, b) in enumerate(zip(reversed(df.entry), reversed(df.final))) if a == b}
     forms = linear_forms(df)
-    if I_SLOT >= len(df.entry):
-        return ()
     i_val = df.entry[-1 - I_SLOT]
-    bases: list[int] = []
+    arrays: list[tuple[int | None, int, int]] = []  # (base depth or None, stride, constant)
     for node in df.nodes:
         if node.instr.name not in RAM_WORDS or not node.inputs:
             continue
-        terms = forms.get(node.inputs[0], (((node.inputs[0], 1),), 0))[0]
-        if len(terms) != 2 or any(c != 1 for _, c in terms):
+        terms, c = forms.get(node.inputs[0], (((node.inputs[0], 1),), 0))
+        coef = dict(terms)
+        k = coef.pop(i_val, 0)
+        if not k:
             continue
-        vals = [v for v, _ in terms]
-        if i_val not in vals:
+        if not coef:
+            found: tuple[int | None, int, int] = (None, k, c)
+        elif len(coef) == 1 and next(iter(coef.values())) == 1:
+            d = depth.get(next(iter(coef)))
+            if d is None or d in (I_SLOT, N_SLOT) or d not in kept:
+                continue
+            found = (d, k, 0)
+        else:
             continue
-        rest = [v for v in vals if v != i_val]
-        d = depth.get(rest[0]) if len(rest) == 1 else None
-        if d is None or d in (I_SLOT, N_SLOT) or d not in kept or d in bases:
-            continue
-        bases.append(d)
-    out: list[Change] = [Change(b) for b in bases]
-    out += [Change(None, (b,)) for b in bases]
-    for b in bases:
-        walks = tuple(w for w in bases if w != b)
-        if walks:
-            out.append(Change(b, walks))
+        if all(a[:2] != found[:2] for a in arrays):
+            arrays.append(found)
+    out: list[Change] = [Change(b, (), k, c) for b, k, c in arrays]
+    walks = [(b, k) for b, k, _ in arrays if b is not None]
+    out += [Change(None, (w,)) for w in walks]
+    for b, k, c in arrays:
+        rest = tuple(w for w in walks if w[0] != b)
+        if rest:
+            out.append(Change(b, rest, k, c))
     return tuple(out[:MAX_CHANGES])
 
 

@@ -13,7 +13,11 @@ built from two kinds of step:
   ``b + k*i + c`` and the end pointer; ``k`` a nonzero constant, ``b`` optional: an array
   at a constant address);
 * *walk* ``w`` with stride ``c``: ``st_w += c*st5`` (a second array base ``w`` becomes the
-  pointer ``w + c*i``: inner products read two arrays).
+  pointer ``w + c*i``: inner products read two arrays);
+* *retarget* ``q`` with step ``d``: when the body already walks a pointer ``p`` at depth ``q``
+  by the constant ``d`` beside the counter, ``p`` takes over the test: st5 becomes ``p``,
+  st6 the end pointer ``e = p + d*(n - i)`` and st_q the bound ``n`` (a shear of st5, then a
+  permutation); ``e`` is loop-invariant, so the counter's updates become dead code.
 
 The loop is conjugated: every ``call L`` becomes ``T; call L; T^-1`` (``T`` goes before the
 ``skiz`` that guards the call, one element deeper, so that the loop skipped runs
@@ -49,7 +53,14 @@ from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run
-from tasmopt.optimizer.loops import REACH, _at, _instrs, _sections, called_labels
+from tasmopt.optimizer.loops import (
+    REACH,
+    _at,
+    _instrs,
+    _sections,
+    called_labels,
+    permutation_program,
+)
 from tasmopt.optimizer.state import FunctionState, VerifyBackend, adopt, out_of_time, refusal
 from tasmopt.report import CompileOptions
 from tasmopt.search.algebra import linear_forms
@@ -95,17 +106,27 @@ class Change:
         offset: a constant added to both (an array at a constant address).
         walks: ``(w, c)`` pairs, applied first: ``st_w += c * st5`` (a second array of
             stride ``c`` at base ``st_w``).
+        retarget: ``(q, d)``, alone: the element at depth ``q`` that the body steps by the
+            constant ``d`` (a pointer walking beside the counter) takes over the loop's
+            test. st5 becomes it, st6 ``e = st_q + d*(st6 - st5)`` (where it will stand
+            when st5 reaches st6) and st_q the bound: ``T(st5) - T(st6) = d * (st5 - st6)``.
     """
 
     shift: int | None
     walks: tuple[tuple[int, int], ...] = ()
     scale: int = 1
     offset: int = 0
+    retarget: tuple[int, int] | None = None
 
     @property
     def moves_test(self) -> bool:
         """Whether st5 and st6 change at all (a walk alone leaves them)."""
         return self.shift is not None or self.scale % P != 1 or self.offset % P != 0
+
+    @property
+    def test_scale(self) -> int:
+        """``k`` with ``T(st5) - T(st6) = k * (st5 - st6)`` (module docstring)."""
+        return self.retarget[1] if self.retarget is not None else self.scale
 
 
 @dataclass(frozen=True)
@@ -162,8 +183,10 @@ def change_code(change: Change, offset: int = 0) -> tuple[list[str], list[str]]:
     (1 when the loop's entry condition lies on top). Raises ValueError when a depth would
     pass st15 or the scale is 0."""
     o = offset
-    if change.scale % P == 0:
+    if change.scale % P == 0 or change.test_scale % P == 0:
         raise ValueError("scale 0 is not invertible")
+    if change.retarget is not None:
+        return _retarget_code(*change.retarget, o)
     depths = [I_SLOT + o, N_SLOT + o] + [w + o for w, _ in change.walks]
     if change.shift is not None:
         depths.append(change.shift + o)
@@ -182,6 +205,28 @@ def change_code(change: Change, offset: int = 0) -> tuple[list[str], list[str]]:
     for w, c in reversed(change.walks):
         back += [f"pick {w + o}", *_walk(i, w + o, -c), f"place {w + o}"]
     return fwd, back
+
+
+def _retarget_code(q: int, d: int, o: int) -> tuple[list[str], list[str]]:
+    """`change_code` of ``Change(retarget=(q, d))``: a shear of st5 (``st5 := -d*st5 +
+    d*st6 + st_q``, invertible since ``d != 0``), then a permutation of (st5, st6, st_q)
+    from (e, n, p) to (p, e, n); the inverse undoes both."""
+    i, n, qq = I_SLOT + o, N_SLOT + o, q + o
+    if q in (I_SLOT, N_SLOT) or max(i, n, qq) >= REACH:
+        raise ValueError("change of variables out of reach")
+    shear = [f"pick {i}", f"push {_signed(-d)}", "mul", f"dup {n}", f"push {_signed(d)}", "mul"]
+    shear += ["add", f"dup {qq + 1 if qq < i else qq}", "add", f"place {i}"]
+    unshear = [f"pick {i}", f"dup {n}", f"push {_signed(-d)}", "mul", "add"]
+    unshear += [f"dup {qq + 1 if qq < i else qq}", "push -1", "mul", "add"]
+    unshear += [f"push {_signed(pow(-d, -1, P))}", "mul", f"place {i}"]
+    width = max(n, qq) + 1
+    before = [object() for _ in range(width)]
+    after = list(before)
+    after[i], after[n], after[qq] = before[qq], before[i], before[n]
+    return (
+        shear + permutation_program(before, after),
+        permutation_program(after, before) + unshear,
+    )
 
 
 def _walk(i: int, w: int, c: int) -> list[str]:
@@ -223,7 +268,8 @@ def prove_change(change: Change, isa: IsaVariant = "release") -> str | None:
     diff = ctx.sub(ctx.var("s", I_SLOT), ctx.var("s", N_SLOT))
     kept = ctx.sub(_at(run, I_SLOT), _at(run, N_SLOT))
     # k * (st5 - st6) with k a nonzero constant: st5 == st6 exactly when it was before
-    if kept is not ctx.mul(ctx.const(change.scale), diff) or change.scale % P == 0:
+    k = change.test_scale
+    if kept is not ctx.mul(ctx.const(k), diff) or k % P == 0:
         return "changes whether st5 == st6"
     return None
 
@@ -232,7 +278,8 @@ def _changes(body: Sequence[Instr], isa: IsaVariant) -> tuple[Change, ...]:
     """The changes of variables worth trying for ``body``, from the RAM accesses it makes
     at ``k*st5 + st_b + c`` (``b`` an element the body keeps) or ``k*st5 + c``: a shift
     with that stride and base, a walk of each base, and a shift by one base with walks of
-    the others (two arrays read at the same index)."""
+    the others (two arrays read at the same index); and a retarget to every element the
+    body steps by a nonzero constant."""
     try:
         df = extract(body, isa)
     except UnsupportedBlock:
@@ -264,6 +311,13 @@ def _changes(body: Sequence[Instr], isa: IsaVariant) -> tuple[Change, ...]:
         if all(a[:2] != found[:2] for a in arrays):
             arrays.append(found)
     out: list[Change] = [Change(b, (), k, c) for b, k, c in arrays]
+    # a second induction variable beside st5: it may carry the test instead
+    for q in range(min(len(df.entry), REACH - 1)):
+        if q in (I_SLOT, N_SLOT):
+            continue
+        terms, d = forms.get(df.final[-1 - q], (((df.final[-1 - q], 1),), 0))
+        if terms == ((df.entry[-1 - q], 1),) and d:
+            out.append(Change(None, retarget=(q, _signed(d))))
     walks = [(b, k) for b, k, _ in arrays if b is not None]
     out += [Change(None, (w,)) for w in walks]
     for b, k, c in arrays:

@@ -243,6 +243,7 @@ def test_the_changes_found_are_the_bases_the_addresses_add_to_i():
     assert Change(1, ((2, 1),)) in d.changes and Change(2, ((1, 1),)) in d.changes
     (w,) = find_pointer_loops(DOWN.splitlines())
     assert Change(None, retarget=(0, -1)) in w.changes
+    assert Change(None, offset=-1, retarget=(0, -1)) in w.changes  # it reads at p - 1
     (t,) = find_pointer_loops(STRIDED.splitlines())
     assert t.changes[0] == Change(1, (), 3) and Change(None, (), 2, 5) in t.changes
 
@@ -295,6 +296,7 @@ def test_changes_that_are_not_test_preserving_bijections_are_refused(change, why
         Change(None, ((2, 3),), 3),
         Change(None, retarget=(0, -1)),
         Change(None, retarget=(9, P - 5)),
+        Change(None, offset=-1, retarget=(0, -1)),
     ],
 )
 def test_sound_changes_are_proven(change):

@@ -63,8 +63,8 @@ from tasmopt.optimizer.loops import (
 )
 from tasmopt.optimizer.state import FunctionState, VerifyBackend, adopt, out_of_time, refusal
 from tasmopt.report import CompileOptions
-from tasmopt.search.algebra import linear_forms
-from tasmopt.search.dataflow import RAM_WORDS, UnsupportedBlock, extract
+from tasmopt.search.algebra import LinearForm, linear_forms
+from tasmopt.search.dataflow import RAM_WORDS, Dataflow, UnsupportedBlock, extract
 from tasmopt.search.optimize import SearchConfig, optimize_block
 from tasmopt.sources import SourceSet
 from tasmopt.tasm.parser import parse_instructions
@@ -103,7 +103,8 @@ class Change:
         shift: the depth ``b`` whose value is added to st5 and st6 (None: none).
         scale: ``k``, a nonzero constant: st5 becomes ``k*st5 + st_b + offset`` and st6
             ``k*st6 + st_b + offset`` (an array of stride ``k``).
-        offset: a constant added to both (an array at a constant address).
+        offset: a constant added to both (an array at a constant address; with a retarget,
+            applied after it: the pointer moved to where the body reads).
         walks: ``(w, c)`` pairs, applied first: ``st_w += c * st5`` (a second array of
             stride ``c`` at base ``st_w``).
         retarget: ``(q, d)``, alone: the element at depth ``q`` that the body steps by the
@@ -122,6 +123,20 @@ class Change:
     def moves_test(self) -> bool:
         """Whether st5 and st6 change at all (a walk alone leaves them)."""
         return self.shift is not None or self.scale % P != 1 or self.offset % P != 0
+
+    def __str__(self) -> str:
+        """E.g. ``st5 := 3*st5 + st1 + 2, st2 += st5`` or ``st0 carries the test (step -1)``."""
+        parts = [f"st{w} += {_coef(c)}st5" for w, c in self.walks]
+        off = _signed(self.offset)
+        plus = f" {'+' if off > 0 else '-'} {abs(off)}" if off else ""
+        if self.retarget is not None:
+            q, d = self.retarget
+            moved = f", moved by {off}" if off else ""
+            parts.append(f"st{q} carries the test (step {_signed(d)}){moved}")
+        elif self.moves_test:
+            base = f" + st{self.shift}" if self.shift is not None else ""
+            parts.append(f"st5, st6 := {_coef(self.scale)}st5/st6{base}{plus}")
+        return ", ".join(parts)
 
     @property
     def test_scale(self) -> int:
@@ -172,6 +187,11 @@ def _unaffine(k: int, j: int | None, scale: int, offset: int) -> list[str]:
     return [*code, f"place {k}"]
 
 
+def _coef(c: int) -> str:
+    """``c*`` for a coefficient other than 1, else nothing."""
+    return "" if c % P == 1 else f"{_signed(c)}*"
+
+
 def _signed(c: int) -> int:
     """``c`` mod p, written as a small negative number when that is shorter."""
     c %= P
@@ -186,7 +206,12 @@ def change_code(change: Change, offset: int = 0) -> tuple[list[str], list[str]]:
     if change.scale % P == 0 or change.test_scale % P == 0:
         raise ValueError("scale 0 is not invertible")
     if change.retarget is not None:
-        return _retarget_code(*change.retarget, o)
+        there, undo = _retarget_code(*change.retarget, o)
+        if change.offset % P:  # then both moved by a constant: reads at p + c read at p
+            for slot in (I_SLOT + o, N_SLOT + o):
+                there += _affine(slot, None, 1, change.offset)
+                undo = _unaffine(slot, None, 1, change.offset) + undo
+        return there, undo
     depths = [I_SLOT + o, N_SLOT + o] + [w + o for w, _ in change.walks]
     if change.shift is not None:
         depths.append(change.shift + o)
@@ -318,6 +343,9 @@ def _changes(body: Sequence[Instr], isa: IsaVariant) -> tuple[Change, ...]:
         terms, d = forms.get(df.final[-1 - q], (((df.final[-1 - q], 1),), 0))
         if terms == ((df.entry[-1 - q], 1),) and d:
             out.append(Change(None, retarget=(q, _signed(d))))
+            # ... and moved by c where the body addresses RAM at p + c
+            for c in sorted({a[2] for a in _accesses(df, forms, df.entry[-1 - q])} - {0}):
+                out.append(Change(None, offset=_signed(c), retarget=(q, _signed(d))))
     walks = [(b, k) for b, k, _ in arrays if b is not None]
     out += [Change(None, (w,)) for w in walks]
     for b, k, c in arrays:
@@ -325,6 +353,19 @@ def _changes(body: Sequence[Instr], isa: IsaVariant) -> tuple[Change, ...]:
         if rest:
             out.append(Change(b, rest, k, c))
     return tuple(out[:MAX_CHANGES])
+
+
+def _accesses(df: Dataflow, forms: dict[int, LinearForm], x: int) -> list[tuple[int, int, int]]:
+    """``(node id, coefficient, constant)`` of the RAM word accesses of ``df`` at
+    ``coefficient * x + constant`` (``x`` a value of it)."""
+    out = []
+    for node in df.nodes:
+        if node.instr.name not in RAM_WORDS or not node.inputs:
+            continue
+        terms, c = forms.get(node.inputs[0], (((node.inputs[0], 1),), 0))
+        if len(terms) == 1 and terms[0][0] == x:
+            out.append((node.id, terms[0][1], c))
+    return out
 
 
 def _entered_only_by_call(
@@ -494,4 +535,4 @@ def pointer_stage(
             if why is not None:
                 f.report.notes.append(f"pointers {loop.label} {why}")
                 continue
-            adopt(f, cand, best, v, f"pointers {loop.label} walked by {change}")
+            adopt(f, cand, best, v, f"pointers {loop.label} ({change})")

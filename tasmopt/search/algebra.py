@@ -29,7 +29,7 @@ from tasmopt.tasm.program import Instr
 from tasmopt.vm.expr import ExprContext
 from tasmopt.vm.symbolic import run_symbolic
 
-__all__ = ["linear_forms", "simplify"]
+__all__ = ["LinearForm", "linear_forms", "simplify"]
 
 
 def _fold(node: Node, constants: dict[int, int]) -> list[int] | None:
@@ -51,7 +51,7 @@ def _fold(node: Node, constants: dict[int, int]) -> list[int] | None:
 
 #: A linear form: ((value id, coefficient), ...) sorted by value id, coefficients nonzero,
 #: and the constant term (all mod the Goldilocks prime).
-_Form = tuple[tuple[tuple[int, int], ...], int]
+LinearForm = tuple[tuple[tuple[int, int], ...], int]
 
 
 class _Linear:
@@ -59,18 +59,18 @@ class _Linear:
 
     def __init__(self, constants: dict[int, int]) -> None:
         self.constants = constants
-        self.forms: dict[int, _Form] = {}
-        self.by_form: dict[_Form, int] = {}
+        self.forms: dict[int, LinearForm] = {}
+        self.by_form: dict[LinearForm, int] = {}
         self.latest: dict[tuple[tuple[int, int], ...], int] = {}
         self.first: dict[tuple[tuple[int, int], ...], int] = {}
 
-    def of_value(self, v: int) -> _Form:
+    def of_value(self, v: int) -> LinearForm:
         """The form of value ``v`` (itself, ``1*v + 0``, when nothing simpler is known)."""
         if v in self.constants:
             return (), self.constants[v] % P
         return self.forms.get(v, (((v, 1),), 0))
 
-    def form_of(self, node: Node) -> _Form | None:
+    def form_of(self, node: Node) -> LinearForm | None:
         """The form of ``node``'s output, or None if it is not a linear operation."""
         name, ins = node.instr.name, node.inputs
         if node.effect is not None or node.guarded or len(node.outputs) != 1:
@@ -88,7 +88,7 @@ class _Linear:
                 return _combine(b, a[1], ((), 0), 0)
         return None
 
-    def value_of(self, form: _Form) -> int | None:
+    def value_of(self, form: LinearForm) -> int | None:
         """An existing value with this form: the value itself for ``1*x + 0``; -1 standing
         for "the constant" when the form has no terms; else one recorded earlier."""
         terms, c = form
@@ -98,7 +98,7 @@ class _Linear:
             return terms[0][0]
         return self.by_form.get(form)
 
-    def record(self, v: int, form: _Form) -> None:
+    def record(self, v: int, form: LinearForm) -> None:
         self.forms[v] = form
         self.by_form.setdefault(form, v)
         self.first.setdefault(form[0], v)
@@ -114,7 +114,7 @@ class _Linear:
         if out < len(node.outputs) and terms:
             self.record(node.outputs[out], (terms, (c + k) % P))
 
-    def offsets_of(self, form: _Form) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    def offsets_of(self, form: LinearForm) -> tuple[tuple[int, int], tuple[int, int]] | None:
         """``((y, d), (x, e))`` with ``y + d`` and ``x + e`` both equal to ``form``: ``y``
         the latest value recorded with the same terms, ``x`` the first (for one term with
         coefficient 1, the term itself); None when no value has these terms."""
@@ -149,7 +149,7 @@ def _pointer_step(name: str, arg: int | str | None) -> tuple[int, int] | None:
     return None
 
 
-def _combine(a: _Form, ka: int, b: _Form, kb: int) -> _Form:
+def _combine(a: LinearForm, ka: int, b: LinearForm, kb: int) -> LinearForm:
     """``ka * a + kb * b``."""
     acc: dict[int, int] = {}
     for terms, k in ((a[0], ka), (b[0], kb)):
@@ -159,7 +159,7 @@ def _combine(a: _Form, ka: int, b: _Form, kb: int) -> _Form:
     return terms_out, (ka * a[1] + kb * b[1]) % P
 
 
-def linear_forms(df: Dataflow) -> dict[int, _Form]:
+def linear_forms(df: Dataflow) -> dict[int, LinearForm]:
     """The linear forms (`simplify`) of the values of ``df`` that ``add``, ``addi``, ``mul``
     by a constant or a RAM word instruction's pointer make, over the other values: value id
     -> ``(((value id, coefficient), ...), constant)``, Goldilocks coefficients."""

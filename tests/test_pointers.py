@@ -7,6 +7,7 @@ alone, and a wrong conjugation is caught by the function check."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from tasmopt.optimizer.pointers import (
 )
 from tasmopt.report import CompileOptions
 from tasmopt.tasm.parser import parse
+from tasmopt.vm.equivalence import check_blocks
 from tasmopt.vm.simulator import run
 from tasmopt.vm.state import VmInput
 
@@ -339,6 +341,12 @@ def _module(path: str):
     return compile_modules(ROOT / "corpus" / path, [ROOT / "corpus"])[-1].ops
 
 
+@functools.cache
+def _optimized(path: str):
+    """The optimizer's result for a corpus module (rules and search), once per test run."""
+    return compile_tir(_module(path), options=CompileOptions(sources=("rules", "search")))
+
+
 def _run_fn(text: str, label: str, args: list[int], ram: dict[int, int], outs: int):
     main = f"main:\n    call {label}\n" + "    write_io 1\n" * outs + "    halt\n"
     stack = [0] * 16 + list(args)
@@ -349,9 +357,7 @@ def _run_fn(text: str, label: str, args: list[int], ram: dict[int, int], outs: i
 
 @pytest.mark.parametrize("n", [0, 1, 2, 9])
 def test_the_optimizer_walks_pointers_in_sum_and_dot_and_keeps_behaviour(n):
-    r = compile_tir(
-        _module("array/reduce.tri"), options=CompileOptions(sources=("rules", "search"))
-    )
+    r = _optimized("array/reduce.tri")
     by = {f.name: f for f in r.functions}
     for name in ("sum", "dot"):
         assert any(m.startswith("pointers") and "->" in m for m in by[name].notes), by[name].notes
@@ -364,7 +370,7 @@ def test_the_optimizer_walks_pointers_in_sum_and_dot_and_keeps_behaviour(n):
 
 @pytest.mark.parametrize("n", [0, 1, 5])
 def test_the_optimizer_walks_pointers_in_memset_and_keeps_behaviour(n):
-    r = compile_tir(_module("array/copy.tri"), options=CompileOptions(sources=("rules", "search")))
+    r = _optimized("array/copy.tri")
     memset = next(f for f in r.functions if f.name == "memset")
     assert any(m.startswith("pointers") and "->" in m for m in memset.notes), memset.notes
     _, ram = _run_fn(r.tasm, "__memset", [500, 42, n], {}, 0)
@@ -388,3 +394,16 @@ def test_a_wrong_conjugation_is_caught_by_the_function_check(monkeypatch):
     s = next(f for f in r.functions if f.name == "sum")
     assert not any(m.startswith("pointers") and "->" in m for m in s.notes), s.notes
     assert any(m.startswith("pointers") and "not verified" in m for m in s.notes), s.notes
+
+
+def test_a_wrong_body_from_the_search_is_not_used(monkeypatch):
+    """The body the pass picks is checked against T^-1; B; T before it is used: a search
+    that returned a truncated (wrong) body is refused there, and the body is left to the
+    block sources (whose candidates `check_block` proves one by one)."""
+    (loop,) = find_pointer_loops(SUM.splitlines())
+    options = CompileOptions(sources=("rules", "search"))
+    chosen = pointers._choose(loop, options, check_blocks)
+    assert chosen is not None and chosen[1] is not None  # the real search: a proven body
+    monkeypatch.setattr(pointers, "optimize_block", lambda instrs, cfg: [list(instrs)[:3]])
+    change, body = pointers._choose(loop, options, check_blocks)
+    assert body is None

@@ -61,7 +61,14 @@ from tasmopt.optimizer.loops import (
     called_labels,
     permutation_program,
 )
-from tasmopt.optimizer.state import FunctionState, VerifyBackend, adopt, out_of_time, refusal
+from tasmopt.optimizer.state import (
+    FunctionState,
+    VerifyBackend,
+    adopt,
+    out_of_time,
+    refusal,
+    verify_within,
+)
 from tasmopt.report import CompileOptions
 from tasmopt.search.algebra import LinearForm, linear_forms
 from tasmopt.search.dataflow import RAM_WORDS, Dataflow, UnsupportedBlock, extract
@@ -69,6 +76,7 @@ from tasmopt.search.optimize import SearchConfig, optimize_block
 from tasmopt.sources import SourceSet
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tasm.program import Instr
+from tasmopt.vm.equivalence import BlockCheck
 from tasmopt.vm.expr import ExprContext
 from tasmopt.vm.symbolic import run_symbolic
 
@@ -93,6 +101,8 @@ _LOOP_END = names_where(lambda i: i.may_return and i.may_recurse)
 MAX_CHANGES = 6
 #: Search states spent on each change's body when choosing one.
 CHOICE_STATES = 4_000
+#: Search states spent again on the bodies within one instruction of the best.
+DEEP_STATES = 20_000
 
 
 @dataclass(frozen=True)
@@ -443,14 +453,20 @@ def find_pointer_loops(
 
 
 def rewrite_pointer_loop(
-    lines: Sequence[str], loop: PointerLoop, change: Change, isa: IsaVariant = "release"
+    lines: Sequence[str],
+    loop: PointerLoop,
+    change: Change,
+    isa: IsaVariant = "release",
+    body: Sequence[str] | None = None,
 ) -> tuple[list[str], list[tuple[int, int]]]:
     """The function's lines with ``loop`` conjugated by ``change`` (module docstring), and
     the line spans of the new straight-line code (for the block sources to optimize).
-    Raises ValueError when a site's ``T`` would pass st15."""
-    fwd, back = change_code(change)
+    ``body``: the new body's instructions, already proven equal to ``T^-1; B; T`` by the
+    caller (default: that text itself). Raises ValueError when a site's ``T`` would pass
+    st15."""
     edits: list[tuple[int, int, list[str]]] = []
-    body = [*back, *(str(x) for x in loop.body), *fwd, "recurse_or_return"]
+    new_body = list(body) if body is not None else _conjugated(loop, change)
+    body = [*new_body, "recurse_or_return"]
     edits.append((loop.start + 1, loop.end, [INDENT + t for t in body]))
     for s in loop.sites:
         where = _site_insertion(lines, s, isa)
@@ -471,21 +487,54 @@ def rewrite_pointer_loop(
     return out, sorted(spans)
 
 
-def _choose(loop: PointerLoop, options: CompileOptions) -> Change | None:
-    """The change whose conjugated body the block search shortens most below ``B``."""
-    best: tuple[int, Change] | None = None
-    for change in loop.changes:
+def _conjugated(loop: PointerLoop, change: Change) -> list[str]:
+    """``T^-1; B; T``: the loop body in the new variables, before any optimization."""
+    fwd, back = change_code(change)
+    return [*back, *(str(x) for x in loop.body), *fwd]
+
+
+def _choose(
+    loop: PointerLoop, options: CompileOptions, verify: VerifyBackend
+) -> tuple[Change, list[str] | None] | None:
+    """The change whose conjugated body the block search shortens most below ``B``, with
+    that body when `check_block` proves it equal to ``T^-1; B; T`` (None: leave the body
+    to the block sources). Every change is searched with `CHOICE_STATES` states; those
+    within one instruction of the best again with `DEEP_STATES` (a loop body's instruction
+    is paid once per iteration)."""
+    isa = options.isa
+    ranked: list[tuple[int, int, Change, list[Instr]]] = []
+    for k, change in enumerate(loop.changes):
+        if out_of_time(options) is not None:
+            return None
+        conj = parse_instructions("\n".join(_conjugated(loop, change)), isa)
+        cfg = SearchConfig(states=CHOICE_STATES, isa=isa, deadline=options.deadline)
+        found = optimize_block(conj, cfg)
+        if found and len(found[0]) < len(loop.body):
+            ranked.append((len(found[0]), k, change, found[0]))
+    if not ranked:
+        return None
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    shortest = ranked[0][0]
+    for n, k, change, _ in [r for r in ranked if r[0] <= shortest + 1]:
         if out_of_time(options) is not None:
             break
-        fwd, back = change_code(change)
-        conj = parse_instructions(
-            "\n".join([*back, *(str(x) for x in loop.body), *fwd]), options.isa
-        )
-        cfg = SearchConfig(states=CHOICE_STATES, isa=options.isa, deadline=options.deadline)
+        conj = parse_instructions("\n".join(_conjugated(loop, change)), isa)
+        cfg = SearchConfig(states=DEEP_STATES, isa=isa, deadline=options.deadline)
         found = optimize_block(conj, cfg)
-        if found and len(found[0]) < len(loop.body) and (best is None or len(found[0]) < best[0]):
-            best = (len(found[0]), change)
-    return None if best is None else best[1]
+        if found and len(found[0]) < n:
+            ranked.append((len(found[0]), k, change, found[0]))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    _, _, change, body = ranked[0]
+    check = BlockCheck(
+        tuple(_conjugated(loop, change)),
+        tuple(str(x) for x in body),
+        isa,
+        options.witnesses,
+        options.seed,
+    )
+    verdicts = verify_within(verify, [check], options)
+    proven = bool(verdicts) and verdicts[0].equivalent
+    return change, ([str(x) for x in body] if proven else None)
 
 
 def pointer_stage(
@@ -514,14 +563,15 @@ def pointer_stage(
                 break
             loop = loops[0]
             tried.add(loop.label)
-            change = _choose(loop, options)
-            if change is None:
+            chosen = _choose(loop, options, verify)
+            if chosen is None:
                 continue
+            change, body = chosen
             best = run.measure(f, cur)
             if best is None:
                 break
             try:
-                cand, spans = rewrite_pointer_loop(cur, loop, change, options.isa)
+                cand, spans = rewrite_pointer_loop(cur, loop, change, options.isa, body)
             except ValueError:
                 continue
             touched = [(x, x + 1) for a, b in spans for x in range(a, b)]

@@ -137,6 +137,8 @@ class Change:
     def __str__(self) -> str:
         """E.g. ``st5 := 3*st5 + st1 + 2, st2 += st5`` or ``st0 carries the test (step -1)``."""
         parts = [f"st{w} += {_coef(c)}st5" for w, c in self.walks]
+        if not self.walks and not self.moves_test and self.retarget is None:
+            return "the body alone"
         off = _signed(self.offset)
         plus = f" {'+' if off > 0 else '-'} {abs(off)}" if off else ""
         if self.retarget is not None:
@@ -313,8 +315,8 @@ def _changes(body: Sequence[Instr], isa: IsaVariant) -> tuple[Change, ...]:
     """The changes of variables worth trying for ``body``, from the RAM accesses it makes
     at ``k*st5 + st_b + c`` (``b`` an element the body keeps) or ``k*st5 + c``: a shift
     with that stride and base, a walk of each base, and a shift by one base with walks of
-    the others (two arrays read at the same index); and a retarget to every element the
-    body steps by a nonzero constant."""
+    the others (two arrays read at the same index); a retarget to every element the body
+    steps by a nonzero constant; and last the identity (the body searched harder)."""
     try:
         df = extract(body, isa)
     except UnsupportedBlock:
@@ -362,7 +364,8 @@ def _changes(body: Sequence[Instr], isa: IsaVariant) -> tuple[Change, ...]:
         rest = tuple(w for w in walks if w[0] != b)
         if rest:
             out.append(Change(b, rest, k, c))
-    return tuple(out[:MAX_CHANGES])
+    # and no change at all: the body searched harder (it runs once per iteration)
+    return (*out[:MAX_CHANGES], Change(None))
 
 
 def _accesses(df: Dataflow, forms: dict[int, LinearForm], x: int) -> list[tuple[int, int, int]]:

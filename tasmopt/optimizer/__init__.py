@@ -13,9 +13,9 @@ Stages (each timed in `CompileResult.timings`, seconds):
    taller; ranked by cycles, then the sum of the other tables, then size.
 6. ``splice`` — blocks spliced back; each changed function is re-verified as a whole on
    fresh witnesses against its baseline and falls back to the baseline if anything fails.
-7. ``inline``, ``branches``, ``loops`` and ``pointers`` — the function-level passes
-   (`tasmopt.optimizer.inline`, `.branches`, `.loops`, `.pointers`): a function keeps a
-   rewrite only when it is proven, cheaper in cycles and no table grows.
+7. ``inline``, ``shortcuts``, ``branches``, ``loops`` and ``pointers`` — the function-level
+   passes (`tasmopt.optimizer.inline`, `.shortcuts`, `.branches`, `.loops`, `.pointers`): a
+   function keeps a rewrite only when it is proven, cheaper in cycles and no table grows.
 
 The verifier is the authority: nothing reaches the output unless it was proven equivalent
 to the baseline (or is the baseline).
@@ -55,6 +55,7 @@ from tasmopt.optimizer.prepare import (
 )
 from tasmopt.optimizer.rank import rank
 from tasmopt.optimizer.recheck import recheck
+from tasmopt.optimizer.shortcuts import shortcut_stage
 from tasmopt.optimizer.splice import assemble, finish_function, measure_with_callees
 from tasmopt.optimizer.state import (
     FunctionState,
@@ -205,6 +206,9 @@ def _compile(
     with stage(timings, "inline"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
             inline_stage(fns, ours, client, options, sources, verify)
+    with stage(timings, "shortcuts"):
+        if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
+            shortcut_stage(fns, ours, client, options, sources, verify)
     with stage(timings, "branches"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
             branch_stage(fns, ours, client, options, sources, verify)

@@ -1,0 +1,150 @@
+"""Function-level pass ``shortcuts``: calls of one-instruction subroutines replaced by the
+instruction (issue 11, calls).
+
+The lowering puts every branch body in a subroutine, ``skiz; call T`` with ``T: <body>;
+return``, even when the body is one instruction (``if x != 0 { inv(x) }``: ``T: invert;
+return``), and a body that only calls a function is ``T: call G; return``. Experts write
+``skiz; invert`` (``skiz`` skips exactly the next instruction, whatever its size) and
+``skiz; call G``. Per taken branch that saves the ``call``/``return`` pair (two cycles and
+a jump-stack row), and the subroutine goes when nothing else reaches it.
+
+Rewrites, for ``T`` a section of the function whose instructions are exactly ``X; return``:
+
+* ``call T`` -> ``X`` when ``X`` is not control flow (``X`` runs, then control continues
+  after the call, as after ``T``'s ``return``);
+* ``call T`` -> ``call G`` when ``X`` is ``call G`` (``G`` returns to ``T``'s ``return``,
+  which returns to the caller: the same place; ``G``'s own ``recurse`` targets ``G``'s
+  frame either way).
+
+Either replaces one instruction by one, so a ``skiz`` before it skips exactly the same thing.
+Proof: Triton VM semantics of ``call``/``return`` (spec: ``call`` pushes the return address
+and jumps, ``return`` pops it and jumps there); only the jump stack differs, which is not
+observable (design §2). A section is deleted only when no ``call`` in the module targets it
+any more and the section before it cannot fall through into it. The rewritten function is
+also run against its reference on the verifier's witnesses (`check_function`) and kept only
+when equivalent there, cheaper in cycles and with no taller table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from tasmopt.errors import TasmSyntaxError
+from tasmopt.isa import IsaVariant, instruction_set, names_where
+from tasmopt.module import ModuleText, line_kind
+from tasmopt.optimizer.inline import INDENT, _Run
+from tasmopt.optimizer.loops import _instrs, _sections, called_labels
+from tasmopt.optimizer.state import FunctionState, VerifyBackend, adopt, out_of_time, refusal
+from tasmopt.report import CompileOptions
+from tasmopt.sources import SourceSet
+
+__all__ = ["shortcut_calls", "shortcut_stage"]
+
+log = logging.getLogger(__name__)
+
+#: Instructions after which execution never falls through to the next line (ISA table).
+_TERMINATORS = names_where(lambda i: i.ends_section)
+
+
+def _target(line: str) -> str | None:
+    """The label a ``call`` line targets, else None."""
+    if line_kind(line) != "call":
+        return None
+    words = line.split("//", 1)[0].split()
+    return words[1] if len(words) == 2 else None
+
+
+def shortcut_calls(
+    lines: Sequence[str], isa: IsaVariant = "release", others_call: frozenset[str] = frozenset()
+) -> tuple[list[str], list[str]] | None:
+    """``lines`` (one function's sections) with every call of a one-instruction section
+    replaced (module docstring) and the sections no longer reached removed, and the labels
+    shortcut; None when there is nothing to do. ``others_call``: labels other functions
+    call (their sections stay)."""
+    table = instruction_set(isa)
+    sections = _sections(lines)
+    single: dict[str, str] = {}  # label -> the line that replaces a call of it
+    for k, (label, start, end) in enumerate(sections):
+        if k == 0:
+            continue  # the function's own entry: a call of it is a call of the function
+        try:
+            ins = [x for _, x in _instrs(lines, start + 1, end, isa)]
+        except (TasmSyntaxError, ValueError):
+            continue
+        if len(ins) != 2 or not table[ins[1].name].ends_frame or ins[1].name == "halt":
+            continue
+        x = ins[0]
+        if x.name == "call" and isinstance(x.arg, str) and x.arg != label:
+            single[label] = f"call {x.arg}"
+        elif not table[x.name].is_control_flow:
+            single[label] = str(x)
+    if not single:
+        return None
+    out = list(lines)
+    done: list[str] = []
+    for i, ln in enumerate(lines):
+        lab = _target(ln)
+        if lab is not None and lab in single:
+            # a chain (T: call U; U: X; return) resolves one step per run of the pass
+            out[i] = INDENT + single[lab]
+            done.append(lab)
+    if not done:
+        return None
+    still = called_labels([out]) | others_call
+    keep = []
+    for k, (label, start, end) in enumerate(sections):
+        prev = [m for m in map(line_kind, out[sections[k - 1][1] + 1 : start]) if m] if k else []
+        unreachable = k > 0 and label not in still and bool(prev) and prev[-1] in _TERMINATORS
+        if not (label in done and unreachable):
+            keep.append((start, end))
+    head_end = sections[0][1] if sections else len(out)
+    kept = out[:head_end] + [ln for a, b in keep for ln in out[a:b]]
+    return kept, sorted(set(done))
+
+
+def _count(lines: Sequence[str]) -> int:
+    """Instruction lines (labels, blanks and comments are not instructions)."""
+    return sum(1 for ln in lines if line_kind(ln) not in (None, ":"))
+
+
+def shortcut_stage(
+    fns: list[FunctionState],
+    ours: ModuleText,
+    client: ModuleText | None,
+    options: CompileOptions,
+    sources: SourceSet,
+    verify: VerifyBackend,
+) -> None:
+    """Shortcut the calls of one-instruction sections in every function worked on in this
+    run; a function keeps its result so far unless the rewritten one is equivalent on the
+    verifier's witnesses, takes fewer cycles and raises no table."""
+    run = _Run(fns, ours, client, options, sources, verify)
+    for f in fns:
+        if out_of_time(options) is not None:
+            return
+        if f.passthrough or f.reference is None or f.cached is not None or f.skipped:
+            continue
+        cur = run.returned(f.name)
+        others = called_labels([run.returned(g) for g in ours.functions if g != f.name])
+        found = shortcut_calls(cur, options.isa, others)
+        if found is None:
+            continue
+        cand, labels = found
+        best = run.measure(f, cur)
+        if best is None:
+            continue
+        v = run.run_function(f, cand)
+        if v is None:
+            continue
+        if not v.equivalent and v.witness >= 0:
+            log.error("shortcut of %s changed its behaviour: %s", f.name, v.reason)
+        # design §2 ranks equal cycles by the other tables, then size: a shortcut never costs
+        # a cycle, and where the measured witness takes no shortcut, a smaller program wins
+        smaller = _count(cand) < _count(cur)
+        why = refusal(v, best + 1 if smaller else best)
+        names = ", ".join(labels)
+        if why is not None:
+            f.report.notes.append(f"shortcuts {names} {why}")
+            continue
+        adopt(f, cand, best, v, f"shortcuts {names} called inline")

@@ -1,0 +1,172 @@
+"""The function-level ``shortcuts`` pass (`tasmopt.optimizer.shortcuts`): a call of a section
+that is one instruction and ``return`` becomes that instruction (or a direct call). Behaviour
+is kept on both sides of the ``skiz`` that guards it, with a two-word instruction, a failing
+one, and a forwarded call into a loop; adversarially, sections another function calls or
+that control can fall into stay, and sections that are not exactly one plain instruction and
+``return`` are left alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tasmopt.frontend import compile_modules, link
+from tasmopt.optimizer import compile as compile_tir
+from tasmopt.optimizer.shortcuts import shortcut_calls
+from tasmopt.report import CompileOptions
+from tasmopt.tasm.parser import parse
+from tasmopt.vm.simulator import run
+from tasmopt.vm.state import VmInput
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: _ c x -> _ r: r = 1/x + 7 when c != 0 (fails on x = 0 then), else x
+F = """\
+__f:
+    dup 1
+    skiz
+    call __inv
+    swap 1
+    skiz
+    call __seven
+    return
+
+__inv:
+    invert
+    return
+
+__seven:
+    addi 7
+    return
+"""
+
+#: push 7 is two words: skiz must skip both
+TWO_WORDS = """\
+__f:
+    skiz
+    call __p
+    return
+
+__p:
+    push 7
+    return
+"""
+
+#: a branch body that only calls a loop: _ c n -> _ (n steps of doubling a 1 when c != 0)
+FORWARD = """\
+__f:
+    push 1
+    swap 2
+    skiz
+    call __t
+    pop 1
+    return
+
+__t:
+    call __loop
+    return
+
+__loop:
+    dup 0
+    push 0
+    eq
+    skiz
+    return
+    addi -1
+    swap 1
+    dup 0
+    add
+    swap 1
+    recurse
+"""
+
+MAIN = """\
+main:
+    read_io 2
+    call __f
+    write_io 1
+    halt
+"""
+
+
+def outcome(text: str, inputs: tuple[int, ...]):
+    r = run(parse(MAIN + text), VmInput(public_input=inputs), measure=False, start="main")
+    return (type(r.error).__name__ if r.error else None, list(r.public_output)), r.cycles
+
+
+@pytest.mark.parametrize(
+    ("text", "cases"),
+    [
+        (F, [(0, 5), (1, 5), (1, 0), (0, 0), (3, 2**40)]),
+        (TWO_WORDS, [(9, 0), (9, 1), (9, 5)]),
+        (FORWARD, [(0, 0), (0, 1), (3, 0), (3, 1), (5, 2)]),
+    ],
+    ids=["inv-and-seven", "two-words", "forward-to-loop"],
+)
+def test_shortcuts_keep_behaviour_on_both_sides_of_the_skiz(text, cases):
+    new, labels = shortcut_calls(text.splitlines())
+    assert labels
+    new_text = "\n".join(new) + "\n"
+    for label in labels:  # the sections went: nothing calls them, nothing falls into them
+        assert f"{label}:" not in new_text
+    taken = 0
+    for case in cases:
+        (before, c_before), (after, c_after) = outcome(text, case), outcome(new_text, case)
+        assert after == before, case
+        if before[0] is None:
+            assert c_after <= c_before
+            taken += c_after < c_before
+    assert taken  # some case took a shortcut and was cheaper
+
+
+def test_the_failing_instruction_still_fails_where_it_ran():
+    new, _ = shortcut_calls(F.splitlines())
+    for text in (F, "\n".join(new) + "\n"):
+        (err, _), _ = outcome(text, (1, 0))  # c = 1: invert 0
+        assert err is not None
+        (err, _), _ = outcome(text, (0, 0))  # c = 0: not run
+        assert err is None
+
+
+def test_a_section_another_function_calls_stays():
+    new, labels = shortcut_calls(F.splitlines(), others_call=frozenset({"__inv"}))
+    assert "__inv" in labels and "__inv:" in "\n".join(new)
+    assert "    invert" in new[:8]  # the call here is still shortcut
+
+
+def test_a_section_control_can_fall_into_stays():
+    fall = F.replace("    call __seven\n    return\n", "    call __seven\n    pop 1\n")
+    new, _ = shortcut_calls(fall.splitlines())
+    assert "__inv:" in "\n".join(new)  # the entry section falls into it now
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    return\n",  # nothing before the return
+        "    recurse\n    return\n",  # control flow
+        "    skiz\n    return\n",
+        "    invert\n    recurse\n",  # not a return at the end
+        "    push 1\n    add\n    return\n",  # two instructions
+        "    call __g\n    return\n",  # itself (the label is __g)
+    ],
+)
+def test_sections_that_are_not_one_plain_instruction_and_return_are_left_alone(body):
+    text = "__f:\n    skiz\n    call __g\n    return\n\n__g:\n" + body
+    assert shortcut_calls(text.splitlines()) is None
+
+
+def test_the_optimizer_shortcuts_a_one_instruction_branch_and_keeps_behaviour():
+    # the CLI's default spill policy: the else branch is just "invert; return"
+    mods = compile_modules(
+        ROOT / "corpus" / "field" / "inverse.tri", [ROOT / "corpus"], spill="next-use"
+    )
+    ops = link(mods)
+    r = compile_tir(ops, options=CompileOptions(sources=("rules", "search")))
+    f = next(f for f in r.functions if f.name == "field_inverse__inv_or_zero")
+    assert any(n.startswith("shortcuts") and "called inline" in n for n in f.notes), f.notes
+    main = "main:\n    read_io 1\n    call __field_inverse__inv_or_zero\n    write_io 1\n    halt\n"
+    for x, want in [(0, 0), (1, 1), (2, (2**64 - 2**32 + 2) // 2)]:
+        out = run(parse(main + r.tasm), VmInput(public_input=(x,)), measure=False, start="main")
+        assert out.error is None and list(out.public_output) == [want]

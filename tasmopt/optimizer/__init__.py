@@ -13,8 +13,8 @@ Stages (each timed in `CompileResult.timings`, seconds):
    taller; ranked by cycles, then the sum of the other tables, then size.
 6. ``splice`` — blocks spliced back; each changed function is re-verified as a whole on
    fresh witnesses against its baseline and falls back to the baseline if anything fails.
-7. ``inline``, ``shortcuts``, ``branches``, ``loops`` and ``pointers`` — the function-level
-   passes (`tasmopt.optimizer.inline`, `.shortcuts`, `.branches`, `.loops`, `.pointers`): a
+7. ``inline``, ``branches``, ``loops``, ``pointers`` and ``shortcuts`` — the function-level
+   passes (`tasmopt.optimizer.inline`, `.branches`, `.loops`, `.pointers`, `.shortcuts`): a
    function keeps a rewrite only when it is proven, cheaper in cycles and no table grows.
 
 The verifier is the authority: nothing reaches the output unless it was proven equivalent
@@ -206,9 +206,6 @@ def _compile(
     with stage(timings, "inline"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
             inline_stage(fns, ours, client, options, sources, verify)
-    with stage(timings, "shortcuts"):
-        if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
-            shortcut_stage(fns, ours, client, options, sources, verify)
     with stage(timings, "branches"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
             branch_stage(fns, ours, client, options, sources, verify)
@@ -218,6 +215,9 @@ def _compile(
     with stage(timings, "pointers"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
             pointer_stage(fns, ours, client, options, sources, verify)
+    with stage(timings, "shortcuts"):
+        if options.inline and "rules" in options.sources:  # last: the idioms above need the calls
+            shortcut_stage(fns, ours, client, options, sources, verify)
     with stage(timings, "splice"):
         entries = [_settle(f, options) for f in fns]
         text = assemble(fns, low, ours, client)

@@ -416,6 +416,35 @@ class _Run:
         prog = self.harness(f, lines)
         return None if prog is None else self.check(f, prog)
 
+    def keep(
+        self,
+        f: FunctionState,
+        lines: list[str],
+        best: int,
+        what: str,
+        done: str,
+        *,
+        tie_if_smaller: bool = False,
+    ) -> bool:
+        """Run ``lines`` (a rewritten ``f``) against its reference (`run_function`) and adopt
+        them if they are equivalent there, take fewer cycles than ``best`` (or as many, with
+        ``tie_if_smaller``, when they are fewer instructions than ``f`` now: design §2 ranks
+        ties by the other tables, then size) and raise no table; else note why. ``what``:
+        the subject of the note (``"loops __L"``), ``done``: the note on adoption. True if
+        adopted."""
+        v = self.run_function(f, lines)
+        if v is None:
+            return False
+        if not v.equivalent and v.witness >= 0:
+            log.error("%s of %s changed its behaviour: %s", what, f.name, v.reason)
+        smaller = tie_if_smaller and _count(lines) < _count(self.returned(f.name))
+        why = refusal(v, best + 1 if smaller else best)
+        if why is not None:
+            f.report.notes.append(f"{what} {why}")
+            return False
+        adopt(f, lines, best, v, done)
+        return True
+
     def check(self, f: FunctionState, prog: Program) -> FunctionVerdict:
         """`run_function` for a harness already built."""
         assert f.reference is not None

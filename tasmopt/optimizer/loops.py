@@ -65,7 +65,7 @@ from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run
-from tasmopt.optimizer.state import FunctionState, VerifyBackend, adopt, out_of_time, refusal
+from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 from tasmopt.tasm.parser import parse_instructions
@@ -80,6 +80,7 @@ __all__ = [
     "CountedLoop",
     "exclusive_loops",
     "find_counted_loops",
+    "no_fall_through",
     "loop_stage",
     "permutation_program",
     "rewrite_loops",
@@ -156,6 +157,16 @@ def _instrs(lines: Sequence[str], a: int, b: int, isa: IsaVariant) -> list[tuple
         (ins,) = parse_instructions(lines[i].split("//", 1)[0], isa)
         out.append((i, ins))
     return out
+
+
+def no_fall_through(lines: Sequence[str], sections: Sequence[tuple[str, int, int]], k: int) -> bool:
+    """Section ``k`` of ``lines`` (`_sections`) cannot be reached by falling through from
+    the section before it: that one ends in ``return``, ``recurse``, ``recurse_or_return``
+    or ``halt`` (ISA table ``ends_section``). False for the first section."""
+    if k == 0:
+        return False
+    prev = [m for m in map(line_kind, lines[sections[k - 1][1] + 1 : sections[k][1]]) if m]
+    return bool(prev) and prev[-1] in _TERMINATORS
 
 
 def _is(ins: Instr, name: str, arg: int | None = None) -> bool:
@@ -363,9 +374,7 @@ def find_counted_loops(lines: Sequence[str], isa: IsaVariant = "release") -> lis
             body = names[7:-1]
         else:
             continue
-        # entered only by call (the section before it cannot fall through)
-        prev = [m for m in map(line_kind, lines[sections[k - 1][1] + 1 : start]) if m]
-        if not prev or prev[-1] not in _TERMINATORS:
+        if not no_fall_through(lines, sections, k):  # entered only by call
             continue
         sites = tuple(
             i
@@ -608,17 +617,5 @@ def with_loops_rewritten(
 
 def _keep(run: _Run, f: FunctionState, cand_lines: list[str], best: int, labels: list[str]) -> bool:
     """Measure ``cand_lines`` against the reference on the witnesses; keep it if better."""
-    assert f.reference is not None
     names = ", ".join(labels)
-    rep = f.report
-    v = run.run_function(f, cand_lines)
-    if v is None:
-        return False
-    if not v.equivalent and v.witness >= 0:
-        log.error("loop rewrite of %s changed its behaviour: %s", f.name, v.reason)
-    why = refusal(v, best)
-    if why is not None:
-        rep.notes.append(f"loops {names} {why}")
-        return False
-    adopt(f, cand_lines, best, v, f"loops {names} to recurse_or_return")
-    return True
+    return run.keep(f, cand_lines, best, f"loops {names}", f"loops {names} to recurse_or_return")

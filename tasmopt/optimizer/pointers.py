@@ -59,14 +59,13 @@ from tasmopt.optimizer.loops import (
     _instrs,
     _sections,
     called_labels,
+    no_fall_through,
     permutation_program,
 )
 from tasmopt.optimizer.state import (
     FunctionState,
     VerifyBackend,
-    adopt,
     out_of_time,
-    refusal,
     verify_within,
 )
 from tasmopt.report import CompileOptions
@@ -381,15 +380,6 @@ def _accesses(df: Dataflow, forms: dict[int, LinearForm], x: int) -> list[tuple[
     return out
 
 
-def _entered_only_by_call(
-    lines: Sequence[str], sections: list[tuple[str, int, int]], k: int
-) -> bool:
-    """Section ``k`` cannot be reached by falling through from the section before it."""
-    table_end = names_where(lambda i: i.ends_section)
-    prev = [m for m in map(line_kind, lines[sections[k - 1][1] + 1 : sections[k][1]]) if m]
-    return bool(prev) and prev[-1] in table_end
-
-
 def _site_insertion(lines: Sequence[str], site: int, isa: IsaVariant) -> tuple[int, int] | None:
     """``(line index, offset)`` where ``T`` goes for the ``call`` at line ``site``: right
     before it (offset 0), or before the ``skiz`` guarding it (offset 1, the condition on
@@ -440,7 +430,7 @@ def find_pointer_loops(
         body = ins[:-1]
         if any(table[x.name].is_control_flow for x in body):
             continue
-        if not _entered_only_by_call(lines, sections, k):
+        if not no_fall_through(lines, sections, k):
             continue
         sites = tuple(
             i
@@ -579,13 +569,4 @@ def pointer_stage(
                 continue
             touched = [(x, x + 1) for a, b in spans for x in range(a, b)]
             cand = _reoptimize(f, cand, touched, options, sources, verify)
-            v = run.run_function(f, cand)
-            if v is None:
-                continue
-            if not v.equivalent and v.witness >= 0:
-                log.error("pointer rewrite of %s changed its behaviour: %s", f.name, v.reason)
-            why = refusal(v, best)
-            if why is not None:
-                f.report.notes.append(f"pointers {loop.label} {why}")
-                continue
-            adopt(f, cand, best, v, f"pointers {loop.label} ({change})")
+            run.keep(f, cand, best, f"pointers {loop.label}", f"pointers {loop.label} ({change})")

@@ -31,20 +31,17 @@ import logging
 from collections.abc import Sequence
 
 from tasmopt.errors import TasmSyntaxError
-from tasmopt.isa import IsaVariant, instruction_set, names_where
+from tasmopt.isa import IsaVariant, instruction_set
 from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.inline import INDENT, _Run
-from tasmopt.optimizer.loops import _instrs, _sections, called_labels
-from tasmopt.optimizer.state import FunctionState, VerifyBackend, adopt, out_of_time, refusal
+from tasmopt.optimizer.loops import _instrs, _sections, called_labels, no_fall_through
+from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 
 __all__ = ["shortcut_calls", "shortcut_stage"]
 
 log = logging.getLogger(__name__)
-
-#: Instructions after which execution never falls through to the next line (ISA table).
-_TERMINATORS = names_where(lambda i: i.ends_section)
 
 
 def _target(line: str) -> str | None:
@@ -94,18 +91,12 @@ def shortcut_calls(
     still = called_labels([out]) | others_call
     keep = []
     for k, (label, start, end) in enumerate(sections):
-        prev = [m for m in map(line_kind, out[sections[k - 1][1] + 1 : start]) if m] if k else []
-        unreachable = k > 0 and label not in still and bool(prev) and prev[-1] in _TERMINATORS
+        unreachable = label not in still and no_fall_through(out, sections, k)
         if not (label in done and unreachable):
             keep.append((start, end))
     head_end = sections[0][1] if sections else len(out)
     kept = out[:head_end] + [ln for a, b in keep for ln in out[a:b]]
     return kept, sorted(set(done))
-
-
-def _count(lines: Sequence[str]) -> int:
-    """Instruction lines (labels, blanks and comments are not instructions)."""
-    return sum(1 for ln in lines if line_kind(ln) not in (None, ":"))
 
 
 def shortcut_stage(
@@ -134,17 +125,14 @@ def shortcut_stage(
         best = run.measure(f, cur)
         if best is None:
             continue
-        v = run.run_function(f, cand)
-        if v is None:
-            continue
-        if not v.equivalent and v.witness >= 0:
-            log.error("shortcut of %s changed its behaviour: %s", f.name, v.reason)
-        # design §2 ranks equal cycles by the other tables, then size: a shortcut never costs
-        # a cycle, and where the measured witness takes no shortcut, a smaller program wins
-        smaller = _count(cand) < _count(cur)
-        why = refusal(v, best + 1 if smaller else best)
+        # a shortcut never costs a cycle; where the measured witness takes none, the cycles
+        # tie and the smaller program wins (design §2 ranking)
         names = ", ".join(labels)
-        if why is not None:
-            f.report.notes.append(f"shortcuts {names} {why}")
-            continue
-        adopt(f, cand, best, v, f"shortcuts {names} called inline")
+        run.keep(
+            f,
+            cand,
+            best,
+            f"shortcuts {names}",
+            f"shortcuts {names} called inline",
+            tie_if_smaller=True,
+        )

@@ -407,3 +407,86 @@ def test_a_wrong_body_from_the_search_is_not_used(monkeypatch):
     monkeypatch.setattr(pointers, "optimize_block", lambda instrs, cfg: [list(instrs)[:3]])
     change, body = pointers._choose(loop, options, check_blocks)
     assert body is None
+
+
+# -- adversarial: what the change of variables must carry through unchanged ----------------
+
+#: a rare guard: fails at the first cell holding 12345 (after printing the cells before it)
+GUARDED = SUM.replace(
+    "    read_mem 1\n    pop 1\n    add\n",
+    "    read_mem 1\n    pop 1\n    dup 0\n    write_io 1\n    dup 0\n    push -12345\n"
+    "    add\n    invert\n    pop 1\n    add\n",
+)
+
+#: the sponge: every cell read is absorbed (with nine zeros), the state squeezed at the end
+SPONGE = SUM.replace(
+    "    read_mem 1\n    pop 1\n    add\n",
+    "    read_mem 1\n    pop 1\n" + "    push 0\n" * 9 + "    sponge_absorb\n",
+)
+
+#: an aliased address: RAM[x + i] := RAM[x + i - 1] * RAM[x + i - 1] * 3 (each iteration
+#: reads what the one before wrote; the cube-like term is of high degree after a few trips)
+ALIASED = SUM.replace(
+    "    dup 1\n    dup 6\n    add\n    read_mem 1\n    pop 1\n    add\n",
+    "    dup 1\n    dup 6\n    add\n    addi -1\n    read_mem 1\n    pop 1\n    dup 0\n"
+    "    mul\n    push 3\n    mul\n    dup 2\n    dup 7\n    add\n    write_mem 1\n    pop 1\n",
+)
+
+
+def _run_main(main: str, text: str, state: list[int], ram: dict[int, int]):
+    stack = [0] * 16 + list(reversed(state))
+    r = run(parse(main + text), VmInput(ram=ram, initial_stack=stack), measure=False, start="main")
+    return (type(r.error).__name__ if r.error else None, list(r.public_output), dict(r.ram))
+
+
+SPONGE_MAIN = "main:\n    sponge_init\n    call __f\n    sponge_squeeze\n    write_io 5\n    halt\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "main", "ram"),
+    [
+        (GUARDED, MAIN, {1000 + k: (12345 if k == 4 else k + 1) for k in range(12)}),
+        (SPONGE, SPONGE_MAIN, {1000 + k: 7 * k + 2 for k in range(12)}),
+        (ALIASED, MAIN, {999 + k: k + 2 for k in range(12)}),
+    ],
+    ids=["rare-guard", "sponge", "aliased-address"],
+)
+@pytest.mark.parametrize("n", [0, 1, 3, 7])
+def test_changes_carry_guards_the_sponge_and_aliased_cells_through(text, main, ram, n):
+    lines = text.splitlines()
+    (loop,) = find_pointer_loops(lines)
+    state = _state(5, 1000, 2000, 0, n)
+    before = _run_main(main, text, state, ram)
+    for change in loop.changes:
+        new, _ = rewrite_pointer_loop(lines, loop, change)
+        assert _run_main(main, "\n".join(new) + "\n", state, ram) == before, change
+    if text is GUARDED and n == 7:
+        assert before[0] is not None  # the guard really failed, at the fifth cell
+
+
+def test_a_loop_entered_in_the_middle_is_left_alone():
+    # a label inside the body: the loop section no longer ends in recurse_or_return, and
+    # the label's own section is entered by fall-through
+    mid = SUM.replace("    add\n    pick 5\n", "    add\n\n__mid:\n    pick 5\n")
+    mid = mid.replace("    call __f__loop\n", "    call __f__loop\n    call __mid\n")
+    assert find_pointer_loops(mid.splitlines()) == []
+
+
+def test_a_client_baseline_that_differs_from_our_lowering_is_returned_as_sent():
+    from tasmopt.lower.triton import lower
+
+    ops = _module("array/reduce.tri")
+    ours = "\n".join(lower(ops).lines)
+    # the client's sum starts from 1 instead of 0: it disagrees with our lowering
+    start = ours.index("__sum:")
+    assert ours[start:].startswith("__sum:\n    push 0\n")
+    client = ours[:start] + ours[start:].replace("    push 0\n", "    push 1\n", 1)
+    r = compile_tir(ops, baseline_tasm=client, options=CompileOptions(sources=("rules", "search")))
+    s = next(f for f in r.functions if f.name == "sum")
+    assert s.mismatch is not None
+    assert not any(n.startswith("pointers") for n in s.notes)
+    ram = {1000 + k: k + 1 for k in range(12)}
+    for n in (0, 3):
+        a, _ = _run_fn(r.tasm, "__sum", [1000, n], ram, 1)
+        b, _ = _run_fn(client, "__sum", [1000, n], ram, 1)
+        assert a == b

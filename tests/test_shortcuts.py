@@ -170,3 +170,28 @@ def test_the_optimizer_shortcuts_a_one_instruction_branch_and_keeps_behaviour():
     for x, want in [(0, 0), (1, 1), (2, (2**64 - 2**32 + 2) // 2)]:
         out = run(parse(main + r.tasm), VmInput(public_input=(x,)), measure=False, start="main")
         assert out.error is None and list(out.public_output) == [want]
+
+
+@pytest.mark.parametrize(
+    ("x", "cases"),
+    [
+        ("assert", [(0, 1), (1, 1), (1, 12345), (0, 12345)]),  # a guard, fails only if taken
+        ("write_io 1", [(0, 4), (2, 4)]),  # an effect, only if taken
+        ("split", [(0, 2**40 + 3), (1, 2**40 + 3)]),  # two results
+    ],
+)
+def test_a_guard_or_an_effect_happens_exactly_where_the_call_did(x, cases):
+    text = f"__f:\n    swap 1\n    skiz\n    call __t\n    push 9\n    return\n\n__t:\n    {x}\n    return\n"
+    new, _ = shortcut_calls(text.splitlines())
+    new_text = "\n".join(new) + "\n"
+    assert f"    skiz\n    {x}\n" in new_text
+    for case in cases:
+        assert outcome(new_text, case)[0] == outcome(text, case)[0], case
+    if x == "assert":  # the guard really fails where the branch is taken on 12345
+        assert outcome(text, (1, 12345))[0][0] is not None
+
+
+def test_a_section_entered_in_the_middle_is_left_alone():
+    # a label between the instruction and the return: __t is one instruction without return
+    text = "__f:\n    skiz\n    call __t\n    call __m\n    return\n\n__t:\n    invert\n\n__m:\n    return\n"
+    assert shortcut_calls(text.splitlines()) is None

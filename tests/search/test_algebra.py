@@ -84,3 +84,29 @@ def test_linear_forms_are_exact_field_combinations():
     (terms, c) = forms[df.final[-1]]
     p = 2**64 - 2**32 + 1
     assert dict(terms) == {s1: p - 3, s0: p - 1} and c == 0
+
+
+def test_a_high_degree_term_is_one_atom_of_a_linear_form():
+    # x + (x^64 - x^64): the same x^64 value taken once with +1 and once with -1 cancels
+    # (proven exactly: the block is the identity); x + (x^64 - x^32 * x^32) is the identity
+    # too, but its two high-degree values are different atoms, which linear forms never merge
+    chain = "; ".join(["dup 0; mul"] * 6)
+    same = f"dup 0; {chain}; dup 0; push -1; mul; add; add"
+    assert candidates(same) == [[]]
+    half = "; ".join(["dup 0; mul"] * 5)
+    other = f"dup 0; {chain}; dup 1; {half}; dup 0; mul; push -1; mul; add; add"
+    for cand in candidates(other):
+        assert cand != [] or proven(other, cand)
+
+
+def test_aliased_cells_keep_the_order_of_reads_and_writes():
+    # write v at p, then read at (p + 1) - 1 (the same cell, by linear form) and at p + 1
+    base = (
+        "dup 1; dup 1; write_mem 1; addi -1; read_mem 1; addi 2; read_mem 1; pop 1; swap 1; swap 1"
+    )
+    found = candidates(base)
+    assert found
+    for cand in found:
+        names = [str(i) for i in cand]
+        assert "write_mem 1" in names
+        assert names.index("write_mem 1") < max(k for k, n in enumerate(names) if n == "read_mem 1")

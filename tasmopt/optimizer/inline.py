@@ -438,7 +438,7 @@ class _Run:
         if not v.equivalent and v.witness >= 0:
             log.error("%s of %s changed its behaviour: %s", what, f.name, v.reason)
         smaller = tie_if_smaller and _count(lines) < _count(self.returned(f.name))
-        why = refusal(v, best + 1 if smaller else best)
+        why = refusal(v, best, tie=smaller)
         if why is not None:
             f.report.notes.append(f"{what} {why}")
             return False

@@ -45,7 +45,6 @@ cycles and with no taller table.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -88,8 +87,6 @@ __all__ = [
     "prove_change",
     "rewrite_pointer_loop",
 ]
-
-log = logging.getLogger(__name__)
 
 #: ``recurse_or_return`` compares these two elements (Triton VM spec): the induction
 #: variable and its bound.
@@ -496,10 +493,11 @@ def _choose(
     is paid once per iteration)."""
     isa = options.isa
     ranked: list[tuple[int, int, Change, list[Instr]]] = []
+    conj_of: dict[int, list[Instr]] = {}
     for k, change in enumerate(loop.changes):
         if out_of_time(options) is not None:
             return None
-        conj = parse_instructions("\n".join(_conjugated(loop, change)), isa)
+        conj = conj_of[k] = parse_instructions("\n".join(_conjugated(loop, change)), isa)
         cfg = SearchConfig(states=CHOICE_STATES, isa=isa, deadline=options.deadline)
         found = optimize_block(conj, cfg)
         if found and len(found[0]) < len(loop.body):
@@ -511,7 +509,7 @@ def _choose(
     for n, k, change, _ in [r for r in ranked if r[0] <= shortest + 1]:
         if out_of_time(options) is not None:
             break
-        conj = parse_instructions("\n".join(_conjugated(loop, change)), isa)
+        conj = conj_of[k]
         cfg = SearchConfig(states=DEEP_STATES, isa=isa, deadline=options.deadline)
         found = optimize_block(conj, cfg)
         if found and len(found[0]) < n:

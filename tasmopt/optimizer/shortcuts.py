@@ -27,7 +27,6 @@ when equivalent there, cheaper in cycles and with no taller table.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 from tasmopt.errors import TasmSyntaxError
@@ -40,8 +39,6 @@ from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 
 __all__ = ["shortcut_calls", "shortcut_stage"]
-
-log = logging.getLogger(__name__)
 
 
 def _target(line: str) -> str | None:

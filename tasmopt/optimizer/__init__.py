@@ -42,6 +42,7 @@ from tasmopt.lower.blocks import split_functions
 from tasmopt.module import ModuleText
 from tasmopt.optimizer.branches import branch_stage
 from tasmopt.optimizer.candidates import build_checks, candidate_logprobs, propose
+from tasmopt.optimizer.conditions import condition_stage
 from tasmopt.optimizer.contract import private_by_function
 from tasmopt.optimizer.inline import inline_stage
 from tasmopt.optimizer.loops import loop_stage
@@ -203,6 +204,9 @@ def _compile(
     with stage(timings, "splice"):
         for f in fns:
             finish_function(f, ours, options)
+    with stage(timings, "conditions"):
+        if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
+            condition_stage(fns, ours, client, options, sources, verify)
     with stage(timings, "inline"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
             inline_stage(fns, ours, client, options, sources, verify)

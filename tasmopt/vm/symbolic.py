@@ -13,7 +13,7 @@ entry state: that is a proof. Semantics follow Triton VM spec §5.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
@@ -21,7 +21,7 @@ from tasmopt.tasm.program import Instr
 from tasmopt.vm import xfield
 from tasmopt.vm.expr import ExprContext, Guard, Poly
 
-__all__ = ["SymbolicRun", "run_symbolic", "CONTROL_FLOW"]
+__all__ = ["SymbolicRun", "run_symbolic", "continue_symbolic", "CONTROL_FLOW"]
 
 #: Instructions a straight-line fragment cannot contain (derived from the ISA table).
 CONTROL_FLOW = names_where(lambda i: i.is_control_flow)
@@ -63,6 +63,17 @@ class SymbolicRun:
     sponge: tuple[Poly, ...] | None = None
     sponge_initialized: bool = False
     unsupported: str | None = None
+
+    def fork(self) -> SymbolicRun:
+        """An independent copy (for exploring two branches from one state)."""
+        return replace(
+            self,
+            stack=list(self.stack),
+            outputs=list(self.outputs),
+            consumed=dict(self.consumed),
+            guards=set(self.guards),
+            ram=list(self.ram),
+        )
 
     # -- stack helpers --------------------------------------------------------------------
     def ensure(self, n: int) -> None:
@@ -478,8 +489,18 @@ def run_symbolic(
         SymbolicRun with the observables; ``unsupported`` names the first instruction that
         could not be executed, in which case the other fields are partial.
     """
+    return continue_symbolic(SymbolicRun(ctx), instrs, isa)
+
+
+def continue_symbolic(
+    run: SymbolicRun, instrs: Sequence[Instr], isa: IsaVariant = "release"
+) -> SymbolicRun:
+    """Run ``instrs`` on after ``run`` (mutated and returned): ``run_symbolic(a + b)`` equals
+    ``continue_symbolic(run_symbolic(a), b)`` when ``a`` runs to its end. A run that stopped
+    at an unsupported instruction stays stopped."""
+    if run.unsupported is not None:
+        return run
     table = instruction_set(isa)
-    run = SymbolicRun(ctx)
     for ins in instrs:
         if ins.name in CONTROL_FLOW or ins.name not in table:
             run.unsupported = ins.name

@@ -24,7 +24,7 @@ from __future__ import annotations
 from functools import cache
 
 from tasmopt.isa import P
-from tasmopt.search.dataflow import RAM_WORDS, Dataflow, Node
+from tasmopt.search.dataflow import RAM_WORDS, Dataflow, Node, fuse_ram_words
 from tasmopt.tasm.program import Instr
 from tasmopt.vm.expr import ExprContext
 from tasmopt.vm.symbolic import run_symbolic
@@ -246,4 +246,5 @@ def simplify(df: Dataflow) -> Dataflow:
             src = producer.get(nodes[k].inputs[0])
             if src is None or src[0] not in needed:
                 nodes[k] = n
+    nodes = fuse_ram_words(nodes, final, producer)  # pointers the forms joined up
     return Dataflow(list(df.entry), final, nodes, producer, constants, df.low_water, df.length)

@@ -266,6 +266,7 @@ def extract(
             if reach:
                 del stack[-reach:]
             stack.extend(reversed(outputs))
+    nodes = fuse_ram_words(nodes, stack, producer, isa)
     final = list(stack)
     if dead_slots:
         usable = [k for k in dead_slots if k <= _MAX_INDEX]
@@ -317,3 +318,78 @@ def _forward(
     del stack[-1 - n :]
     stack.append(const((p + n) % P))
     return True
+
+
+def fuse_ram_words(
+    nodes: list[Node],
+    final: Sequence[int],
+    producer: dict[int, tuple[int, int]],
+    isa: IsaVariant = "release",
+) -> list[Node]:
+    """Chained RAM word accesses as one (issue 11, loops the way experts write them).
+
+    ``read_mem a`` at ``p`` leaves ``p - a``; a ``read_mem b`` of that pointer reads the
+    next ``b`` cells down, exactly what ``read_mem a+b`` at ``p`` reads, in the same stack
+    order (Triton VM spec, ``read_mem``: st0 = p-n, st1 = RAM[p-n+1], ..., st_n = RAM[p]).
+    Likewise ``write_mem a`` then ``write_mem b`` at the pointer it left is ``write_mem a+b``
+    with the second one's values below the first's on the stack (spec, ``write_mem``: old
+    st1 -> RAM[p], st2 -> RAM[p+1], ...). Fused when the intermediate pointer is used by the second
+    access alone (not by another node, not on the final stack), no other effect lies between
+    the two, and ``a + b <= 5`` (the argument range in the ISA table). A read pair runs where
+    the first read ran, a write pair where the second write ran (all its inputs exist by
+    then). Returns the new node list (``producer`` is updated in place)."""
+    table = instruction_set(isa)
+    top = max((r.stop - 1 for n in RAM_WORDS if (r := table[n].arg_range()) is not None), default=1)
+    changed = True
+    while changed:
+        changed = False
+        uses: dict[int, int] = {}
+        for n in nodes:
+            for v in n.inputs:
+                uses[v] = uses.get(v, 0) + 1
+        for v in final:
+            uses[v] = uses.get(v, 0) + 1
+        for i, first in enumerate(nodes):
+            name = first.instr.name
+            if name not in RAM_WORDS or first.effect is None:
+                continue
+            a = first.instr.arg if isinstance(first.instr.arg, int) else 1
+            pointer = first.outputs[0]
+            if uses.get(pointer) != 1:
+                continue
+            j = next((k for k in range(i + 1, len(nodes)) if nodes[k].effect is not None), None)
+            if j is None:
+                continue
+            second = nodes[j]
+            b = second.instr.arg if isinstance(second.instr.arg, int) else 1
+            if second.instr.name != name or second.inputs[:1] != (pointer,) or a + b > top:
+                continue
+            fused_instr = Instr(name, a + b)
+            if table[name].writes_ram:
+                inputs = first.inputs + second.inputs[1:]
+                fused = Node(
+                    second.id,
+                    fused_instr,
+                    inputs,
+                    second.outputs,
+                    second.effect,
+                    second.guarded or first.guarded,
+                )
+                nodes = nodes[:i] + nodes[i + 1 : j] + [fused] + nodes[j + 1 :]
+            else:
+                outputs = second.outputs + first.outputs[1:]
+                fused = Node(
+                    first.id,
+                    fused_instr,
+                    first.inputs,
+                    outputs,
+                    first.effect,
+                    first.guarded or second.guarded,
+                )
+                for k, v in enumerate(outputs):
+                    producer[v] = (fused.id, k)
+                nodes = nodes[:i] + [fused] + nodes[i + 1 : j] + nodes[j + 1 :]
+            producer.pop(pointer, None)
+            changed = True
+            break
+    return nodes

@@ -22,6 +22,7 @@ from tasmopt.isa import IsaVariant
 from tasmopt.search.algebra import simplify
 from tasmopt.search.dataflow import UnsupportedBlock, extract
 from tasmopt.search.schedule import Budget, beam, exact
+from tasmopt.search.select import selections
 from tasmopt.search.stoke import stoke
 from tasmopt.tasm.program import Instr
 
@@ -73,7 +74,9 @@ def optimize_block(
     # the exact final stack first (half and a quarter of the budget, as without dead slots),
     # then, with dead slots, the final stack with `ANY` in them (the last quarter): a wider
     # problem is a harder one, so it adds candidates instead of replacing the exact ones
-    flows = [simplify(raw), raw] + ([simplify(loose)] if loose is not None else [])
+    # one extension-field instruction in place of its arithmetic, where the block is that
+    flows = [simplify(raw), *selections(instrs, cfg.isa), raw]
+    flows += [simplify(loose)] if loose is not None else []
     found: list[list[Instr]] = []
     sched_states = int(cfg.states * (1 - cfg.stoke_share))
     for k, flow in enumerate(flows):

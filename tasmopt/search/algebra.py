@@ -21,15 +21,19 @@ Each rewrite maps value ids; later operations and the final stack follow the map
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 
-from tasmopt.isa import P
+from tasmopt.isa import P, names_where
 from tasmopt.search.dataflow import RAM_WORDS, Dataflow, Node, fuse_ram_words
 from tasmopt.tasm.program import Instr
 from tasmopt.vm.expr import ExprContext
 from tasmopt.vm.symbolic import run_symbolic
 
 __all__ = ["LinearForm", "linear_forms", "simplify"]
+
+#: RAM word instructions that only read (``read_mem``; ISA table).
+_READS = names_where(lambda i: i.name in RAM_WORDS and not i.writes_ram)
 
 
 def _fold(node: Node, constants: dict[int, int]) -> list[int] | None:
@@ -246,5 +250,176 @@ def simplify(df: Dataflow) -> Dataflow:
             src = producer.get(nodes[k].inputs[0])
             if src is None or src[0] not in needed:
                 nodes[k] = n
+    nodes, next_value = _narrow_reads(nodes, final, producer, next_value)
+    nodes = _gather_reads(nodes, final, producer, linear, constant, next_value)
     nodes = fuse_ram_words(nodes, final, producer)  # pointers the forms joined up
     return Dataflow(list(df.entry), final, nodes, producer, constants, df.low_water, df.length)
+
+
+def _gather_reads(
+    nodes: list[Node],
+    final: list[int],
+    producer: dict[int, tuple[int, int]],
+    linear: _Linear,
+    constant: Callable[[int], int],
+    next_value: int,
+) -> list[Node]:
+    """Reads of adjacent cells as one ``read_mem n`` (issue 11 item 4; `fuse_ram_words`
+    handles reads chained through the pointer they leave, this one independent reads).
+
+    A run of ``read_mem`` nodes (those with a used value: a dead read is dropped instead)
+    with no other effect between them whose pointers have the
+    same terms (linear forms; none for constant addresses) and whose cells, ``[c - n + 1, c]``
+    for a read of ``n`` at a pointer with constant ``c``, are disjoint and together
+    contiguous, at most 5 words, is one ``read_mem`` of the top cell: the values keep their ids (RAM[a] is output ``a - low + 1``: Triton VM
+    spec, ``read_mem``). It runs where the first read of the run ran, at an existing value
+    with the top cell's form when one exists by then, else at ``addi`` of the first read's
+    pointer (or the constant). The pointers the reads left are the one it leaves (the lowest
+    read's) and ``addi`` of it (dropped when unused). Reads are not observable, so reading some cells earlier than
+    before changes nothing; any other effect between two reads (a write) ends the run."""
+    uses: dict[int, int] = {}
+    for node in Dataflow([], final, nodes, producer).needed_nodes():  # dead nodes use nothing
+        for v in node.inputs:
+            uses[v] = uses.get(v, 0) + 1
+    for v in final:
+        uses[v] = uses.get(v, 0) + 1
+    out = list(nodes)
+    i = 0
+    while i < len(out):
+        run: list[int] = []  # positions of the reads in one run of effects
+        k = i
+        while k < len(out):
+            if out[k].effect is not None:
+                if out[k].instr.name not in _READS:
+                    break
+                run.append(k)
+            k += 1
+        groups: dict[tuple[tuple[int, int], ...], list[int]] = {}
+        for pos in run:
+            if any(uses.get(v, 0) for v in out[pos].outputs[1:]):  # a dead read is dropped
+                groups.setdefault(linear.of_value(out[pos].inputs[0])[0], []).append(pos)
+        merged = False
+        for terms, members in groups.items():
+            if len(members) < 2:
+                continue
+            spans = []  # (lowest cell, words, position)
+            for pos in members:
+                arg = out[pos].instr.arg
+                n = arg if isinstance(arg, int) else 1
+                cell = (linear.of_value(out[pos].inputs[0])[1] - n + 1) % P
+                spans.append((cell - P if cell > P // 2 else cell, n, pos))  # signed offset
+            spans.sort()
+            low, total = spans[0][0], sum(n for _, n, _ in spans)
+            if total > 5 or any(
+                spans[j][0] - spans[j - 1][0] != spans[j - 1][1] for j in range(1, len(spans))
+            ):
+                continue
+            top = (low + total - 1) % P
+            first = min(members)
+            before = {node.id for node in out[:first]}
+            extra: list[Node] = []
+            if not terms:
+                ptr = constant(top)
+            else:
+                found = linear.value_of((terms, top))
+                made = producer.get(found) if found is not None else None
+                if found is not None and found >= 0 and (made is None or made[0] in before):
+                    ptr = found
+                else:
+                    base = out[first].inputs[0]
+                    delta = (top - linear.of_value(base)[1]) % P
+                    ptr = base
+                    if delta:
+                        ptr, next_value = next_value, next_value + 1
+                        step = Node(
+                            max(x.id for x in out) + 1, Instr("addi", delta), (base,), (ptr,)
+                        )
+                        producer[ptr] = (step.id, 0)
+                        extra.append(step)
+            # the pointer it leaves, low - 1, is the lowest read's; the others' are addi of it
+            values = [out[spans[0][2]].outputs[0]] + [0] * total
+            for cell, n, pos in spans:
+                for j in range(n):  # RAM[cell + j] is output j + 1 of that read
+                    values[cell + j - low + 1] = out[pos].outputs[j + 1]
+            head = out[first]
+            fused = Node(head.id, Instr("read_mem", total), (ptr,), tuple(values), head.effect)
+            for idx, v in enumerate(values):
+                producer[v] = (fused.id, idx)
+            left: list[Node] = []
+            for cell, _, pos in spans[1:]:
+                v = out[pos].outputs[0]
+                step = Node(
+                    max(x.id for x in out) + 1 + len(left) + len(extra),
+                    Instr("addi", (cell - low) % P),
+                    (values[0],),
+                    (v,),
+                )
+                producer[v] = (step.id, 0)
+                left.append(step)
+            rebuilt: list[Node] = []
+            for pos, node in enumerate(out):
+                if pos == first:
+                    rebuilt += [*extra, fused, *left]
+                elif pos not in members:
+                    rebuilt.append(node)
+            out = rebuilt
+            uses[ptr] = uses.get(ptr, 0) + 1
+            merged = True
+            break
+        if not merged:
+            i = k + 1
+    return out
+
+
+def _narrow_reads(
+    nodes: list[Node], final: list[int], producer: dict[int, tuple[int, int]], next_value: int
+) -> tuple[list[Node], int]:
+    """A ``read_mem n`` whose outermost values are unused reads only the cells in use (the
+    converse of `_gather_reads`: an inlined struct load of which one field is used). For a
+    read of ``n`` at ``p`` whose used values are RAM[p - n + lo] .. RAM[p - n + hi]
+    (1 <= lo <= hi <= n, spec ``read_mem``), the read of ``hi - lo + 1`` at ``p - n + hi``
+    (``addi`` of ``p``) yields them with the same ids, and the pointer it leaves is the
+    original's plus ``lo - 1`` (re-derived by ``addi`` when used). Returns the nodes and the
+    next free value id."""
+    uses: dict[int, int] = {}
+    for node in Dataflow([], final, nodes, producer).needed_nodes():
+        for v in node.inputs:
+            uses[v] = uses.get(v, 0) + 1
+    for v in final:
+        uses[v] = uses.get(v, 0) + 1
+    out: list[Node] = []
+    fresh_id = max((x.id for x in nodes), default=0) + 1
+    for node in nodes:
+        arg = node.instr.arg
+        if node.instr.name not in _READS or node.effect is None or not isinstance(arg, int):
+            out.append(node)
+            continue
+        used = [j for j in range(1, arg + 1) if uses.get(node.outputs[j], 0)]
+        if not used or (used[0] == 1 and used[-1] == arg):
+            out.append(node)  # all dead (dropped later) or nothing to narrow
+            continue
+        lo, hi = used[0], used[-1]
+        ptr = node.inputs[0]
+        if hi != arg:
+            step = Node(fresh_id, Instr("addi", (hi - arg) % P), (ptr,), (next_value,))
+            producer[next_value] = (step.id, 0)
+            out.append(step)
+            ptr, fresh_id, next_value = next_value, fresh_id + 1, next_value + 1
+        left = next_value
+        next_value += 1
+        narrow = Node(
+            node.id,
+            Instr("read_mem", hi - lo + 1),
+            (ptr,),
+            (left, *node.outputs[lo : hi + 1]),
+            node.effect,
+        )
+        for k, v in enumerate(narrow.outputs):
+            producer[v] = (narrow.id, k)
+        out.append(narrow)
+        if uses.get(node.outputs[0], 0):  # the original's left pointer, p - n
+            back = Node(fresh_id, Instr("addi", (1 - lo) % P), (left,), (node.outputs[0],))
+            producer[node.outputs[0]] = (back.id, 0)
+            out.append(back)
+            fresh_id += 1
+    return out, next_value

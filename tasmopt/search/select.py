@@ -108,9 +108,7 @@ def selections(instrs: list[Instr], isa: IsaVariant = "release") -> list[Dataflo
         if len(pool) > arity:
             continue
         seen: set[tuple[int, ...]] = set()
-        orders = (
-            permutations(pool, arity) if len(pool) == arity else _with_repeats(pool, arity)
-        )
+        orders = permutations(pool, arity) if len(pool) == arity else _with_repeats(pool, arity)
         for operands in orders:
             if operands in seen:
                 continue

@@ -195,3 +195,11 @@ def test_a_section_entered_in_the_middle_is_left_alone():
     # a label between the instruction and the return: __t is one instruction without return
     text = "__f:\n    skiz\n    call __t\n    call __m\n    return\n\n__t:\n    invert\n\n__m:\n    return\n"
     assert shortcut_calls(text.splitlines()) is None
+
+
+def test_forward_only_keeps_one_instruction_sections_called():
+    # the conditions pass forwards call chains but leaves `skiz; call T` for the branches pass
+    text = "__f:\n    skiz\n    call __t\n    call __u\n    return\n\n__t:\n    invert\n    return\n\n__u:\n    call __g\n    return\n"
+    new, labels = shortcut_calls(text.splitlines(), forward_only=True)
+    assert labels == ["__u"]
+    assert "    call __t" in new and "    call __g" in new and "__u:" not in "\n".join(new)

@@ -22,7 +22,9 @@ on *every* path that reaches it is rewritten:
 
 Sections nothing reaches any more are removed, the straight-line runs around the rewritten
 lines go back to the block search (each candidate proven by `check_block`), and calls of
-sections reduced to ``call G; return`` are shortcut (`tasmopt.optimizer.shortcuts`).
+sections reduced to ``call G; return`` are forwarded to ``G`` (`tasmopt.optimizer.shortcuts`;
+one-instruction sections stay called until the ``shortcuts`` pass, last, so that the
+``branches`` pass still sees the if/else idiom).
 
 Soundness: each rewrite keeps the behaviour of every execution that reaches the ``skiz``
 (``pop 1`` pops what ``skiz`` popped and does what the decided outcome did), and the paths
@@ -282,7 +284,7 @@ def condition_stage(
         cand, at = found
         cand = _reoptimize(f, cand, [(i, i + 1) for i in at], options, sources, verify)
         for _ in range(SHORTCUT_ROUNDS):
-            short = shortcut_calls(cand, isa, others)
+            short = shortcut_calls(cand, isa, others, forward_only=True)
             if short is None:
                 break
             cand = short[0]

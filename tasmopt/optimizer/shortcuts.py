@@ -50,12 +50,17 @@ def _target(line: str) -> str | None:
 
 
 def shortcut_calls(
-    lines: Sequence[str], isa: IsaVariant = "release", others_call: frozenset[str] = frozenset()
+    lines: Sequence[str],
+    isa: IsaVariant = "release",
+    others_call: frozenset[str] = frozenset(),
+    *,
+    forward_only: bool = False,
 ) -> tuple[list[str], list[str]] | None:
     """``lines`` (one function's sections) with every call of a one-instruction section
     replaced (module docstring) and the sections no longer reached removed, and the labels
     shortcut; None when there is nothing to do. ``others_call``: labels other functions
-    call (their sections stay)."""
+    call (their sections stay). ``forward_only``: only ``call T`` with ``T: call G; return``
+    (a branch body kept a call, for the if/else idiom the ``branches`` pass reads)."""
     table = instruction_set(isa)
     sections = _sections(lines)
     single: dict[str, str] = {}  # label -> the line that replaces a call of it
@@ -71,7 +76,7 @@ def shortcut_calls(
         x = ins[0]
         if x.name == "call" and isinstance(x.arg, str) and x.arg != label:
             single[label] = f"call {x.arg}"
-        elif not table[x.name].is_control_flow:
+        elif not table[x.name].is_control_flow and not forward_only:
             single[label] = str(x)
     if not single:
         return None

@@ -379,8 +379,9 @@ def _narrow_reads(
     read of ``n`` at ``p`` whose used values are RAM[p - n + lo] .. RAM[p - n + hi]
     (1 <= lo <= hi <= n, spec ``read_mem``), the read of ``hi - lo + 1`` at ``p - n + hi``
     (``addi`` of ``p``) yields them with the same ids, and the pointer it leaves is the
-    original's plus ``lo - 1`` (re-derived by ``addi`` when used). Returns the nodes and the
-    next free value id."""
+    original's plus ``lo - 1`` (re-derived by ``addi`` when used). A read none of whose
+    values is used is ``addi -n`` of its pointer (a pure node, dropped when that is unused
+    too). Returns the nodes and the next free value id."""
     uses: dict[int, int] = {}
     for node in Dataflow([], final, nodes, producer).needed_nodes():
         for v in node.inputs:
@@ -395,8 +396,11 @@ def _narrow_reads(
             out.append(node)
             continue
         used = [j for j in range(1, arg + 1) if uses.get(node.outputs[j], 0)]
-        if not used or (used[0] == 1 and used[-1] == arg):
-            out.append(node)  # all dead (dropped later) or nothing to narrow
+        if not used:  # only the pointer it leaves, if anything: p - n
+            out.append(Node(node.id, Instr("addi", -arg % P), node.inputs[:1], node.outputs[:1]))
+            continue
+        if used[0] == 1 and used[-1] == arg:
+            out.append(node)  # nothing to narrow
             continue
         lo, hi = used[0], used[-1]
         ptr = node.inputs[0]

@@ -136,6 +136,7 @@ def test_reads_that_are_not_one_block_of_cells_stay_apart(base):
         ("read_mem 3; pop 2; swap 1; pop 1", "read_mem 1"),  # only the middle cell is used
         ("read_mem 3; pop 1; pop 1", "read_mem 2"),  # the lowest cell is not
         ("read_mem 3; swap 1; pop 1; swap 1; pop 1", "read_mem 1"),  # the pointer is kept
+        ("read_mem 3; swap 3; pop 3", "addi"),  # only the pointer: no read at all
     ],
 )
 def test_a_read_of_cells_partly_unused_reads_only_the_used_ones(base, want):

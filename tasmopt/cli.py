@@ -209,6 +209,13 @@ the TASM to a file and prints only the table. Exit status 1 on invalid input.
     default=None,
     help="Function-level inlining of small callees where proven and cheaper (default: on).",
 )
+@click.option(
+    "--rewrite-mismatched",
+    is_flag=True,
+    default=None,
+    help="Optimize a function whose baseline disagrees with our lowering on the baseline's "
+    "own text (proven equivalent to it) instead of returning it unchanged (default: off).",
+)
 def compile_cmd(
     file: Path,
     include: tuple[Path, ...],
@@ -221,6 +228,7 @@ def compile_cmd(
     witnesses: int | None,
     search_budget_s: float | None,
     inline: bool | None,
+    rewrite_mismatched: bool | None,
     spill: str,
 ) -> None:
     """Optimize FILE.json (TIR) or FILE.tri (Trident source, through the frontend) and print
@@ -238,6 +246,7 @@ def compile_cmd(
         witnesses=witnesses,
         search_budget_s=search_budget_s,
         inline=inline,
+        rewrite_mismatched=rewrite_mismatched or None,
     )
     try:
         result = compile_tir(tir, base, options=opts)

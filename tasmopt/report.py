@@ -240,6 +240,11 @@ class CompileOptions:
             ``sources`` has ``rules``): ``inline`` (`tasmopt.optimizer.inline`, small callees
             inlined where that is proven and cheaper) and ``loops``
             (`tasmopt.optimizer.loops`, counted loops ending in ``recurse_or_return``).
+        rewrite_mismatched: a function whose client baseline disagrees with our lowering is
+            optimized on the client's text itself, proven equivalent to that text, instead
+            of being returned unchanged (`tasmopt.optimizer.client_text`). Off by default:
+            design §1 returns such a function unchanged (an upstream bug the user should
+            see, not a program to polish); the event is logged and counted either way.
     """
 
     isa: IsaVariant = "release"
@@ -255,6 +260,7 @@ class CompileOptions:
     only: frozenset[str] | None = None
     use_cache: bool = True
     inline: bool = True
+    rewrite_mismatched: bool = False
 
 
 #: Design §4 reward of a rejected candidate (a valid one earns ``1 + relative saving``).

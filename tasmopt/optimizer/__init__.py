@@ -42,6 +42,7 @@ from tasmopt.lower.blocks import split_functions
 from tasmopt.module import ModuleText
 from tasmopt.optimizer.branches import branch_stage
 from tasmopt.optimizer.candidates import build_checks, candidate_logprobs, propose
+from tasmopt.optimizer.client_text import client_stage
 from tasmopt.optimizer.conditions import condition_stage
 from tasmopt.optimizer.contract import private_by_function
 from tasmopt.optimizer.inline import inline_stage
@@ -204,24 +205,28 @@ def _compile(
     with stage(timings, "splice"):
         for f in fns:
             finish_function(f, ours, options)
+    passes = ours  # the text the function-level passes work on
+    with stage(timings, "client"):
+        if options.rewrite_mismatched and options.inline and "rules" in options.sources:
+            passes = client_stage(fns, ours, client, options, sources, verify)
     with stage(timings, "conditions"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
-            condition_stage(fns, ours, client, options, sources, verify)
+            condition_stage(fns, passes, client, options, sources, verify)
     with stage(timings, "inline"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
-            inline_stage(fns, ours, client, options, sources, verify)
+            inline_stage(fns, passes, client, options, sources, verify)
     with stage(timings, "branches"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
-            branch_stage(fns, ours, client, options, sources, verify)
+            branch_stage(fns, passes, client, options, sources, verify)
     with stage(timings, "loops"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
-            loop_stage(fns, ours, client, options, sources, verify)
+            loop_stage(fns, passes, client, options, sources, verify)
     with stage(timings, "pointers"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
-            pointer_stage(fns, ours, client, options, sources, verify)
+            pointer_stage(fns, passes, client, options, sources, verify)
     with stage(timings, "shortcuts"):
         if options.inline and "rules" in options.sources:  # last: the idioms above need the calls
-            shortcut_stage(fns, ours, client, options, sources, verify)
+            shortcut_stage(fns, passes, client, options, sources, verify)
     with stage(timings, "splice"):
         entries = [_settle(f, options) for f in fns]
         text = assemble(fns, low, ours, client)

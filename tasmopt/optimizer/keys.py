@@ -71,5 +71,7 @@ def function_keys(
             "client": None if client_text is None else _sha(client_text),
             "private": sorted(private.get(lf.name, ())),
         }
+        if options.rewrite_mismatched:  # a mismatched function's answer differs (opt-in)
+            payload["rewrite_mismatched"] = True
         keys[lf.name] = _sha(json.dumps(payload, sort_keys=True))
     return keys

@@ -34,13 +34,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "trident-std")
     ap.add_argument("--budget", type=float, default=0.5, help="search budget per request, s")
+    ap.add_argument(
+        "--rewrite-mismatched",
+        action="store_true",
+        help="client baseline: optimize mismatched functions on their own text (opt-in stage)",
+    )
     args = ap.parse_args(argv)
     logging.disable(logging.WARNING)
     files = sorted(args.data.glob("*.json"))
     if not files:
         print(f"no module files in {args.data}", file=sys.stderr)
         return 1
-    opts = CompileOptions(sources=("rules", "search"), search_budget_s=args.budget)
+    opts = CompileOptions(
+        sources=("rules", "search"),
+        search_budget_s=args.budget,
+        rewrite_mismatched=args.rewrite_mismatched,
+    )
     print(
         "| module | fns | ours: improved | ours: cycles | client: improved | "
         "client: mismatches | client: cycles |"

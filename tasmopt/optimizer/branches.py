@@ -50,7 +50,14 @@ from tasmopt.optimizer.loops import (
     called_labels,
     with_loops_rewritten,
 )
-from tasmopt.optimizer.state import FunctionState, VerifyBackend, adopt, out_of_time, refusal
+from tasmopt.optimizer.state import (
+    FunctionState,
+    VerifyBackend,
+    adopt,
+    out_of_time,
+    refusal,
+    rewritable,
+)
 from tasmopt.report import CompileOptions
 from tasmopt.search.algebra import simplify
 from tasmopt.search.dataflow import Dataflow, Node, UnsupportedBlock, extract
@@ -372,7 +379,7 @@ def branch_stage(
     for f in fns:
         if out_of_time(options) is not None:
             return
-        if f.passthrough or f.reference is None or f.cached is not None or f.skipped:
+        if not rewritable(f):
             continue
         cur = run.returned(f.name)
         try:

@@ -49,7 +49,7 @@ from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run
 from tasmopt.optimizer.loops import _TERMINATORS, _instrs, _sections, called_labels
 from tasmopt.optimizer.shortcuts import shortcut_calls
-from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time
+from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time, rewritable
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 from tasmopt.tasm.program import Instr
@@ -274,7 +274,7 @@ def condition_stage(
     for f in fns:
         if out_of_time(options) is not None:
             return
-        if f.passthrough or f.reference is None or f.cached is not None or f.skipped:
+        if not rewritable(f):
             continue
         cur = run.returned(f.name)
         others = called_labels([run.returned(g) for g in ours.functions if g != f.name])

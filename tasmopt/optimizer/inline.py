@@ -43,6 +43,7 @@ from tasmopt.optimizer.state import (
     adopt,
     out_of_time,
     refusal,
+    rewritable,
     verify_within,
 )
 from tasmopt.report import CompileOptions
@@ -263,7 +264,7 @@ def inline_stage(
     for f in _callees_first(fns, ours):
         if out_of_time(options) is not None:
             return
-        if f.passthrough or f.reference is None or f.cached is not None or f.skipped:
+        if not rewritable(f):
             continue
         run.function(f)
 

@@ -65,7 +65,7 @@ from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run
-from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time
+from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time, rewritable
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 from tasmopt.tasm.parser import parse_instructions
@@ -577,7 +577,7 @@ def loop_stage(
     for f in fns:
         if out_of_time(options) is not None:
             return
-        if f.passthrough or f.reference is None or f.cached is not None or f.skipped:
+        if not rewritable(f):
             continue
         cur = run.returned(f.name)
         found = with_loops_rewritten(run, f, cur, ours, options, sources, verify)

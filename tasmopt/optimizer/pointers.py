@@ -65,6 +65,7 @@ from tasmopt.optimizer.state import (
     FunctionState,
     VerifyBackend,
     out_of_time,
+    rewritable,
     verify_within,
 )
 from tasmopt.report import CompileOptions
@@ -541,7 +542,7 @@ def pointer_stage(
     witnesses, takes fewer cycles and raises no table."""
     run = _Run(fns, ours, client, options, sources, verify)
     for f in fns:
-        if f.passthrough or f.reference is None or f.cached is not None or f.skipped:
+        if not rewritable(f):
             continue
         others = called_labels([run.returned(g) for g in ours.functions if g != f.name])
         tried: set[str] = set()

@@ -34,7 +34,7 @@ from tasmopt.isa import IsaVariant, instruction_set
 from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.inline import INDENT, _Run
 from tasmopt.optimizer.loops import _instrs, _sections, called_labels, no_fall_through
-from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time
+from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time, rewritable
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 
@@ -116,7 +116,7 @@ def shortcut_stage(
     for f in fns:
         if out_of_time(options) is not None:
             return
-        if f.passthrough or f.reference is None or f.cached is not None or f.skipped:
+        if not rewritable(f):
             continue
         cur = run.returned(f.name)
         others = called_labels([run.returned(g) for g in ours.functions if g != f.name])

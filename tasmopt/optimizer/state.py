@@ -116,6 +116,13 @@ def adopt(f: FunctionState, lines: list[str], best: int, v: FunctionVerdict, not
     apply_costs(rep, v)
 
 
+def rewritable(f: FunctionState) -> bool:
+    """A function-level pass may rewrite ``f``: it is worked on in this run (not outside
+    ``CompileOptions.only``, not a cache hit), not passed through, and has a reference to be
+    proven against."""
+    return not (f.passthrough or f.reference is None or f.cached is not None or f.skipped)
+
+
 @contextmanager
 def stage(timings: dict[str, float], name: str) -> Iterator[None]:
     """Add the seconds spent in the ``with`` body to ``timings[name]`` (a stage may run in

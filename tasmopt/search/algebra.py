@@ -277,12 +277,7 @@ def _gather_reads(
     pointer (or the constant). The pointers the reads left are the one it leaves (the lowest
     read's) and ``addi`` of it (dropped when unused). Reads are not observable, so reading some cells earlier than
     before changes nothing; any other effect between two reads (a write) ends the run."""
-    uses: dict[int, int] = {}
-    for node in Dataflow([], final, nodes, producer).needed_nodes():  # dead nodes use nothing
-        for v in node.inputs:
-            uses[v] = uses.get(v, 0) + 1
-    for v in final:
-        uses[v] = uses.get(v, 0) + 1
+    uses = _uses(nodes, final, producer)
     out = list(nodes)
     i = 0
     while i < len(out):
@@ -382,12 +377,7 @@ def _narrow_reads(
     original's plus ``lo - 1`` (re-derived by ``addi`` when used). A read none of whose
     values is used is ``addi -n`` of its pointer (a pure node, dropped when that is unused
     too). Returns the nodes and the next free value id."""
-    uses: dict[int, int] = {}
-    for node in Dataflow([], final, nodes, producer).needed_nodes():
-        for v in node.inputs:
-            uses[v] = uses.get(v, 0) + 1
-    for v in final:
-        uses[v] = uses.get(v, 0) + 1
+    uses = _uses(nodes, final, producer)
     out: list[Node] = []
     fresh_id = max((x.id for x in nodes), default=0) + 1
     for node in nodes:
@@ -427,3 +417,17 @@ def _narrow_reads(
             out.append(back)
             fresh_id += 1
     return out, next_value
+
+
+def _uses(
+    nodes: list[Node], final: list[int], producer: dict[int, tuple[int, int]]
+) -> dict[int, int]:
+    """How often each value is read: by the nodes that must run (dead nodes read nothing)
+    and by the final stack."""
+    uses: dict[int, int] = {}
+    for node in Dataflow([], final, nodes, producer).needed_nodes():
+        for v in node.inputs:
+            uses[v] = uses.get(v, 0) + 1
+    for v in final:
+        uses[v] = uses.get(v, 0) + 1
+    return uses

@@ -337,3 +337,23 @@ def test_the_optimizer_folds_sha256_k_from_the_real_data():
             )
             outs.append((res.error is None, list(res.public_output)))
         assert outs[0] == outs[1], i
+
+
+def test_an_aliased_cell_read_again_after_a_write_is_not_the_same_condition():
+    # RAM[x] tested, then RAM[5] := 0 (x may be 5), then RAM[x] tested again: open
+    text = "__k:\n    dup 0\n    read_mem 1\n    pop 1\n    skiz\n    call __t\n    push 0\n    push 5\n    write_mem 1\n    pop 1\n    dup 0\n    read_mem 1\n    pop 1\n    skiz\n    call __t\n    return\n\n__t:\n    push 99\n    write_io 1\n    return\n"
+    decided = known_branches(text.splitlines())
+    assert decided is not None
+    second = [i for i, ln in enumerate(text.splitlines()) if ln.strip() == "skiz"][1]
+    assert second not in decided
+
+
+def test_a_high_degree_condition_is_not_decided_by_a_truncated_encoding():
+    # x != 0 known; x^64 - 1 may be zero or not: the solver must not claim either
+    ctx = ExprContext()
+    x = ctx.var("s", 0)
+    x64 = x
+    for _ in range(6):
+        x64 = ctx.mul(x64, x64)
+    assert decide(ctx, [(x, False)], ctx.sub(x64, ctx.one)) is None
+    assert decide(ctx, [(x, True)], x64) in (None, False)  # never "nonzero" when x == 0

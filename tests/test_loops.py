@@ -452,3 +452,31 @@ def test_from_zero_needs_the_identity_not_agreement_on_some_inputs(prefix, from_
     assert loop.from_zero == from_zero
     new, _ = rewrite_loops(lines, [loop])
     assert _call("\n".join(new) + "\n", "__add3", acc, n) == _call(text, "__add3", acc, n)
+
+
+def test_a_loop_rewrite_that_lengthens_the_program_is_kept_when_cycles_drop():
+    """sq_n (corpus field.pow): the made induction variable is set up at the call site, so
+    the program grows by a few words while every iteration loses five cycles. Design §2's
+    strict rule (no table taller) refused it for the program and hash tables; issue 11
+    item 7 accepts it while no execution table and not the padded height grows. The
+    result keeps its behaviour at trip counts 0, 1 and many."""
+    mods = compile_modules(ROOT / "corpus" / "field" / "pow.tri", [ROOT / "corpus"])
+    opts = CompileOptions(sources=("rules", "search"), only=frozenset({"sq_n"}))
+    r = compile_tir(mods[-1].ops, options=opts)
+    f = next(x for x in r.functions if x.name == "sq_n")
+    assert "recurse_or_return" in "\n".join(f.tasm), f.notes
+    assert f.cycles < f.baseline_cycles
+    assert f.heights["program"] > f.baseline_heights["program"]  # the trade this allows
+    assert f.padded_height <= f.baseline_padded_height
+    for table in ("processor", "op_stack", "ram", "jump_stack", "u32"):
+        assert f.heights.get(table, 0) <= f.baseline_heights.get(table, 0), table
+    ours = "\n".join(f.tasm) + "\n"
+    plain = compile_tir(
+        mods[-1].ops, options=CompileOptions(sources=(), inline=False, only=opts.only)
+    )
+    base = "\n".join(next(x for x in plain.functions if x.name == "sq_n").tasm) + "\n"
+    assert "recurse_or_return" not in base
+    for n in (0, 1, 2, 7):
+        got = _call(ours, "__sq_n", 3, n)
+        assert got == _call(base, "__sq_n", 3, n)
+        assert got[0] == [pow(3, 2**n, (1 << 64) - (1 << 32) + 1)]

@@ -426,11 +426,14 @@ class _Run:
         done: str,
         *,
         tie_if_smaller: bool = False,
+        longer: bool = False,
     ) -> bool:
         """Run ``lines`` (a rewritten ``f``) against its reference (`run_function`) and adopt
         them if they are equivalent there, take fewer cycles than ``best`` (or as many, with
         ``tie_if_smaller``, when they are fewer instructions than ``f`` now: design §2 ranks
-        ties by the other tables, then size) and raise no table; else note why. ``what``:
+        ties by the other tables, then size) and raise no table (with ``longer``, a rewrite
+        that lengthens the program to save cycles: no table that grows with execution, nor
+        the padded height, `refusal`); else note why. ``what``:
         the subject of the note (``"loops __L"``), ``done``: the note on adoption. True if
         adopted."""
         v = self.run_function(f, lines)
@@ -439,7 +442,7 @@ class _Run:
         if not v.equivalent and v.witness >= 0:
             log.error("%s of %s changed its behaviour: %s", what, f.name, v.reason)
         smaller = tie_if_smaller and _count(lines) < _count(self.returned(f.name))
-        why = refusal(v, best, tie=smaller)
+        why = refusal(v, best, tie=smaller, longer=longer)
         if why is not None:
             f.report.notes.append(f"{what} {why}")
             return False
@@ -509,7 +512,8 @@ class _Run:
         names = ", ".join(f"{lab} ({n}x)" for lab, n in sorted(sites.items()))
         if not v.equivalent and v.witness >= 0:
             log.error("inlining into %s changed its behaviour: %s", f.name, v.reason)
-        why = refusal(v, best)
+        # issue 11 item 5: inlined code may lengthen the program, not the padded height
+        why = refusal(v, best, longer=True)
         if why is None and growth > INLINE_GROWTH_PER_CYCLE * (best - v.cycles):
             why = (
                 f"not kept: {growth} more instructions for {best - v.cycles} cycles saved per call"

@@ -568,4 +568,11 @@ def pointer_stage(
                 continue
             touched = [(x, x + 1) for a, b in spans for x in range(a, b)]
             cand = _reoptimize(f, cand, touched, options, sources, verify)
-            run.keep(f, cand, best, f"pointers {loop.label}", f"pointers {loop.label} ({change})")
+            run.keep(
+                f,
+                cand,
+                best,
+                f"pointers {loop.label}",
+                f"pointers {loop.label} ({change})",
+                longer=True,  # T and its inverse around the call: fewer cycles, more words
+            )

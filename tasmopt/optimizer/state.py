@@ -18,6 +18,7 @@ from tasmopt.vm.equivalence import (
     FunctionVerdict,
     Verdict,
     no_taller,
+    no_taller_at_runtime,
     padded_height,
 )
 
@@ -86,16 +87,21 @@ def apply_costs(rep: FunctionReport, v: FunctionVerdict) -> None:
     rep.baseline_padded_height = padded_height(v.baseline_heights)
 
 
-def refusal(v: FunctionVerdict, best: int, *, tie: bool = False) -> str | None:
+def refusal(
+    v: FunctionVerdict, best: int, *, tie: bool = False, longer: bool = False
+) -> str | None:
     """Why a function-level rewrite measured by ``v`` (`check_function` against the
     reference) is not kept — not equivalent on the witnesses, not fewer cycles than ``best``
     (not more, with ``tie``: the caller has another reason to prefer it), a table taller
-    than the reference's (design §2) — or None if it may be."""
+    than the reference's (design §2; with ``longer``, a rewrite that trades program length
+    for cycles, only the tables that grow with execution and the padded height count:
+    `no_taller_at_runtime`, issue 11 item 7) — or None if it may be."""
     if not v.equivalent:
         return f"not verified: {v.reason}"
     if v.cycles > best or (v.cycles == best and not tie):
         return f"not kept: {v.cycles} cycles, {best} without"
-    if not no_taller(v.heights, v.baseline_heights):
+    fits = no_taller_at_runtime if longer and v.cycles < best else no_taller
+    if not fits(v.heights, v.baseline_heights):
         taller = sorted(t for t, h in v.heights.items() if h > v.baseline_heights.get(t, 0))
         return f"not kept: taller {', '.join(taller) or 'padded height'}"
     return None

@@ -105,6 +105,8 @@ __all__ = [
     "check_aligned",
     "ACCEPTANCE_TABLES",
     "no_taller",
+    "no_taller_at_runtime",
+    "PROGRAM_SIZE_TABLES",
     "padded_height",
     "VERIFIER_VERSION",
 ]
@@ -470,6 +472,24 @@ def no_taller(candidate: dict[str, int], baseline: dict[str, int]) -> bool:
     """Design §2 acceptance on heights: no acceptance table taller than the baseline's, and
     no larger padded height."""
     if any(candidate.get(t, 0) > baseline.get(t, 0) for t in ACCEPTANCE_TABLES):
+        return False
+    return padded_height(candidate) <= padded_height(baseline)
+
+
+#: Tables whose height grows with the program's *length*, not with what it executes: the
+#: program table holds one row per instruction word, and the hash table absorbs those words
+#: for the program attestation (Triton VM spec §7.8) besides the program's own hashing.
+PROGRAM_SIZE_TABLES = ("program", "hash")
+
+
+def no_taller_at_runtime(candidate: dict[str, int], baseline: dict[str, int]) -> bool:
+    """Issue 11 item 7 acceptance for function-level rewrites that trade program length for
+    clock cycles (a loop's new layout set up at its call site, an unrolled loop): no table
+    that grows with execution is taller than the baseline's, the `PROGRAM_SIZE_TABLES` may
+    grow, and the padded height (what proof time follows: every table is padded to it) is
+    no larger. Stricter than that is `no_taller` (design §2), used everywhere else."""
+    runtime = [t for t in ACCEPTANCE_TABLES if t not in PROGRAM_SIZE_TABLES]
+    if any(candidate.get(t, 0) > baseline.get(t, 0) for t in runtime):
         return False
     return padded_height(candidate) <= padded_height(baseline)
 

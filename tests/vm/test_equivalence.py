@@ -11,6 +11,7 @@ from tasmopt.vm.equivalence import (
     check_function,
     harness,
     no_taller,
+    no_taller_at_runtime,
 )
 
 
@@ -200,6 +201,21 @@ def test_no_taller_ignores_cascade_but_not_padded_height() -> None:
     assert no_taller({"processor": 9, "op_stack": 5, "cascade": 110, "lookup": 256}, base)
     assert not no_taller({"processor": 9, "op_stack": 6, "cascade": 100, "lookup": 256}, base)
     assert not no_taller({"processor": 9, "op_stack": 5, "cascade": 300, "lookup": 256}, base)
+
+
+def test_a_longer_program_may_pass_at_runtime_but_never_a_taller_execution_table() -> None:
+    """Issue 11 item 7: a function-level rewrite may lengthen the program (program table,
+    the attestation rows of the hash table) while the padded height holds; never may it
+    raise a table that grows with execution, nor the padded height."""
+    base = {"processor": 900, "op_stack": 300, "program": 40, "hash": 60, "ram": 8}
+    longer = {"processor": 500, "op_stack": 200, "program": 52, "hash": 72, "ram": 8}
+    assert not no_taller(longer, base)  # design §2's strict rule
+    assert no_taller_at_runtime(longer, base)
+    for table in ("processor", "op_stack", "ram", "jump_stack", "u32", "lookup"):
+        taller = {**longer, table: base.get(table, 0) + 1}
+        assert not no_taller_at_runtime(taller, base), table
+    # a program so long that its table sets a larger padded height
+    assert not no_taller_at_runtime({**longer, "program": 1025}, base)
 
 
 def test_evaluating_a_deeply_nested_expression_does_not_recurse():

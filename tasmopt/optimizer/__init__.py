@@ -13,9 +13,11 @@ Stages (each timed in `CompileResult.timings`, seconds):
    taller; ranked by cycles, then the sum of the other tables, then size.
 6. ``splice`` — blocks spliced back; each changed function is re-verified as a whole on
    fresh witnesses against its baseline and falls back to the baseline if anything fails.
-7. ``inline``, ``branches``, ``loops``, ``pointers`` and ``shortcuts`` — the function-level
-   passes (`tasmopt.optimizer.inline`, `.branches`, `.loops`, `.pointers`, `.shortcuts`): a
-   function keeps a rewrite only when it is proven, cheaper in cycles and no table grows.
+7. ``inline``, ``unroll``, ``branches``, ``loops``, ``pointers`` and ``shortcuts`` — the
+   function-level passes (`tasmopt.optimizer.inline`, `.unroll`, `.branches`, `.loops`,
+   `.pointers`, `.shortcuts`): a function keeps a rewrite only when it is proven, cheaper in
+   cycles and no table grows (those that lengthen the program to save cycles: no table that
+   grows with execution, nor the padded height).
 
 The verifier is the authority: nothing reaches the output unless it was proven equivalent
 to the baseline (or is the baseline).
@@ -67,6 +69,7 @@ from tasmopt.optimizer.state import (
     stage,
     verify_within,
 )
+from tasmopt.optimizer.unroll import unroll_stage
 from tasmopt.report import CachedFunction, CompileOptions, CompileResult, FunctionCache
 from tasmopt.rules import RulesSource
 from tasmopt.search.source import SearchSource
@@ -215,6 +218,9 @@ def _compile(
     with stage(timings, "inline"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
             inline_stage(fns, passes, client, options, sources, verify)
+    with stage(timings, "unroll"):
+        if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
+            unroll_stage(fns, passes, client, options, sources, verify)
     with stage(timings, "branches"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
             branch_stage(fns, passes, client, options, sources, verify)

@@ -78,6 +78,8 @@ __all__ = [
     "called_labels",
     "with_loops_rewritten",
     "CountedLoop",
+    "LoopShape",
+    "loop_shapes",
     "exclusive_loops",
     "find_counted_loops",
     "no_fall_through",
@@ -344,8 +346,30 @@ def _site_run(lines: Sequence[str], site: int, isa: IsaVariant) -> _SiteRun:
     return ctx, run
 
 
-def find_counted_loops(lines: Sequence[str], isa: IsaVariant = "release") -> list[CountedLoop]:
-    """The loops of one function's lines (its sections) that qualify for the rewrite."""
+@dataclass(frozen=True)
+class LoopShape:
+    """A section in the lowering's counted-loop shape (spec/tir.md §3.4), entered only by
+    ``call`` lines of this function that no ``skiz`` may skip, whose body ``B`` (between
+    the decrement and ``recurse``) leaves the counter at st0 unread and in place on every
+    path (`_body_facts`).
+
+    Attributes:
+        label: the section's label. start, end: its line range (label line first).
+        body: ``B``. sites: line indices of the ``call label`` lines.
+        incs, keeps: the depths (>= 1) ``B`` increments by one / keeps, on every path.
+    """
+
+    label: str
+    start: int
+    end: int
+    body: tuple[Instr, ...]
+    sites: tuple[int, ...]
+    incs: tuple[int, ...]
+    keeps: tuple[int, ...]
+
+
+def loop_shapes(lines: Sequence[str], isa: IsaVariant = "release") -> list[LoopShape]:
+    """The counted loops of one function's lines (`LoopShape`), in line order."""
     out = []
     sections = _sections(lines)
     helpers = _helpers(lines, isa)
@@ -386,9 +410,24 @@ def find_counted_loops(lines: Sequence[str], isa: IsaVariant = "release") -> lis
         facts = _body_facts(body, isa, helpers)
         if facts is None:
             continue
-        incs, keeps = facts
+        out.append(LoopShape(label, start, end, tuple(body), sites, *map(tuple, facts)))
+    return out
+
+
+def find_counted_loops(lines: Sequence[str], isa: IsaVariant = "release") -> list[CountedLoop]:
+    """The loops of one function's lines (its sections) that qualify for the rewrite."""
+    out = []
+    for shape in loop_shapes(lines, isa):
+        label, start, end, body, sites = (
+            shape.label,
+            shape.start,
+            shape.end,
+            shape.body,
+            shape.sites,
+        )
+        incs = shape.incs
         # the permutation's window must leave room to park the counter below it
-        keeps = [n for n in keeps if n < REACH - 1]
+        keeps = [n for n in shape.keeps if n < REACH - 1]
         runs = [_site_run(lines, s, isa) for s in sites]
         found = next(
             (

@@ -204,3 +204,19 @@ def test_the_optimizer_unrolls_horner4_and_keeps_behaviour():
     assert f.padded_height <= f.baseline_padded_height
     for table in ("processor", "op_stack", "ram", "jump_stack", "u32"):
         assert f.heights.get(table, 0) <= f.baseline_heights.get(table, 0), table
+
+
+def test_a_longer_rewrite_never_raises_the_padded_height_of_what_it_replaces():
+    """Fewer cycles are no gain when the proof gets taller: a rewrite that lengthens the
+    program is refused when its padded height exceeds the current version's, even where
+    the baseline's is taller still (digit_sum once went 512 -> 1024 that way)."""
+    from tasmopt.optimizer.state import refusal
+    from tasmopt.vm.equivalence import FunctionVerdict
+
+    base = {"processor": 300, "u32": 600, "program": 60}
+    cand = {"processor": 60, "u32": 600, "program": 300, "hash": 520}
+    v = FunctionVerdict(True, cycles=60, heights=cand, baseline_heights=base)
+    assert refusal(v, 110, longer=True) is None  # within the baseline's 1024
+    why = refusal(v, 110, longer=True, current_padded=512)
+    assert why is not None and "padded height 1024" in why
+    assert refusal(v, 110) is not None  # design §2's strict rule: the program grew

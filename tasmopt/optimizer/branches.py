@@ -433,7 +433,11 @@ def branch_stage(
                 looped = with_loops_rewritten(run, f, cand, ours, options, sources, verify)
                 if looped is not None:
                     w = run.run_function(f, looped[0])
-                    if w is not None and refusal(w, best, longer=True) is None:
+                    if (
+                        w is not None
+                        and refusal(w, best, longer=True, current_padded=f.report.padded_height)
+                        is None
+                    ):
                         cand, v, why = looped[0], w, None
                         note += f", loops {', '.join(looped[1])} to recurse_or_return"
             if why is not None:

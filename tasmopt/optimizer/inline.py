@@ -442,7 +442,7 @@ class _Run:
         if not v.equivalent and v.witness >= 0:
             log.error("%s of %s changed its behaviour: %s", what, f.name, v.reason)
         smaller = tie_if_smaller and _count(lines) < _count(self.returned(f.name))
-        why = refusal(v, best, tie=smaller, longer=longer)
+        why = refusal(v, best, tie=smaller, longer=longer, current_padded=f.report.padded_height)
         if why is not None:
             f.report.notes.append(f"{what} {why}")
             return False
@@ -513,7 +513,7 @@ class _Run:
         if not v.equivalent and v.witness >= 0:
             log.error("inlining into %s changed its behaviour: %s", f.name, v.reason)
         # issue 11 item 5: inlined code may lengthen the program, not the padded height
-        why = refusal(v, best, longer=True)
+        why = refusal(v, best, longer=True, current_padded=rep.padded_height)
         if why is None and growth > INLINE_GROWTH_PER_CYCLE * (best - v.cycles):
             why = (
                 f"not kept: {growth} more instructions for {best - v.cycles} cycles saved per call"

@@ -88,19 +88,28 @@ def apply_costs(rep: FunctionReport, v: FunctionVerdict) -> None:
 
 
 def refusal(
-    v: FunctionVerdict, best: int, *, tie: bool = False, longer: bool = False
+    v: FunctionVerdict,
+    best: int,
+    *,
+    tie: bool = False,
+    longer: bool = False,
+    current_padded: int = 0,
 ) -> str | None:
     """Why a function-level rewrite measured by ``v`` (`check_function` against the
     reference) is not kept — not equivalent on the witnesses, not fewer cycles than ``best``
     (not more, with ``tie``: the caller has another reason to prefer it), a table taller
     than the reference's (design §2; with ``longer``, a rewrite that trades program length
     for cycles, only the tables that grow with execution and the padded height count:
-    `no_taller_at_runtime`, issue 11 item 7) — or None if it may be."""
+    `no_taller_at_runtime`, issue 11 item 7, and the padded height may not exceed
+    ``current_padded`` either, that of the version it would replace when known: fewer
+    cycles are no gain when the proof gets taller) — or None if it may be."""
     if not v.equivalent:
         return f"not verified: {v.reason}"
     if v.cycles > best or (v.cycles == best and not tie):
         return f"not kept: {v.cycles} cycles, {best} without"
     fits = no_taller_at_runtime if longer and v.cycles < best else no_taller
+    if longer and current_padded and padded_height(v.heights) > current_padded:
+        return f"not kept: padded height {padded_height(v.heights)}, {current_padded} without"
     if not fits(v.heights, v.baseline_heights):
         taller = sorted(t for t, h in v.heights.items() if h > v.baseline_heights.get(t, 0))
         return f"not kept: taller {', '.join(taller) or 'padded height'}"

@@ -18,7 +18,7 @@ from tasmopt.lower.triton import lower
 from tasmopt.module import ModuleText
 from tasmopt.optimizer import compile
 from tasmopt.tir.codec import decode
-from tasmopt.vm.equivalence import check_function
+from tasmopt.vm.equivalence import check_function, padded_height
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trident-std"
 MODULES = sorted(DATA.glob("*.json"))
@@ -62,6 +62,8 @@ def test_module_compiles_to_verified_tasm(path: Path, mode: str) -> None:
         )
         assert v.equivalent, f"{rep.name}: {v.reason}"
         assert v.cycles <= v.baseline_cycles
+        # issue 11 item 7: a callee's longer rewrite must not raise its callers' proofs either
+        assert padded_height(v.heights) <= padded_height(v.baseline_heights), rep.name
     _improved[mode][0] += sum(r.cycles < r.baseline_cycles for r in result.functions)
     _improved[mode][1] += len(result.functions)
 

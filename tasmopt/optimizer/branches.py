@@ -437,6 +437,7 @@ def branch_stage(
                         w is not None
                         and refusal(w, best, longer=True, current_padded=f.report.padded_height)
                         is None
+                        and run.taller_caller(f, looped[0]) is None
                     ):
                         cand, v, why = looped[0], w, None
                         note += f", loops {', '.join(looped[1])} to recurse_or_return"

@@ -54,6 +54,7 @@ from tasmopt.vm.equivalence import (
     FunctionVerdict,
     check_aligned,
     check_function,
+    padded_height,
 )
 
 __all__ = [
@@ -391,6 +392,31 @@ class _Run:
             if n != f.name and g.new_lines is not None
         }
 
+    def taller_caller(self, f: FunctionState, lines: list[str]) -> str | None:
+        """With ``lines`` as ``f``'s code, the first function calling ``f`` (directly or
+        not) whose padded height would exceed what it has now, as a refusal note; None if
+        none would. The program's words feed tables of every caller's program too (program,
+        hash, and the cascade through the attestation's Tip5 traces), so a rewrite that
+        lengthens ``f`` is measured in its callers as well (issue 11 item 7)."""
+        for g in self.state.values():
+            now = g.report.padded_height
+            if g is f or not now or g.reference is None or g.passthrough:
+                continue
+            if f.name not in self.ours.closure(g.name)[1:]:
+                continue
+            try:
+                prog = _module_with(self.ours, {**self.context(g), f.name: lines}).harness(
+                    g.name, self.options.isa
+                )
+            except TasmSyntaxError:
+                return f"not kept: {g.name} does not assemble with it"
+            v = self.check(g, prog)
+            if not v.equivalent:
+                return f"not kept: {g.name} not measured with it ({v.reason})"
+            if padded_height(v.heights) > now:
+                return f"not kept: padded height of its caller {g.name} {padded_height(v.heights)}, {now} without"
+        return None
+
     def measure(self, f: FunctionState, cur: list[str]) -> int | None:
         """Cycles of ``f`` as it stands, its callees at their returned code."""
         ctx = self.context(f)
@@ -443,6 +469,8 @@ class _Run:
             log.error("%s of %s changed its behaviour: %s", what, f.name, v.reason)
         smaller = tie_if_smaller and _count(lines) < _count(self.returned(f.name))
         why = refusal(v, best, tie=smaller, longer=longer, current_padded=f.report.padded_height)
+        if why is None and longer:
+            why = self.taller_caller(f, lines)
         if why is not None:
             f.report.notes.append(f"{what} {why}")
             return False
@@ -518,6 +546,8 @@ class _Run:
             why = (
                 f"not kept: {growth} more instructions for {best - v.cycles} cycles saved per call"
             )
+        if why is None:
+            why = self.taller_caller(f, cand_lines)
         if why is not None:
             rep.notes.append(f"inlining {names} {why}")
             return False

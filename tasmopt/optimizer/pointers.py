@@ -311,7 +311,8 @@ def prove_change(change: Change, isa: IsaVariant = "release") -> str | None:
 def _changes(body: Sequence[Instr], isa: IsaVariant) -> tuple[Change, ...]:
     """The changes of variables worth trying for ``body``, from the RAM accesses it makes
     at ``k*st5 + st_b + c`` (``b`` an element the body keeps) or ``k*st5 + c``: a shift
-    with that stride and base, a walk of each base, and a shift by one base with walks of
+    with that stride and base (with a base, once without ``c`` and once with it: the
+    pointer on the cell accessed saves an ``addi`` per iteration), a walk of each base, and a shift by one base with walks of
     the others (two arrays read at the same index); a retarget to every element the body
     steps by a nonzero constant; and last the identity (the body searched harder)."""
     try:
@@ -339,10 +340,12 @@ def _changes(body: Sequence[Instr], isa: IsaVariant) -> tuple[Change, ...]:
             d = depth.get(next(iter(coef)))
             if d is None or d in (I_SLOT, N_SLOT) or d not in kept:
                 continue
-            found = (d, k, 0)
+            if c and (d, k, 0) not in arrays:  # the base alone first: it wins ties
+                arrays.append((d, k, 0))
+            found = (d, k, c)  # and the pointer moved to the accessed cell
         else:
             continue
-        if all(a[:2] != found[:2] for a in arrays):
+        if all(a[:2] != found[:2] or (a[0] is not None and a != found) for a in arrays):
             arrays.append(found)
     out: list[Change] = [Change(b, (), k, c) for b, k, c in arrays]
     # a second induction variable beside st5: it may carry the test instead
@@ -355,7 +358,7 @@ def _changes(body: Sequence[Instr], isa: IsaVariant) -> tuple[Change, ...]:
             # ... and moved by c where the body addresses RAM at p + c
             for c in sorted({a[2] for a in _accesses(df, forms, df.entry[-1 - q])} - {0}):
                 out.append(Change(None, offset=_signed(c), retarget=(q, _signed(d))))
-    walks = [(b, k) for b, k, _ in arrays if b is not None]
+    walks = list(dict.fromkeys((b, k) for b, k, _ in arrays if b is not None))
     out += [Change(None, (w,)) for w in walks]
     for b, k, c in arrays:
         rest = tuple(w for w in walks if w[0] != b)

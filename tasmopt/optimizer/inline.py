@@ -21,9 +21,10 @@ observable behaviour, and `check_aligned` proves the candidate against it: same 
 skeleton (the calls are gone from both), every differing run proven by `check_block`. The
 candidate is also run against the untouched reference on the function's witnesses
 (`check_function`: equivalence and the costs we report). It is kept only when both pass, it
-takes fewer cycles than the function's best so far, and no table is taller than the
-reference's (so the program table bounds code growth: inlining a callee with other callers
-in the closure must pay for itself).
+takes fewer cycles than the function's best so far, no table that grows with execution is
+taller than the reference's, and the padded height is no larger than the reference's, the
+function's so far, or any caller's so far (`_Run.taller_caller`; the program may grow, issue
+11 item 5, within `INLINE_GROWTH_PER_CYCLE` words per cycle saved).
 """
 
 from __future__ import annotations

@@ -51,8 +51,10 @@ same order (no range assumption is needed: the equalities are field identities, 
 that never meets ``i == n`` runs forever in both). Only the jump stack (not observable,
 design §2), clock cycles and table heights differ; those are measured. Every rewritten
 function is then also run against the unmodified reference on the verifier's witnesses
-(`check_function`) and kept only when it is equivalent there, cheaper in cycles and no
-table is taller (fail closed: any condition not proven leaves the loop as it was).
+(`check_function`) and kept only when it is equivalent there, cheaper in cycles, with no
+table that grows with execution taller and no padded height larger, its own or a caller's
+(the call site's set-up lengthens the program: `refusal` with ``longer``); fail closed: any
+condition not proven leaves the loop as it was.
 """
 
 from __future__ import annotations

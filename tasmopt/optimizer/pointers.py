@@ -40,7 +40,8 @@ identities, `tasmopt.vm.symbolic`) that ``T; T^-1`` and ``T^-1; T`` are the iden
 state and that ``T`` maps ``st5 - st6`` to ``k * (st5 - st6)``. The shortened body is proven equal to
 ``T^-1; B; T`` by `check_block`, and the rewritten function is run against its reference on
 the verifier's witnesses (`check_function`) and kept only when equivalent there, cheaper in
-cycles and with no taller table.
+cycles, with no table that grows with execution taller and no padded height larger, its own
+or a caller's (``T`` and its inverse lengthen the program: `refusal` with ``longer``).
 """
 
 from __future__ import annotations

@@ -28,8 +28,9 @@ inputs, outputs, RAM, the sponge and failures happen in the same order on the sa
 only the jump stack (not observable, design §2), the clock cycles and the program's length
 differ. Every unrolled function is then run against its reference on the verifier's
 witnesses (`check_function`) and kept only when equivalent there, cheaper in cycles, with no
-execution table taller and the padded height no larger (`refusal` with ``longer``: the
-copies lengthen the program). Fail closed: any condition not established leaves the loop.
+execution table taller and no padded height larger, its own or a caller's (`refusal` with
+``longer``: the copies lengthen the program). Fail closed: any condition not established
+leaves the loop.
 
 Cost model: the copies add ``k * |B|`` words to the program and remove ``7k + 6`` cycles of
 loop control (plus whatever the block sources fold); a loop is a candidate only while

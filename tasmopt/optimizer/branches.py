@@ -65,7 +65,7 @@ from tasmopt.search.schedule import Budget, beam, exact
 from tasmopt.sources import SourceSet
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tasm.program import Instr
-from tasmopt.vm.equivalence import BlockCheck, check_block
+from tasmopt.vm.equivalence import BlockCheck, check_block, no_taller
 from tasmopt.vm.expr import ExprContext
 from tasmopt.vm.symbolic import run_symbolic
 
@@ -437,7 +437,10 @@ def branch_stage(
                         w is not None
                         and refusal(w, best, longer=True, current_padded=f.report.padded_height)
                         is None
-                        and run.taller_caller(f, looped[0]) is None
+                        and (
+                            no_taller(w.heights, w.baseline_heights)
+                            or run.taller_caller(f, looped[0]) is None
+                        )
                     ):
                         cand, v, why = looped[0], w, None
                         note += f", loops {', '.join(looped[1])} to recurse_or_return"

@@ -55,6 +55,7 @@ from tasmopt.vm.equivalence import (
     FunctionVerdict,
     check_aligned,
     check_function,
+    no_taller,
     padded_height,
 )
 
@@ -395,10 +396,11 @@ class _Run:
 
     def taller_caller(self, f: FunctionState, lines: list[str]) -> str | None:
         """With ``lines`` as ``f``'s code, the first function calling ``f`` (directly or
-        not) whose padded height would exceed what it has now, as a refusal note; None if
-        none would. The program's words feed tables of every caller's program too (program,
-        hash, and the cascade through the attestation's Tip5 traces), so a rewrite that
-        lengthens ``f`` is measured in its callers as well (issue 11 item 7)."""
+        not) whose padded height would exceed what it has now, or that cannot be measured
+        with them, as a refusal note; None if none would. The program's words feed tables
+        of every caller's program too (program, hash, and the cascade through the
+        attestation's Tip5 traces), so a rewrite that lengthens ``f`` past design §2's rule
+        (`no_taller`) is measured in its callers as well (issue 11 item 7)."""
         for g in self.state.values():
             now = g.report.padded_height
             if g is f or not now or g.reference is None or g.passthrough:
@@ -470,8 +472,8 @@ class _Run:
             log.error("%s of %s changed its behaviour: %s", what, f.name, v.reason)
         smaller = tie_if_smaller and _count(lines) < _count(self.returned(f.name))
         why = refusal(v, best, tie=smaller, longer=longer, current_padded=f.report.padded_height)
-        if why is None and longer:
-            why = self.taller_caller(f, lines)
+        if why is None and longer and not no_taller(v.heights, v.baseline_heights):
+            why = self.taller_caller(f, lines)  # only a longer program can raise a caller
         if why is not None:
             f.report.notes.append(f"{what} {why}")
             return False
@@ -547,8 +549,8 @@ class _Run:
             why = (
                 f"not kept: {growth} more instructions for {best - v.cycles} cycles saved per call"
             )
-        if why is None:
-            why = self.taller_caller(f, cand_lines)
+        if why is None and not no_taller(v.heights, v.baseline_heights):
+            why = self.taller_caller(f, cand_lines)  # only a longer program can raise a caller
         if why is not None:
             rep.notes.append(f"inlining {names} {why}")
             return False

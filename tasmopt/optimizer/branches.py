@@ -42,7 +42,7 @@ from tasmopt.deadline import Deadline
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText, line_kind
-from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run
+from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
 from tasmopt.optimizer.loops import (
     _at,
     _helpers,
@@ -56,7 +56,6 @@ from tasmopt.optimizer.state import (
     adopt,
     out_of_time,
     refusal,
-    rewritable,
 )
 from tasmopt.report import CompileOptions
 from tasmopt.search.algebra import simplify
@@ -65,7 +64,7 @@ from tasmopt.search.schedule import Budget, beam, exact
 from tasmopt.sources import SourceSet
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tasm.program import Instr
-from tasmopt.vm.equivalence import BlockCheck, check_block, no_taller
+from tasmopt.vm.equivalence import BlockCheck, check_block
 from tasmopt.vm.expr import ExprContext
 from tasmopt.vm.symbolic import run_symbolic
 
@@ -348,15 +347,8 @@ def rewrite_branches(
             edits.append((start, end, []))
     for b, code in branches:
         edits.append((b.start, b.end, [INDENT + str(i) for i in code]))
-    out = list(lines)
-    spans: list[tuple[int, int]] = []
-    for a, z, new in sorted(edits, key=lambda e: e[0], reverse=True):
-        out[a:z] = new
-        shift = len(new) - (z - a)
-        spans = [(x + shift, y + shift) if x >= z else (x, y) for x, y in spans]
-        if new:
-            spans.append((a, a + len(new)))
-    return out, sorted(spans)
+    out, spans = apply_edits(lines, edits)
+    return out, [(a, z) for a, z in spans if z > a]
 
 
 def _called_by_others(run: _Run, ours: ModuleText, name: str) -> frozenset[str]:
@@ -376,11 +368,7 @@ def branch_stage(
     verifier's witnesses, takes fewer cycles and raises no table."""
     run = _Run(fns, ours, client, options, sources, verify)
     isa = options.isa
-    for f in fns:
-        if out_of_time(options) is not None:
-            return
-        if not rewritable(f):
-            continue
+    for f in run.workable(fns):
         cur = run.returned(f.name)
         try:
             others = _called_by_others(run, ours, f.name)  # this pass changes only f
@@ -437,10 +425,7 @@ def branch_stage(
                         w is not None
                         and refusal(w, best, longer=True, current_padded=f.report.padded_height)
                         is None
-                        and (
-                            no_taller(w.heights, w.baseline_heights)
-                            or run.taller_caller(f, looped[0]) is None
-                        )
+                        and run.taller_caller(f, looped[0], w) is None
                     ):
                         cand, v, why = looped[0], w, None
                         note += f", loops {', '.join(looped[1])} to recurse_or_return"

@@ -49,7 +49,7 @@ from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run
 from tasmopt.optimizer.loops import _TERMINATORS, _instrs, _sections, called_labels
 from tasmopt.optimizer.shortcuts import shortcut_calls
-from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time, rewritable
+from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 from tasmopt.tasm.program import Instr
@@ -271,11 +271,7 @@ def condition_stage(
     fewer cycles (or as many, and is smaller) and raises no table."""
     run = _Run(fns, ours, client, options, sources, verify)
     isa = options.isa
-    for f in fns:
-        if out_of_time(options) is not None:
-            return
-        if not rewritable(f):
-            continue
+    for f in run.workable(fns):
         cur = run.returned(f.name)
         others = called_labels([run.returned(g) for g in ours.functions if g != f.name])
         found = fold_branches(cur, isa, others, options.deadline)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from tasmopt.errors import TasmSyntaxError
@@ -63,6 +63,7 @@ __all__ = [
     "INLINE_MAX_INSTRUCTIONS",
     "INLINE_GROWTH_PER_CYCLE",
     "straight_body",
+    "apply_edits",
     "inline_parts",
     "inline_calls",
     "inline_stage",
@@ -218,6 +219,23 @@ def _runs(lines: Sequence[str], isa: IsaVariant) -> list[tuple[int, int]]:
     return out
 
 
+def apply_edits(
+    lines: Sequence[str], edits: Sequence[tuple[int, int, list[str]]]
+) -> tuple[list[str], list[tuple[int, int]]]:
+    """``lines`` with every ``(start, end, new)`` edit applied (``lines[start:end] = new``;
+    the edits must not overlap; an insertion has ``start == end``), and where each edit's
+    new lines ended up, as ``(start, end)`` spans in the result (an empty replacement leaves
+    the empty span at its place), sorted."""
+    out = list(lines)
+    spans: list[tuple[int, int]] = []
+    for a, b, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
+        out[a:b] = new
+        shift = len(new) - (b - a)
+        spans = [(x + shift, y + shift) if x >= b else (x, y) for x, y in spans]
+        spans.append((a, a + len(new)))
+    return out, sorted(spans)
+
+
 def _reoptimize(
     f: FunctionState,
     lines: list[str],
@@ -264,11 +282,7 @@ def inline_stage(
     included); a function keeps its result so far unless an inlined version is proven and
     takes fewer cycles with every callee at its returned code."""
     run = _Run(fns, ours, client, options, sources, verify)
-    for f in _callees_first(fns, ours):
-        if out_of_time(options) is not None:
-            return
-        if not rewritable(f):
-            continue
+    for f in run.workable(_callees_first(fns, ours)):
         run.function(f)
 
 
@@ -386,6 +400,19 @@ class _Run:
             if self.attempt(f, cur, {lab: found[lab] for lab in plan}, best_so_far):
                 return
 
+    def workable(self, order: Iterable[FunctionState]) -> Iterator[FunctionState]:
+        """The functions of ``order`` a function-level pass may rewrite (`rewritable`), until
+        the request's deadline (`out_of_time`): a pass's loop over the module."""
+        for f in order:
+            if out_of_time(self.options) is not None:
+                return
+            if rewritable(f):
+                yield f
+
+    def others(self, f: FunctionState) -> list[list[str]]:
+        """Every other function's lines as they will be returned (so far)."""
+        return [self.returned(g) for g in self.ours.functions if g != f.name]
+
     def context(self, f: FunctionState) -> dict[str, list[str]]:
         """Every other function's returned lines (for harnesses)."""
         return {
@@ -394,13 +421,16 @@ class _Run:
             if n != f.name and g.new_lines is not None
         }
 
-    def taller_caller(self, f: FunctionState, lines: list[str]) -> str | None:
-        """With ``lines`` as ``f``'s code, the first function calling ``f`` (directly or
-        not) whose padded height would exceed what it has now, or that cannot be measured
-        with them, as a refusal note; None if none would. The program's words feed tables
-        of every caller's program too (program, hash, and the cascade through the
-        attestation's Tip5 traces), so a rewrite that lengthens ``f`` past design §2's rule
-        (`no_taller`) is measured in its callers as well (issue 11 item 7)."""
+    def taller_caller(self, f: FunctionState, lines: list[str], v: FunctionVerdict) -> str | None:
+        """With ``lines`` as ``f``'s code (measured by ``v``), the first function calling
+        ``f`` (directly or not) whose padded height would exceed what it has now, or that
+        cannot be measured with them, as a refusal note; None if none would. The program's
+        words feed tables of every caller's program too (program, hash, and the cascade
+        through the attestation's Tip5 traces), so a rewrite that lengthens ``f`` past
+        design §2's rule (`no_taller`) is measured in its callers as well (issue 11 item
+        7); one within that rule is not (None)."""
+        if no_taller(v.heights, v.baseline_heights):
+            return None
         for g in self.state.values():
             now = g.report.padded_height
             if g is f or not now or g.reference is None or g.passthrough:
@@ -472,8 +502,8 @@ class _Run:
             log.error("%s of %s changed its behaviour: %s", what, f.name, v.reason)
         smaller = tie_if_smaller and _count(lines) < _count(self.returned(f.name))
         why = refusal(v, best, tie=smaller, longer=longer, current_padded=f.report.padded_height)
-        if why is None and longer and not no_taller(v.heights, v.baseline_heights):
-            why = self.taller_caller(f, lines)  # only a longer program can raise a caller
+        if why is None and longer:
+            why = self.taller_caller(f, lines, v)
         if why is not None:
             f.report.notes.append(f"{what} {why}")
             return False
@@ -549,8 +579,8 @@ class _Run:
             why = (
                 f"not kept: {growth} more instructions for {best - v.cycles} cycles saved per call"
             )
-        if why is None and not no_taller(v.heights, v.baseline_heights):
-            why = self.taller_caller(f, cand_lines)  # only a longer program can raise a caller
+        if why is None:
+            why = self.taller_caller(f, cand_lines, v)
         if why is not None:
             rep.notes.append(f"inlining {names} {why}")
             return False

@@ -66,8 +66,8 @@ from dataclasses import dataclass
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText, line_kind
-from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run
-from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time, rewritable
+from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
+from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 from tasmopt.tasm.parser import parse_instructions
@@ -420,34 +420,25 @@ def find_counted_loops(lines: Sequence[str], isa: IsaVariant = "release") -> lis
     """The loops of one function's lines (its sections) that qualify for the rewrite."""
     out = []
     for shape in loop_shapes(lines, isa):
-        label, start, end, body, sites = (
-            shape.label,
-            shape.start,
-            shape.end,
-            shape.body,
-            shape.sites,
-        )
-        incs = shape.incs
         # the permutation's window must leave room to park the counter below it
         keeps = [n for n in shape.keeps if n < REACH - 1]
-        runs = [_site_run(lines, s, isa) for s in sites]
+        runs = [_site_run(lines, s, isa) for s in shape.sites]
         found = next(
             (
                 (i, n)
-                for i in incs
+                for i in shape.incs
                 for n in keeps
                 if n != i and i < REACH - 1 and all(_site_ok(r, i, n) for r in runs)
             ),
             None,
         )
+        where = (shape.label, shape.start, shape.end, shape.body)
         if found is not None:
-            out.append(CountedLoop(label, start, end, tuple(body), found[0], found[1], sites))
+            out.append(CountedLoop(*where, found[0], found[1], shape.sites))
         elif keeps:  # no induction variable to reuse: make one from the counter
             zero = next((n for n in keeps if all(_site_counts_n(r, n) for r in runs)), None)
             n = keeps[0] if zero is None else zero
-            out.append(
-                CountedLoop(label, start, end, tuple(body), None, n, sites, zero is not None)
-            )
+            out.append(CountedLoop(*where, None, n, shape.sites, zero is not None))
     return out
 
 
@@ -544,7 +535,7 @@ def rewrite_loops(
 ) -> tuple[list[str], list[tuple[int, int]]]:
     """The function's lines with ``loops`` rewritten (module docstring), and the line spans
     of the new straight-line code (for the block sources to optimize)."""
-    edits: list[tuple[int, int, list[str], bool]] = []  # (start, end, new lines, straight)
+    edits: list[tuple[int, int, list[str]]] = []  # (start, end, new lines)
     for loop in loops:
         r, _, a, u = _layouts(loop)
         b = [str(x) for x in loop.body]
@@ -566,20 +557,12 @@ def rewrite_loops(
                 loop.start + 1,
                 loop.end,
                 [INDENT + t for t in body] + [INDENT + "recurse_or_return"],
-                True,
             )
         )
         for s in loop.sites:
             site = [*a_plus, "skiz", f"call {loop.label}", *after]
-            edits.append((s, s + 1, [INDENT + t for t in site], True))
-    out = list(lines)
-    spans: list[tuple[int, int]] = []
-    for a0, b0, new, _ in sorted(edits, key=lambda e: e[0], reverse=True):
-        out[a0:b0] = new
-        shift = len(new) - (b0 - a0)
-        spans = [(x + shift, y + shift) if x >= b0 else (x, y) for x, y in spans]
-        spans.append((a0, a0 + len(new)))
-    return out, sorted(spans)
+            edits.append((s, s + 1, [INDENT + t for t in site]))
+    return apply_edits(lines, edits)
 
 
 def exclusive_loops(
@@ -615,11 +598,7 @@ def loop_stage(
     function keeps its result so far unless the rewritten one is equivalent on the
     verifier's witnesses, takes fewer cycles and raises no table."""
     run = _Run(fns, ours, client, options, sources, verify)
-    for f in fns:
-        if out_of_time(options) is not None:
-            return
-        if not rewritable(f):
-            continue
+    for f in run.workable(fns):
         cur = run.returned(f.name)
         found = with_loops_rewritten(run, f, cur, ours, options, sources, verify)
         if found is None:
@@ -646,7 +625,7 @@ def with_loops_rewritten(
         loops = find_counted_loops(lines, options.isa)
     except TasmSyntaxError:
         return None
-    loops = exclusive_loops(loops, [run.returned(g) for g in ours.functions if g != f.name])
+    loops = exclusive_loops(loops, run.others(f))
     if not loops:
         return None
     cand, spans = rewrite_loops(lines, loops)

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText, line_kind
-from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run
+from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
 from tasmopt.optimizer.loops import (
     REACH,
     _at,
@@ -336,18 +336,16 @@ def _changes(body: Sequence[Instr], isa: IsaVariant) -> tuple[Change, ...]:
         if not k:
             continue
         if not coef:
-            found: tuple[int | None, int, int] = (None, k, c)
+            if all(a[:2] != (None, k) for a in arrays):
+                arrays.append((None, k, c))
         elif len(coef) == 1 and next(iter(coef.values())) == 1:
             d = depth.get(next(iter(coef)))
             if d is None or d in (I_SLOT, N_SLOT) or d not in kept:
                 continue
-            if c and (d, k, 0) not in arrays:  # the base alone first: it wins ties
-                arrays.append((d, k, 0))
-            found = (d, k, c)  # and the pointer moved to the accessed cell
-        else:
-            continue
-        if all(a[:2] != found[:2] or (a[0] is not None and a != found) for a in arrays):
-            arrays.append(found)
+            # the base alone first (it wins ties), then the pointer on the accessed cell
+            for found in ((d, k, 0), (d, k, c)):
+                if found not in arrays:
+                    arrays.append(found)
     out: list[Change] = [Change(b, (), k, c) for b, k, c in arrays]
     # a second induction variable beside st5: it may carry the test instead
     for q in range(min(len(df.entry), REACH - 1)):
@@ -472,14 +470,7 @@ def rewrite_pointer_loop(
         _, t_inv = change_code(change)
         edits.append((at, at, [INDENT + t for t in t_site]))
         edits.append((s + 1, s + 1, [INDENT + t for t in t_inv]))
-    out = list(lines)
-    spans: list[tuple[int, int]] = []
-    for a0, b0, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
-        out[a0:b0] = new
-        shift = len(new) - (b0 - a0)
-        spans = [(x + shift, y + shift) if x >= b0 else (x, y) for x, y in spans]
-        spans.append((a0, a0 + len(new)))
-    return out, sorted(spans)
+    return apply_edits(lines, edits)
 
 
 def _conjugated(loop: PointerLoop, change: Change) -> list[str]:
@@ -548,7 +539,7 @@ def pointer_stage(
     for f in fns:
         if not rewritable(f):
             continue
-        others = called_labels([run.returned(g) for g in ours.functions if g != f.name])
+        others = called_labels(run.others(f))
         tried: set[str] = set()
         while out_of_time(options) is None:
             cur = run.returned(f.name)

@@ -34,7 +34,7 @@ from tasmopt.isa import IsaVariant, instruction_set
 from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.inline import INDENT, _Run
 from tasmopt.optimizer.loops import _instrs, _sections, called_labels, no_fall_through
-from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time, rewritable
+from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 
@@ -113,13 +113,9 @@ def shortcut_stage(
     run; a function keeps its result so far unless the rewritten one is equivalent on the
     verifier's witnesses, takes fewer cycles and raises no table."""
     run = _Run(fns, ours, client, options, sources, verify)
-    for f in fns:
-        if out_of_time(options) is not None:
-            return
-        if not rewritable(f):
-            continue
+    for f in run.workable(fns):
         cur = run.returned(f.name)
-        others = called_labels([run.returned(g) for g in ours.functions if g != f.name])
+        others = called_labels(run.others(f))
         found = shortcut_calls(cur, options.isa, others)
         if found is None:
             continue

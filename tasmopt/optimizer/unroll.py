@@ -46,9 +46,9 @@ from dataclasses import dataclass
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P
 from tasmopt.module import ModuleText
-from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run
+from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
 from tasmopt.optimizer.loops import LoopShape, _at, _site_run, called_labels, loop_shapes
-from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time, rewritable
+from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 
@@ -125,17 +125,9 @@ def unroll(
             edits.append((site, site + 1, body * k))
         if u.whole:
             edits.append((u.shape.start, u.shape.end, []))
-    out = list(lines)
-    spans: list[tuple[int, int]] = []
-    for a, b, new in sorted(edits, key=lambda e: e[0], reverse=True):
-        out[a:b] = new
-        shift = len(new) - (b - a)
-        spans = [(x + shift, y + shift) if x >= b else (x, y) for x, y in spans]
-        if new:
-            spans.append((a, a + len(new)))
-        elif a > 0:
-            spans.append((a - 1, a))  # where the empty copies were: the run around them
-    return out, sorted(spans)
+    out, spans = apply_edits(lines, edits)
+    # where empty copies were: the line before them, so that their run is searched again
+    return out, sorted((a - 1, a) if a == b and a > 0 else (a, b) for a, b in spans if b > 0)
 
 
 def unroll_stage(
@@ -150,15 +142,10 @@ def unroll_stage(
     function keeps its result so far unless the unrolled one is equivalent on the verifier's
     witnesses, takes fewer cycles and raises no execution table nor the padded height."""
     run = _Run(fns, ours, client, options, sources, verify)
-    for f in fns:
-        if out_of_time(options) is not None:
-            return
-        if not rewritable(f):
-            continue
+    for f in run.workable(fns):
         cur = run.returned(f.name)
-        others = [run.returned(g) for g in ours.functions if g != f.name]
         try:
-            found = find_unrollings(cur, others, options.isa)
+            found = find_unrollings(cur, run.others(f), options.isa)
         except TasmSyntaxError:
             continue
         if not found:

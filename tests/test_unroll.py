@@ -3,7 +3,10 @@ short constant trip count become copies of their body. Behaviour is preserved at
 counts 0, 1 and many, with a branch in the body; adversarial: a counter that is not a
 constant on every input, a body that touches the counter, a call a ``skiz`` may skip, a loop
 another function calls, a loop entered by fall-through, and trip counts past the cost model
-are all left alone, and a wrong unrolling is caught by the function check."""
+are all left alone, and a wrong unrolling is caught by the function check. Also: a rare guard, a
+high-degree body and aliased RAM accesses keep their outcome in the copies; a sponge in the body
+and a label inside it are left alone; a client baseline that differs from our lowering is what
+the result matches."""
 
 from __future__ import annotations
 
@@ -220,3 +223,119 @@ def test_a_longer_rewrite_never_raises_the_padded_height_of_what_it_replaces():
     why = refusal(v, 110, longer=True, current_padded=512)
     assert why is not None and "padded height 1024" in why
     assert refusal(v, 110) is not None  # design §2's strict rule: the program grew
+
+
+# -- adversarial: what could make an unrolled loop accept a different program --------------
+
+
+#: the body's extra lines are inserted before ``swap 2`` (acc at st2, x at st1, c on top)
+def _with_body(extra: str, k: int = 3) -> str:
+    return _text(k).replace(
+        "    swap 2\n    dup 1\n    mul", extra + "    swap 2\n    dup 1\n    mul", 1
+    )
+
+
+def _outcome(text: str, inputs: tuple[int, ...], main: str | None = None):
+    main = (
+        main or "main:\n    read_io 1\n    read_io 1\n    call __triple\n    write_io 1\n    halt\n"
+    )
+    r = run(parse(main + text), VmInput(public_input=inputs, initial_stack=[0] * 16))
+    return (r.error is None, list(r.public_output), list(r.stack) if r.error is None else None)
+
+
+def _unrolled(text: str) -> str:
+    found = find_unrollings(text.splitlines(), [])
+    assert found, "expected the loop to qualify"
+    return "\n".join(unroll(text.splitlines(), found)[0]) + "\n"
+
+
+def test_a_rare_guard_in_the_body_fails_in_the_copies_exactly_when_in_the_loop():
+    # assert x != 12345 in every iteration: random inputs never fail it
+    guarded = _with_body("    dup 1\n    push 12345\n    eq\n    push 0\n    eq\n    assert\n")
+    copies = _unrolled(guarded)
+    for inputs in [(2, 3), (7, 5), (2, 12345)]:
+        assert _outcome(copies, inputs) == _outcome(guarded, inputs), inputs
+    assert _outcome(guarded, (2, 12345))[0] is False  # the guard really fails there
+
+
+def test_a_high_degree_body_keeps_its_values():
+    # acc := acc^8 * x + 1 per iteration: degree 8^k, far past any witness-count bound
+    high = _with_body(
+        "    swap 2\n    dup 0\n    mul\n    dup 0\n    mul\n    dup 0\n    mul\n    swap 2\n", 5
+    )
+    copies = _unrolled(high)
+    for inputs in [(2, 3), (P - 1, 2), (0, 0), (123456789, 987654321)]:
+        assert _outcome(copies, inputs) == _outcome(high, inputs), inputs
+
+
+def test_aliased_ram_accesses_in_the_body_keep_their_order():
+    # every iteration writes acc at address x and reads address 77 into acc's place: when
+    # x == 77 the read sees the write (aliased), otherwise an older value
+    ram = _with_body(
+        "    dup 2\n    dup 2\n    write_mem 1\n    pop 1\n"
+        "    push 77\n    read_mem 1\n    pop 1\n    swap 3\n    pop 1\n"
+    )
+    copies = _unrolled(ram)
+    for inputs in [(5, 77), (5, 76), (9, 0)]:
+        assert _outcome(copies, inputs) == _outcome(ram, inputs), inputs
+    assert _outcome(ram, (5, 77)) != _outcome(ram, (5, 76))  # aliasing changes the result
+
+
+def test_a_sponge_in_the_body_is_left_alone():
+    # the symbolic body facts do not model the sponge: not proven, so not unrolled
+    sponge = _with_body(
+        "    sponge_squeeze\n    pop 5\n    pop 4\n    pick 3\n    add\n    place 2\n"
+    )
+    assert find_unrollings(sponge.splitlines(), []) == []
+    main = "main:\n    sponge_init\n    read_io 1\n    read_io 1\n    call __triple\n    halt\n"
+    assert run(parse(main + sponge), VmInput(public_input=(2, 3))).error is None  # it runs
+
+
+def test_a_label_inside_the_body_is_left_alone():
+    # another entry into the middle of the loop body: the section is no counted loop
+    mid = _text(3).replace(
+        "    swap 2\n    dup 1\n    mul", "__loop__1_mid:\n    swap 2\n    dup 1\n    mul", 1
+    )
+    assert find_unrollings(mid.splitlines(), []) == []
+    assert _outcome(mid, (2, 3))[0]  # the text assembles and runs
+
+
+@pytest.mark.parametrize("rewrite_mismatched", [False, True])
+def test_a_client_baseline_that_differs_from_our_lowering_is_what_the_result_must_match(
+    rewrite_mismatched,
+):
+    """The client's horner4 runs its loop 3 times where our lowering runs it 4: whatever
+    comes back (the client's text unchanged, or optimized on it with the client stage)
+    behaves as the client's program, never as our lowering."""
+    from tasmopt.lower.triton import lower
+    from tasmopt.module import ModuleText
+    from tasmopt.vm.equivalence import check_function
+
+    mods = compile_modules(ROOT / "corpus" / "array" / "fixed.tri", [ROOT / "corpus"])
+    ops = mods[-1].ops
+    low = lower(ops)
+    labels = {f.name: f.label for f in low.functions if f.name}
+    ours = ModuleText.from_lowering(low)
+    text = "\n".join(ours.lines) + "\n"
+    h = ours.section_lines("horner4")
+    site = next(i for i, ln in enumerate(h) if ln.strip().startswith("call ") and "loop" in ln)
+    assert h[site - 1].strip() == "push 4", h[site - 3 : site + 1]
+    client_lines = list(ours.lines)
+    at = client_lines.index(h[0]) + site - 1
+    client_lines[at] = "    push 3"
+    client = "\n".join(client_lines) + "\n"
+    opts = CompileOptions(
+        sources=("rules", "search"),
+        only=frozenset({"horner4"}),
+        rewrite_mismatched=rewrite_mismatched,
+    )
+    r = compile_tir(ops, client, options=opts)
+    out = ModuleText.from_text(r.tasm, labels)
+    ref = ModuleText.from_text(client, labels)
+    v = check_function(ref.harness("horner4", "release"), out.harness("horner4", "release"), seed=7)
+    assert v.equivalent, v.reason
+    mine = ModuleText.from_text(text, labels)
+    w = check_function(
+        mine.harness("horner4", "release"), out.harness("horner4", "release"), seed=7
+    )
+    assert not w.equivalent  # it is not our lowering's program

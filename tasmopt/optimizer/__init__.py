@@ -47,6 +47,7 @@ from tasmopt.optimizer.candidates import build_checks, candidate_logprobs, propo
 from tasmopt.optimizer.client_text import client_stage
 from tasmopt.optimizer.conditions import condition_stage
 from tasmopt.optimizer.contract import private_by_function
+from tasmopt.optimizer.hot import hot_stage
 from tasmopt.optimizer.inline import inline_stage
 from tasmopt.optimizer.loops import loop_stage
 from tasmopt.optimizer.pointers import pointer_stage
@@ -233,6 +234,9 @@ def _compile(
     with stage(timings, "shortcuts"):
         if options.inline and "rules" in options.sources:  # last: the idioms above need the calls
             shortcut_stage(fns, passes, client, options, sources, verify)
+    with stage(timings, "hot"):
+        if options.inline and "rules" in options.sources:  # last: the loop bodies as returned
+            hot_stage(fns, passes, client, options, sources, verify)
     with stage(timings, "splice"):
         entries = [_settle(f, options) for f in fns]
         text = assemble(fns, low, ours, client)

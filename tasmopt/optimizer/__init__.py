@@ -47,6 +47,7 @@ from tasmopt.optimizer.candidates import build_checks, candidate_logprobs, propo
 from tasmopt.optimizer.client_text import client_stage
 from tasmopt.optimizer.conditions import condition_stage
 from tasmopt.optimizer.contract import private_by_function
+from tasmopt.optimizer.early_exit import early_exit_stage
 from tasmopt.optimizer.hot import hot_stage
 from tasmopt.optimizer.inline import inline_stage
 from tasmopt.optimizer.loops import loop_stage
@@ -222,6 +223,9 @@ def _compile(
     with stage(timings, "unroll"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
             unroll_stage(fns, passes, client, options, sources, verify)
+    with stage(timings, "early_exit"):
+        if options.inline and "rules" in options.sources:  # before branches: needs the call
+            early_exit_stage(fns, passes, client, options, sources, verify)
     with stage(timings, "branches"):
         if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
             branch_stage(fns, passes, client, options, sources, verify)

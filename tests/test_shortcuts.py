@@ -3,7 +3,9 @@ that is one instruction and ``return`` becomes that instruction (or a direct cal
 is kept on both sides of the ``skiz`` that guards it, with a two-word instruction, a failing
 one, and a forwarded call into a loop; adversarially, sections another function calls or
 that control can fall into stay, and sections that are not exactly one plain instruction and
-``return`` are left alone."""
+``return`` are left alone. The one call no ``skiz`` can skip of a longer straight-line section
+takes its body; one a ``skiz`` may skip, or a section called twice or by another function,
+stays."""
 
 from __future__ import annotations
 
@@ -203,3 +205,54 @@ def test_forward_only_keeps_one_instruction_sections_called():
     new, labels = shortcut_calls(text.splitlines(), forward_only=True)
     assert labels == ["__u"]
     assert "    call __t" in new and "    call __g" in new and "__u:" not in "\n".join(new)
+
+
+#: _ c x -> _ r: an unguarded call of a three-instruction body (x*x + c), then a guarded one
+UNGUARDED = """\
+__f:
+    call __sq
+    dup 0
+    skiz
+    call __inv
+    return
+
+__sq:
+    dup 0
+    mul
+    add
+    return
+
+__inv:
+    invert
+    return
+"""
+
+
+def test_the_one_unskippable_call_of_a_longer_body_takes_the_body():
+    """``early_exit`` leaves ``call T`` unguarded in a loop body: T's instructions replace
+    the call (the call and return words go) and the section is deleted."""
+    new, labels = shortcut_calls(UNGUARDED.splitlines())
+    assert labels == ["__inv", "__sq"]
+    new_text = "\n".join(new) + "\n"
+    assert "__sq:" not in new_text and new_text.startswith("__f:\n    dup 0\n    mul\n    add\n")
+    for case in [(0, 0), (3, 4), (5, 0), (2**63, 2**40 + 1)]:
+        (before, c_before), (after, c_after) = outcome(UNGUARDED, case), outcome(new_text, case)
+        assert after == before, case
+        assert c_after < c_before
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        (UNGUARDED.replace("    call __sq\n", "    skiz\n    call __sq\n"), "a skiz may skip it"),
+        (UNGUARDED.replace("    call __sq\n", "    call __sq\n    call __sq\n"), "two call sites"),
+    ],
+)
+def test_a_longer_body_that_a_skiz_may_skip_or_called_twice_stays(text, why):
+    new, labels = shortcut_calls(text.splitlines())
+    assert "__sq" not in labels and "__sq:" in "\n".join(new), why
+
+
+def test_a_longer_body_another_function_calls_stays():
+    new, labels = shortcut_calls(UNGUARDED.splitlines(), others_call=frozenset({"__sq"}))
+    assert "__sq" not in labels and "    call __sq" in new

@@ -13,11 +13,12 @@ Stages (each timed in `CompileResult.timings`, seconds):
    taller; ranked by cycles, then the sum of the other tables, then size.
 6. ``splice`` — blocks spliced back; each changed function is re-verified as a whole on
    fresh witnesses against its baseline and falls back to the baseline if anything fails.
-7. ``inline``, ``unroll``, ``branches``, ``loops``, ``pointers`` and ``shortcuts`` — the
-   function-level passes (`tasmopt.optimizer.inline`, `.unroll`, `.branches`, `.loops`,
-   `.pointers`, `.shortcuts`): a function keeps a rewrite only when it is proven, cheaper in
-   cycles and no table grows (those that lengthen the program to save cycles: no table that
-   grows with execution, nor the padded height).
+7. ``inline``, ``unroll``, ``early_exit``, ``branches``, ``loops``, ``pointers``,
+   ``shortcuts`` and ``hot`` — the function-level passes (`tasmopt.optimizer.inline`,
+   `.unroll`, `.early_exit`, `.branches`, `.loops`, `.pointers`, `.shortcuts`, `.hot`): a
+   function keeps a rewrite only when it is proven, cheaper in cycles and no table grows
+   (those that lengthen the program to save cycles: no table that grows with execution, nor
+   the padded height).
 
 The verifier is the authority: nothing reaches the output unless it was proven equivalent
 to the baseline (or is the baseline).

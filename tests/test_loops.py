@@ -12,6 +12,7 @@ import pytest
 
 import tasmopt.optimizer.loops as loops
 from tasmopt.frontend import compile_modules
+from tasmopt.isa import P
 from tasmopt.optimizer import compile as compile_tir
 from tasmopt.optimizer.loops import (
     exclusive_loops,
@@ -480,3 +481,69 @@ def test_a_loop_rewrite_that_lengthens_the_program_is_kept_when_cycles_drop():
         got = _call(ours, "__sq_n", 3, n)
         assert got == _call(base, "__sq_n", 3, n)
         assert got[0] == [pow(3, 2**n, (1 << 64) - (1 << 32) + 1)]
+
+
+#: sum(base, n) with the counter's decrement moved to the end of the body by the block
+#: search (corpus array.reduce sum when its block gets the whole budget)
+LATE_DECREMENT = """\
+__sum:
+    push 0
+    push 0
+    dup 2
+    call __loop__1
+    pop 1
+    pop 1
+    swap 2
+    pop 2
+    return
+
+__loop__1:
+    dup 0
+    push 0
+    eq
+    skiz
+    return
+    dup 4
+    dup 2
+    add
+    read_mem 1
+    pop 1
+    pick 3
+    add
+    pick 2
+    addi 1
+    pick 2
+    STEP
+    recurse
+"""
+
+
+def _sum(text: str, base: int, values: list[int]):
+    main = "main:\n    read_io 2\n    call __sum\n    write_io 1\n    halt\n"
+    ram = {base + i: v for i, v in enumerate(values)}
+    r = run(
+        parse(main + text),
+        VmInput(public_input=(base, len(values)), ram=ram, initial_stack=[0] * 16),
+    )
+    assert r.error is None, r.error
+    return list(r.public_output), list(r.stack)
+
+
+@pytest.mark.parametrize("values", [[], [5], [1, 2], [9, 8, 7, 6, 5, 4, 3, 2, 1, P - 1]])
+def test_a_decrement_the_search_moved_to_the_end_of_the_body_still_qualifies(values):
+    """The head is followed by the body, whose last instructions step the counter: the loop
+    is read as ``addi -1; addi 1; B'`` and rewritten, behaviour kept."""
+    text = LATE_DECREMENT.replace("STEP", "addi -1")
+    lines = text.splitlines()
+    loops = find_counted_loops(lines)
+    assert len(loops) == 1
+    new, _ = rewrite_loops(lines, loops)
+    got = _sum("\n".join(new) + "\n", 300, values)
+    assert got == _sum(text, 300, values)
+    assert got[0] == [sum(values) % P]
+
+
+@pytest.mark.parametrize("step", ["addi -2", "addi 1", "push 0\n    add"])
+def test_a_body_that_does_not_step_the_counter_by_one_is_left_alone(step):
+    text = LATE_DECREMENT.replace("STEP", step)
+    assert find_counted_loops(text.splitlines()) == []

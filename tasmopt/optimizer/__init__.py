@@ -14,8 +14,9 @@ Stages (each timed in `CompileResult.timings`, seconds):
 6. ``splice`` — blocks spliced back; each changed function is re-verified as a whole on
    fresh witnesses against its baseline and falls back to the baseline if anything fails.
 7. ``inline``, ``unroll``, ``early_exit``, ``branches``, ``loops``, ``pointers``,
-   ``shortcuts`` and ``hot`` — the function-level passes (`tasmopt.optimizer.inline`,
-   `.unroll`, `.early_exit`, `.branches`, `.loops`, `.pointers`, `.shortcuts`, `.hot`): a
+   ``shortcuts``, ``hot`` and ``reverse`` — the function-level passes (`tasmopt.optimizer.inline`,
+   `.unroll`, `.early_exit`, `.branches`, `.loops`, `.pointers`, `.shortcuts`, `.hot`,
+   `.reverse`): a
    function keeps a rewrite only when it is proven, cheaper in cycles and no table grows
    (those that lengthen the program to save cycles: no table that grows with execution, nor
    the padded height).
@@ -62,6 +63,7 @@ from tasmopt.optimizer.prepare import (
 )
 from tasmopt.optimizer.rank import rank
 from tasmopt.optimizer.recheck import recheck
+from tasmopt.optimizer.reverse import reverse_stage
 from tasmopt.optimizer.shortcuts import shortcut_stage
 from tasmopt.optimizer.splice import assemble, finish_function, measure_with_callees
 from tasmopt.optimizer.state import (
@@ -242,6 +244,9 @@ def _compile(
     with stage(timings, "hot"):
         if options.inline and "rules" in options.sources:  # last: the loop bodies as returned
             hot_stage(fns, passes, client, options, sources, verify)
+    with stage(timings, "reverse"):
+        if options.inline and "rules" in options.sources:  # last: against the deepest bodies
+            reverse_stage(fns, passes, client, options, sources, verify)
     with stage(timings, "splice"):
         entries = [_settle(f, options) for f in fns]
         text = assemble(fns, low, ours, client)

@@ -399,7 +399,9 @@ def loop_shapes(lines: Sequence[str], isa: IsaVariant = "release") -> list[LoopS
         elif len(names) > 8 and _is(names[5], "push", -1) and _is(names[6], "add"):
             body = names[7:-1]
         else:
-            continue
+            # the block search moved the decrement into the body: L is `head; addi -1;
+            # addi 1; B'`, so B is `addi 1; B'` (the facts below decide whether it qualifies)
+            body = [Instr("addi", 1), *names[5:-1]]
         if not no_fall_through(lines, sections, k):  # entered only by call
             continue
         sites = tuple(

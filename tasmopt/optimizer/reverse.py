@@ -1,0 +1,297 @@
+"""Function-level pass ``reverse``: a reduction loop walks its array from the top down (issue
+11, loops the way experts write them: ``read_mem`` walks the pointer for free downwards).
+
+``read_mem 1`` leaves its pointer one *below* the cell it read, so a loop that walks up an
+array (``for i in 0..n { acc = acc + ram_read(base + i) }``, after the ``loops`` and
+``pointers`` passes ``L: pick 5  read_mem 1  addi 2  place 6  add  recurse_or_return``) pays
+an ``addi 2`` per iteration that a walk down does not. Experts walk down. When the body only
+*adds* a term of the current cell to one accumulator (or multiplies it by one), the order of the iterations does not
+matter, and the pass reverses it::
+
+    A+ skiz call L  post          L: B  recurse_or_return
+ -> R+ A+ skiz call L  post       L: B  (st5 -= 2d)  recurse_or_return
+
+where ``d`` is the body's constant step of st5 and ``R`` maps ``(st5, st6)`` — the pointer
+``p`` and its end ``e`` — to ``(e - d, p - d)``: the new loop starts at the last cell and
+stops past the first. The block sources then fold ``st5 -= 2d`` into the body (searched with
+the ``hot`` pass's budget; this pass runs after it, so a reversal must beat the deepest
+forward body). The same holds for any induction variable at st5, not only a pointer:
+``factorial``'s ``acc * (i + 1)`` is a product over ``i`` too.
+
+Proof. Symbolic execution of ``B`` (exact polynomial identities over the Goldilocks field,
+`tasmopt.vm.symbolic`) establishes: ``B`` is straight-line with no net stack change, no
+effect but RAM reads, no failure guard; it maps st5 to ``st5 + d`` (``d`` a nonzero
+constant), keeps st6 and every other element but one, the accumulator ``a``, which it maps
+to ``a + D`` or to ``a * D`` where ``D`` mentions neither ``a`` nor st6. So ``D`` depends on the pointer,
+on elements that never change, and on RAM, which no iteration writes: ``D = D(p)``. The old
+loop runs ``p = p0, p0 + d, ..., e - d`` (the first ``k >= 1`` with ``p0 + k d = e``;
+forever if none) and returns ``a0 + D(p0) + ... + D(e - d)``; the new one runs ``q = e - d,
+e - 2d, ..., p0`` (the first ``k' >= 1`` with ``e - d - k' d = p0 - d``: the same ``k``),
+summing (multiplying) the same terms in the other order: the same element of the field
+(addition and multiplication are commutative and associative). No iteration has an effect or can fail, so the order is
+nothing else observable. The new loop leaves st5 and st6 different (``p0 - d`` instead of
+``e``); every call site proves they are dead: the code after the call is straight-line up to
+the function's ``return``, and its symbolic run consumes st5 and st6 without them reaching
+the returned stack, an output, RAM or a guard. ``L`` is entered only by ``call`` lines of
+this function (no fall-through, no other function calls it), and ``R`` is checked
+symbolically. The rewritten function is then run against its reference on the verifier's
+witnesses (`check_function`) and kept only when equivalent there, cheaper in cycles, with no
+table that grows with execution taller and no padded height larger, its own or a caller's
+(`refusal` with ``longer``: ``R`` adds words at the call site). Anything not established
+leaves the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from tasmopt.errors import TasmSyntaxError
+from tasmopt.isa import IsaVariant, P, instruction_set, names_where
+from tasmopt.module import ModuleText, line_kind
+from tasmopt.optimizer.hot import HOT_FACTOR
+from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
+from tasmopt.optimizer.loops import _at, _instrs, _sections, called_labels, no_fall_through
+from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time
+from tasmopt.report import CompileOptions
+from tasmopt.sources import SourceSet
+from tasmopt.tasm.parser import parse_instructions
+from tasmopt.tasm.program import Instr
+from tasmopt.vm.expr import ExprContext, Poly
+from tasmopt.vm.guards import guard_polys
+from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
+
+__all__ = ["Reversal", "find_reversals", "reverse", "reverse_stage", "swap_ends"]
+
+#: ``recurse_or_return`` compares these two elements (Triton VM spec).
+I_SLOT, N_SLOT = 5, 6
+#: The instruction that ends such a loop: it may both return and recurse (ISA table).
+_LOOP_END = names_where(lambda i: i.may_return and i.may_recurse)
+#: The instruction that ends a function: returns, never recurses (ISA table).
+_RETURN = names_where(lambda i: i.ends_frame and i.may_return and not i.may_recurse)
+#: Pointer steps tried (cells per iteration, either way).
+STEPS = tuple(d for k in range(1, 6) for d in (k, -k))
+
+
+@dataclass(frozen=True)
+class Reversal:
+    """A reduction loop that qualifies (module docstring).
+
+    Attributes:
+        label: ``L``. ret: line index of its ``recurse_or_return``. step: ``d``.
+        sites: line index of each ``call L`` with True where ``skiz`` guards it.
+    """
+
+    label: str
+    ret: int
+    step: int
+    sites: tuple[tuple[int, bool], ...]
+
+
+def swap_ends(step: int, under: int = 0) -> list[str]:
+    """``R``: ``(st5, st6) := (st6 - d, st5 - d)``, ``under`` elements below the top."""
+    a, b = I_SLOT + under, N_SLOT + under
+    neg = f"addi {-step}"
+    return [f"pick {b}", neg, f"pick {b}", neg, f"place {b}", f"place {a}"]
+
+
+def _swap_ends_ok(step: int, under: int, isa: IsaVariant) -> bool:
+    """`swap_ends` does what it says on every state (symbolic check)."""
+    ctx = ExprContext()
+    run = run_symbolic(parse_instructions("\n".join(swap_ends(step, under)), isa), ctx, isa)
+    if run.unsupported is not None or run.delta != 0 or run.guards:
+        return False
+    a, b = I_SLOT + under, N_SLOT + under
+    want = {
+        a: ctx.sub(ctx.var("s", b), ctx.const(step % P)),
+        b: ctx.sub(ctx.var("s", a), ctx.const(step % P)),
+    }
+    return all(_at(run, k) is want.get(k, ctx.var("s", k)) for k in range(max(run.base, b + 1)))
+
+
+def _quiet(run: SymbolicRun) -> bool:
+    """No effect but RAM reads, no failure guard, no unsupported instruction."""
+    return (
+        run.unsupported is None
+        and not run.outputs
+        and not run.ram
+        and run.sponge is None
+        and not any(run.consumed.values())
+        and not run.guards
+    )
+
+
+def _reduction(body: Sequence[Instr], isa: IsaVariant) -> int | None:
+    """``d`` when ``body`` is a reduction step (module docstring), else None."""
+    ctx = ExprContext()
+    run = run_symbolic(body, ctx, isa)
+    if not _quiet(run) or run.delta != 0:
+        return None
+    s = [ctx.var("s", k) for k in range(max(run.base, N_SLOT + 1))]
+    if _at(run, N_SLOT) is not s[N_SLOT]:
+        return None
+    moved = ctx.sub(_at(run, I_SLOT), s[I_SLOT])
+    if not moved.is_const or moved.const % P == 0:
+        return None
+    step = moved.const % P
+    step = step - P if step > P // 2 else step
+    if step not in STEPS:
+        return None
+    changed = [k for k in range(len(s)) if k != I_SLOT and _at(run, k) is not s[k]]
+    if len(changed) != 1:
+        return None
+    (acc,) = changed
+    banned = ctx.atoms_of([s[acc], s[N_SLOT]])
+    term = ctx.sub(_at(run, acc), s[acc])  # a + D
+    if not banned & ctx.atoms_of([term]):
+        return step
+    factor = _factor(ctx, _at(run, acc), s[acc])  # a * D
+    if factor is not None and not banned & ctx.atoms_of([factor]):
+        return step
+    return None
+
+
+def _factor(ctx: ExprContext, p: Poly, a: Poly) -> Poly | None:
+    """``D`` with ``p = a * D``, when every term of ``p`` holds the atom ``a`` (a variable)
+    exactly once; else None."""
+    ((mono, _),) = a.terms.items()
+    ((atom, _),) = mono
+    out: dict[tuple[tuple[int, int], ...], int] = {}
+    for m, c in p.terms.items():
+        if (atom, 1) not in m:
+            return None
+        out[tuple(x for x in m if x != (atom, 1))] = c
+    d = ctx.poly(out)
+    return d if ctx.mul(a, d) is p else None
+
+
+def _dead_after(lines: Sequence[str], site: int, isa: IsaVariant) -> bool:
+    """The code after the ``call`` at line ``site`` runs straight to the function's
+    ``return`` and never lets st5 or st6 (at the call's return) be observed."""
+    table = instruction_set(isa)
+    post: list[Instr] = []
+    for i in range(site + 1, len(lines)):
+        kind = line_kind(lines[i])
+        if kind is None:
+            continue
+        if kind == ":":
+            return False
+        try:
+            (ins,) = parse_instructions(lines[i].split("//", 1)[0], isa)
+        except (TasmSyntaxError, ValueError):
+            return False
+        if ins.name in _RETURN:
+            break
+        if table[ins.name].is_control_flow:
+            return False
+        post.append(ins)
+    else:
+        return False
+    ctx = ExprContext()
+    run = run_symbolic(post, ctx, isa)
+    if run.unsupported is not None or run.base <= N_SLOT:
+        return False
+    ends = ctx.atoms_of([ctx.var("s", I_SLOT), ctx.var("s", N_SLOT)])
+    seen = [*run.stack, *run.outputs, *guard_polys(ctx, run.guards)]
+    seen += [x for pair in run.ram for x in pair]
+    return not (ends & ctx.atoms_of(seen)) and not any(
+        g[0] not in ("zero", "nonzero", "u32", "xnonzero") for g in run.guards
+    )
+
+
+def find_reversals(
+    lines: Sequence[str], isa: IsaVariant = "release", others_call: frozenset[str] = frozenset()
+) -> list[Reversal]:
+    """The loops of one function's ``lines`` this pass may reverse (module docstring);
+    ``others_call``: labels other functions call."""
+    table = instruction_set(isa)
+    sections = _sections(lines)
+    out = []
+    for k, (label, start, end) in enumerate(sections):
+        if k == 0 or label in others_call or not no_fall_through(lines, sections, k):
+            continue
+        try:
+            ins = _instrs(lines, start + 1, end, isa)
+        except (TasmSyntaxError, ValueError):
+            continue
+        if len(ins) < 2 or ins[-1][1].name not in _LOOP_END:
+            continue
+        body = [x for _, x in ins[:-1]]
+        if any(table[x.name].is_control_flow for x in body):
+            continue
+        step = _reduction(body, isa)
+        if step is None:
+            continue
+        sites = _sites(lines, label, isa)
+        if not sites or not all(_swap_ends_ok(step, int(g), isa) for _, g in sites):
+            continue
+        out.append(Reversal(label, ins[-1][0], step, sites))
+    return out
+
+
+def _sites(lines: Sequence[str], label: str, isa: IsaVariant) -> tuple[tuple[int, bool], ...]:
+    """Each ``call label`` with whether ``skiz`` guards it; empty if the label is reached
+    otherwise, a site is skippable some other way, or st5/st6 may be read after it."""
+    out = []
+    for i, ln in enumerate(lines):
+        words = ln.split("//", 1)[0].split()
+        if label not in words[1:]:
+            continue
+        if line_kind(ln) != "call" or len(words) != 2 or not _dead_after(lines, i, isa):
+            return ()
+        prev = [j for j in range(i) if line_kind(lines[j])]
+        guarded = bool(prev) and line_kind(lines[prev[-1]]) == "skiz"
+        if guarded and len(prev) > 1 and line_kind(lines[prev[-2]]) == "skiz":
+            return ()
+        out.append((i, guarded))
+    return tuple(out)
+
+
+def reverse(lines: Sequence[str], rev: Reversal) -> tuple[list[str], list[tuple[int, int]]]:
+    """``lines`` with ``rev`` applied (module docstring), and the spans of the new lines."""
+    edits: list[tuple[int, int, list[str]]] = []
+    for i, guarded in rev.sites:
+        at = max(j for j in range(i) if line_kind(lines[j])) if guarded else i
+        edits.append((at, at, [INDENT + x for x in swap_ends(rev.step, int(guarded))]))
+    back = [f"pick {I_SLOT}", f"addi {-2 * rev.step}", f"place {I_SLOT}"]
+    edits.append((rev.ret, rev.ret, [INDENT + x for x in back]))
+    return apply_edits(lines, edits)
+
+
+def reverse_stage(
+    fns: list[FunctionState],
+    ours: ModuleText,
+    client: ModuleText | None,
+    options: CompileOptions,
+    sources: SourceSet,
+    verify: VerifyBackend,
+) -> None:
+    """Reverse the qualifying loops of every function worked on in this run; a function
+    keeps its result so far unless the rewritten one is equivalent on the verifier's
+    witnesses, takes fewer cycles and raises no execution table nor the padded height."""
+    run = _Run(fns, ours, client, options, sources, verify)
+    # the new body runs once per iteration: searched like the `hot` pass's loop bodies
+    deep = replace(options, search_budget_s=options.search_budget_s * HOT_FACTOR)
+    for f in run.workable(fns):
+        others = called_labels(run.others(f))
+        tried: set[str] = set()
+        while out_of_time(options) is None:
+            cur = run.returned(f.name)
+            found = [r for r in find_reversals(cur, options.isa, others) if r.label not in tried]
+            if not found:
+                break
+            rev = found[0]
+            tried.add(rev.label)
+            best = run.measure(f, cur)
+            if best is None:
+                break
+            cand, spans = reverse(cur, rev)
+            cand = _reoptimize(f, cand, spans, deep, sources, verify)
+            run.keep(
+                f,
+                cand,
+                best,
+                f"reverse {rev.label}",
+                f"reverse {rev.label} (walks down)",
+                longer=True,  # R at the call site
+            )

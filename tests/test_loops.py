@@ -17,6 +17,7 @@ from tasmopt.optimizer import compile as compile_tir
 from tasmopt.optimizer.loops import (
     exclusive_loops,
     find_counted_loops,
+    loop_shapes,
     permutation_program,
     rewrite_loops,
 )
@@ -547,3 +548,38 @@ def test_a_decrement_the_search_moved_to_the_end_of_the_body_still_qualifies(val
 def test_a_body_that_does_not_step_the_counter_by_one_is_left_alone(step):
     text = LATE_DECREMENT.replace("STEP", step)
     assert find_counted_loops(text.splitlines()) == []
+
+
+#: acc += RAM[c] with the counter c as the address: the counter is read through RAM
+COUNTER_ADDRESS = """\
+__f:
+    dup 0
+    call __loop__1
+    pop 1
+    pop 1
+    return
+
+__loop__1:
+    dup 0
+    push 0
+    eq
+    skiz
+    return
+    addi -1
+    dup ADDR
+    read_mem 1
+    pop 1
+    pick 2
+    add
+    place 1
+    recurse
+"""
+
+
+def test_a_body_that_reads_ram_at_the_counter_is_not_a_counted_loop():
+    """The read value is a RAM variable keyed by its address: that it depends on the
+    counter is only visible through the address (`ExprContext.depends_on`)."""
+    assert find_counted_loops(COUNTER_ADDRESS.replace("ADDR", "0").splitlines()) == []
+    assert loop_shapes(COUNTER_ADDRESS.replace("ADDR", "0").splitlines()) == []
+    # the same body reading at the kept element n (st2) qualifies
+    assert loop_shapes(COUNTER_ADDRESS.replace("ADDR", "2").splitlines())

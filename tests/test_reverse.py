@@ -1,7 +1,9 @@
 """The function-level ``reverse`` pass (`tasmopt.optimizer.reverse`): a reduction loop walks
 its array down. Behaviour is kept at trip counts 0, 1 and many, for sums and products;
 adversarial: a Horner step (order matters), a RAM write, an output, a second changing element,
-a term that reads the bound, a failure guard, a caller that reads the pointer after the loop,
+a term that reads the bound or a RAM cell at an address built from it or from the
+accumulator (corpus array.matrix trace once got that far: the function check caught it), a
+failure guard, a caller that reads the pointer after the loop,
 a loop another function calls or reached by fall-through are all left alone, and a wrong
 reversal is caught by the function check."""
 
@@ -128,6 +130,8 @@ def test_a_product_from_one_is_the_product():
         ("add\n    dup 6\n    add", "the term reads the bound"),
         ("dup 0\n    pop_count\n    pop 1\n    add", "a failure guard"),
         ("add\n    dup 0\n    mul", "the accumulator squared"),
+        ("add\n    dup 6\n    read_mem 1\n    pop 1\n    add", "a cell at the bound's address"),
+        ("add\n    dup 0\n    read_mem 1\n    pop 1\n    add", "a cell at the sum's address"),
     ],
 )
 def test_bodies_the_proof_does_not_cover_are_left_alone(body, why):

@@ -101,7 +101,7 @@ def _guard_only(body: Sequence[Instr], isa: IsaVariant) -> bool:
     if any(g[0] not in _GUARD_KINDS for g in run.guards):
         return False
     counter = ctx.atoms_of([ctx.var("s", 0)])
-    return not (counter & ctx.atoms_of([_at(run, 0), *guard_polys(ctx, run.guards)]))
+    return not (counter & ctx.depends_on([_at(run, 0), *guard_polys(ctx, run.guards)]))
 
 
 def _sites(lines: Sequence[str], label: str) -> tuple[int, ...] | None:

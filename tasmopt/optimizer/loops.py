@@ -39,7 +39,8 @@ site pushes the constant instead of computing ``n - c`` (`CountedLoop.from_zero`
 Proof. Write the old loop's state as ``(R, c)``. Symbolic execution of ``B`` (exact
 polynomial identities over the Goldilocks field, `tasmopt.vm.symbolic`) establishes that
 ``B`` neither reads nor moves ``c`` (it ends with ``s0`` on top and mentions ``s0`` nowhere
-else: not in another stack element, output, RAM access, guard or the sponge), that it maps
+else: not in another stack element, output, RAM access, the address of a cell it reads, guard
+or the sponge), that it maps
 ``i`` to ``i + 1`` and leaves ``n`` in place, with no net stack change; so ``B`` acts on
 ``R`` alone as ``B_R = push 0; B; pop 1``. Symbolic execution of each call site's
 straight-line prefix establishes ``c = n - i`` at the call. By induction ``c = n - i`` before
@@ -271,7 +272,7 @@ def _path_facts(
     (c_atom,) = ctx.atoms_of([s0])
     for k in conds:
         before = run_symbolic(body[:k], ctx, isa)
-        if before.unsupported is not None or c_atom in ctx.atoms_of([_at(before, 0)]):
+        if before.unsupported is not None or c_atom in ctx.depends_on([_at(before, 0)]):
             return None
     run = run_symbolic(body, ctx, isa)
     if run.unsupported is not None or run.delta != 0 or run.sponge is not None:
@@ -280,11 +281,11 @@ def _path_facts(
         return None
     others = [_at(run, d) for d in range(1, max(len(run.stack), REACH + 1))]
     others += run.outputs + [x for pair in run.ram for x in pair]
-    if c_atom in ctx.atoms_of(others):
+    if c_atom in ctx.depends_on(others):  # a cell read at an address built from c too
         return None
     if any(g[0] not in _GUARD_KINDS for g in run.guards):
         return None  # a guard this check cannot read: fail closed
-    if c_atom in ctx.atoms_of(guard_polys(ctx, run.guards)):
+    if c_atom in ctx.depends_on(guard_polys(ctx, run.guards)):
         return None
     one = ctx.one
     incs = [d for d in range(1, REACH + 1) if _at(run, d) is ctx.add(ctx.var("s", d), one)]

@@ -22,7 +22,8 @@ Proof. Symbolic execution of ``B`` (exact polynomial identities over the Goldilo
 `tasmopt.vm.symbolic`) establishes: ``B`` is straight-line with no net stack change, no
 effect but RAM reads, no failure guard; it maps st5 to ``st5 + d`` (``d`` a nonzero
 constant), keeps st6 and every other element but one, the accumulator ``a``, which it maps
-to ``a + D`` or to ``a * D`` where ``D`` mentions neither ``a`` nor st6. So ``D`` depends on the pointer,
+to ``a + D`` or to ``a * D`` where ``D`` mentions neither ``a`` nor st6, not even in the
+address of a cell it reads (`ExprContext.depends_on`). So ``D`` depends on the pointer,
 on elements that never change, and on RAM, which no iteration writes: ``D = D(p)``. The old
 loop runs ``p = p0, p0 + d, ..., e - d`` (the first ``k >= 1`` with ``p0 + k d = e``;
 forever if none) and returns ``a0 + D(p0) + ... + D(e - d)``; the new one runs ``q = e - d,
@@ -143,10 +144,10 @@ def _reduction(body: Sequence[Instr], isa: IsaVariant) -> int | None:
     (acc,) = changed
     banned = ctx.atoms_of([s[acc], s[N_SLOT]])
     term = ctx.sub(_at(run, acc), s[acc])  # a + D
-    if not banned & ctx.atoms_of([term]):
+    if not banned & ctx.depends_on([term]):  # through RAM addresses too
         return step
     factor = _factor(ctx, _at(run, acc), s[acc])  # a * D
-    if factor is not None and not banned & ctx.atoms_of([factor]):
+    if factor is not None and not banned & ctx.depends_on([factor]):
         return step
     return None
 
@@ -194,7 +195,7 @@ def _dead_after(lines: Sequence[str], site: int, isa: IsaVariant) -> bool:
     ends = ctx.atoms_of([ctx.var("s", I_SLOT), ctx.var("s", N_SLOT)])
     seen = [*run.stack, *run.outputs, *guard_polys(ctx, run.guards)]
     seen += [x for pair in run.ram for x in pair]
-    return not (ends & ctx.atoms_of(seen)) and not any(
+    return not (ends & ctx.depends_on(seen)) and not any(
         g[0] not in ("zero", "nonzero", "u32", "xnonzero") for g in run.guards
     )
 

@@ -197,16 +197,14 @@ class ExprContext:
                             stack.append(by_id[val])
         return seen
 
-    def is_algebraic(self, polys: Iterable[Poly]) -> bool:
-        """True if every atom reachable from ``polys`` is algebraic (see module docstring).
-
-        An initial-RAM variable ``mem0`` counts only if its *address* is algebraic too: two
-        cells at addresses built from comparisons or bit operations may coincide on every
-        random witness while the normal form treats them as independent values.
-        """
-        ids = self.atoms_of(polys)
-        todo = [a for a in ids if self.atom_keys[a][:2] == ("var", "mem0")]
-        seen = set(ids)
+    def depends_on(self, polys: Iterable[Poly]) -> set[int]:
+        """`atoms_of` closed under initial-RAM cells' addresses: every atom the *value* of
+        ``polys`` depends on. A ``mem0`` cell is a free variable keyed by its address, so
+        `atoms_of` stops at it; a cell read at ``base + c`` depends on ``c`` all the same
+        (a rewrite that changes ``c`` reads another cell). Use this, not `atoms_of`, to
+        establish that a value does not depend on an element."""
+        seen = self.atoms_of(polys)
+        todo = [a for a in seen if self.atom_keys[a][:2] == ("var", "mem0")]
         while todo:
             addr = self._by_id[self.atom_keys[todo.pop()][2]]
             for a in self.atoms_of([addr]):
@@ -214,7 +212,16 @@ class ExprContext:
                     seen.add(a)
                     if self.atom_keys[a][:2] == ("var", "mem0"):
                         todo.append(a)
-        return all(self.atom_algebraic[a] for a in seen)
+        return seen
+
+    def is_algebraic(self, polys: Iterable[Poly]) -> bool:
+        """True if every atom reachable from ``polys`` is algebraic (see module docstring).
+
+        An initial-RAM variable ``mem0`` counts only if its *address* is algebraic too: two
+        cells at addresses built from comparisons or bit operations may coincide on every
+        random witness while the normal form treats them as independent values.
+        """
+        return all(self.atom_algebraic[a] for a in self.depends_on(polys))
 
     def degree(self, p: Poly) -> int | None:
         """An upper bound on the total degree of ``p`` as a polynomial in the free variables

@@ -51,10 +51,9 @@ from tasmopt.optimizer.loops import (
     _instrs,
     _is,
     _sections,
-    called_labels,
     no_fall_through,
 )
-from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time
+from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 from tasmopt.tasm.program import Instr
@@ -171,18 +170,11 @@ def early_exit_stage(
     keeps its result so far unless the rewritten one is equivalent on the verifier's
     witnesses, takes fewer cycles and raises no execution table nor the padded height."""
     run = _Run(fns, ours, client, options, sources, verify)
+    isa = options.isa
     for f in run.workable(fns):
-        others = called_labels(run.others(f))
-        tried: set[str] = set()
-        while out_of_time(options) is None:
-            cur = run.returned(f.name)
-            loops = [
-                lp for lp in find_guarded_loops(cur, options.isa, others) if lp.label not in tried
-            ]
-            if not loops:
-                break
-            loop = loops[0]
-            tried.add(loop.label)
+        for cur, loop in run.untried(
+            f, lambda lines, others: find_guarded_loops(lines, isa, others)
+        ):
             best = run.measure(f, cur)
             if best is None:
                 break

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol, TypeVar
 
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, instruction_set, names_where
@@ -81,6 +82,17 @@ INLINE_GROWTH_PER_CYCLE = 4
 #: Never inline a body longer than this (proof time).
 INLINE_LIMIT = 400
 INDENT = "    "
+
+
+class _HasLabel(Protocol):
+    """What a function-level pass finds in a function: a loop or section, by its label."""
+
+    @property
+    def label(self) -> str: ...
+
+
+_Labelled = TypeVar("_Labelled", bound=_HasLabel)
+
 _CALL = re.compile(r"^\s*call\s+(\S+)\s*(//.*)?$")
 
 
@@ -217,6 +229,17 @@ def _runs(lines: Sequence[str], isa: IsaVariant) -> list[tuple[int, int]]:
     if start is not None:
         out.append((start, len(lines)))
     return out
+
+
+def called_labels(texts: Sequence[Sequence[str]]) -> frozenset[str]:
+    """Every label a ``call`` line of these texts (each a list of lines) targets."""
+    called: set[str] = set()
+    for lines in texts:
+        for ln in lines:
+            if line_kind(ln) == "call":
+                words = ln.split("//", 1)[0].split()
+                called.update(words[1:2])
+    return frozenset(called)
 
 
 def apply_edits(
@@ -399,6 +422,24 @@ class _Run:
                     return
             if self.attempt(f, cur, {lab: found[lab] for lab in plan}, best_so_far):
                 return
+
+    def untried(
+        self, f: FunctionState, find: Callable[[list[str], frozenset[str]], Sequence[_Labelled]]
+    ) -> Iterator[tuple[list[str], _Labelled]]:
+        """``(lines, found)`` for each thing ``find(lines, others_call)`` finds in ``f``'s
+        current lines (``others_call``: the labels other functions call), the first one not
+        tried yet each time, ``lines`` as they stand after the previous ones were kept or
+        refused; until nothing new is found or the request's deadline: a pass's loop over
+        one function's loops. Stop early with ``break``."""
+        others = called_labels(self.others(f))
+        tried: set[str] = set()
+        while out_of_time(self.options) is None:
+            cur = self.returned(f.name)
+            found = [x for x in find(cur, others) if x.label not in tried]
+            if not found:
+                return
+            tried.add(found[0].label)
+            yield cur, found[0]
 
     def workable(self, order: Iterable[FunctionState]) -> Iterator[FunctionState]:
         """The functions of ``order`` a function-level pass may rewrite (`rewritable`), until

@@ -67,7 +67,7 @@ from dataclasses import dataclass
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText, line_kind
-from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
+from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits, called_labels
 from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
@@ -576,17 +576,6 @@ def exclusive_loops(
     sites would be neither rewritten nor covered by this function's proof."""
     called = called_labels(others)
     return [lp for lp in loops if lp.label not in called]
-
-
-def called_labels(texts: Sequence[Sequence[str]]) -> frozenset[str]:
-    """Every label a ``call`` line of these texts (each a list of lines) targets."""
-    called: set[str] = set()
-    for lines in texts:
-        for ln in lines:
-            if line_kind(ln) == "call":
-                words = ln.split("//", 1)[0].split()
-                called.update(words[1:2])
-    return frozenset(called)
 
 
 def loop_stage(

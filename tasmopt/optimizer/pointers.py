@@ -58,7 +58,6 @@ from tasmopt.optimizer.loops import (
     _at,
     _instrs,
     _sections,
-    called_labels,
     no_fall_through,
     permutation_program,
 )
@@ -66,7 +65,6 @@ from tasmopt.optimizer.state import (
     FunctionState,
     VerifyBackend,
     out_of_time,
-    rewritable,
     verify_within,
 )
 from tasmopt.report import CompileOptions
@@ -536,20 +534,11 @@ def pointer_stage(
     keeps its result so far unless the rewritten one is equivalent on the verifier's
     witnesses, takes fewer cycles and raises no table."""
     run = _Run(fns, ours, client, options, sources, verify)
-    for f in fns:
-        if not rewritable(f):
-            continue
-        others = called_labels(run.others(f))
-        tried: set[str] = set()
-        while out_of_time(options) is None:
-            cur = run.returned(f.name)
-            loops = [
-                lp for lp in find_pointer_loops(cur, options.isa, others) if lp.label not in tried
-            ]
-            if not loops:
-                break
-            loop = loops[0]
-            tried.add(loop.label)
+    isa = options.isa
+    for f in run.workable(fns):
+        for cur, loop in run.untried(
+            f, lambda lines, others: find_pointer_loops(lines, isa, others)
+        ):
             chosen = _choose(loop, options, verify)
             if chosen is None:
                 continue

@@ -52,8 +52,8 @@ from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.hot import HOT_FACTOR
 from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
-from tasmopt.optimizer.loops import _at, _instrs, _sections, called_labels, no_fall_through
-from tasmopt.optimizer.state import FunctionState, VerifyBackend, out_of_time
+from tasmopt.optimizer.loops import _at, _instrs, _sections, no_fall_through
+from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 from tasmopt.tasm.parser import parse_instructions
@@ -273,16 +273,9 @@ def reverse_stage(
     run = _Run(fns, ours, client, options, sources, verify)
     # the new body runs once per iteration: searched like the `hot` pass's loop bodies
     deep = replace(options, search_budget_s=options.search_budget_s * HOT_FACTOR)
+    isa = options.isa
     for f in run.workable(fns):
-        others = called_labels(run.others(f))
-        tried: set[str] = set()
-        while out_of_time(options) is None:
-            cur = run.returned(f.name)
-            found = [r for r in find_reversals(cur, options.isa, others) if r.label not in tried]
-            if not found:
-                break
-            rev = found[0]
-            tried.add(rev.label)
+        for cur, rev in run.untried(f, lambda lines, others: find_reversals(lines, isa, others)):
             best = run.measure(f, cur)
             if best is None:
                 break

@@ -196,3 +196,54 @@ def test_a_wrong_early_exit_is_caught_by_the_function_check(monkeypatch):
     f = _compile_numth()
     assert not any(n.startswith("early exit") and "->" in n for n in f.notes), f.notes
     assert any(n.startswith("early exit") for n in f.notes), f.notes
+
+
+# -- more ways to make an early exit accept a different program ------------------------------
+
+
+def test_a_sponge_in_the_guard_is_left_alone():
+    guard = "sponge_init\n    dup 1\n    dup 4\n    lt"
+    assert find_guarded_loops(_text(guard=guard).splitlines()) == []
+
+
+@pytest.mark.parametrize("x, y", [(12, 18), (1071, 462), (5, 0), (2**31 + 1, 2**31 - 1)])
+def test_a_high_degree_guard_keeps_behaviour(x, y):
+    """g = (y^8 != 0), a degree-8 term under two eq: the same rounds exit."""
+    guard = "dup 1\n    dup 0\n    mul\n    dup 0\n    mul\n    dup 0\n    mul\n    push 0\n    eq\n    push 0\n    eq"
+    old = _text(48, guard=guard)
+    assert _outcome(_rewritten(old), x, y)[:3] == _outcome(old, x, y)[:3]
+
+
+def test_a_label_inside_the_body_is_left_alone():
+    mid = _text().replace("    skiz\n    call __then__1", "__mid:\n    skiz\n    call __then__1")
+    assert find_guarded_loops(mid.splitlines()) == []
+
+
+def test_a_client_baseline_that_differs_from_our_lowering_is_what_the_result_must_match():
+    """The client's gcd runs 3 rounds where our lowering runs 48: whatever comes back
+    behaves as the client's program, never as our lowering."""
+    from tasmopt.lower.triton import lower
+    from tasmopt.module import ModuleText
+    from tasmopt.vm.equivalence import check_function
+
+    mods = compile_modules(ROOT / "corpus" / "uint" / "numth.tri", [ROOT / "corpus"])
+    ops = mods[-1].ops
+    low = lower(ops)
+    labels = {f.name: f.label for f in low.functions if f.name}
+    ours = ModuleText.from_lowering(low)
+    lines = list(ours.lines)
+    g = ours.section_lines("gcd")
+    at = lines.index(g[0]) + next(i for i, ln in enumerate(g) if ln.strip() == "push 48")
+    lines[at] = "    push 3"
+    client = "\n".join(lines) + "\n"
+    for mismatched in (False, True):
+        opts = CompileOptions(
+            sources=("rules", "search"), only=frozenset({"gcd"}), rewrite_mismatched=mismatched
+        )
+        r = compile_tir(ops, client, options=opts)
+        out = ModuleText.from_text(r.tasm, labels).harness("gcd", "release")
+        ref = ModuleText.from_text(client, labels).harness("gcd", "release")
+        v = check_function(ref, out, seed=7)
+        assert v.equivalent, v.reason
+        mine = ModuleText.from_text("\n".join(ours.lines) + "\n", labels)
+        assert not check_function(mine.harness("gcd", "release"), out, seed=7).equivalent

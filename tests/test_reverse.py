@@ -189,3 +189,35 @@ def test_a_wrong_reversal_is_caught_by_the_function_check(monkeypatch):
     f = _compile_reduce("sum")
     assert not any(n.startswith("reverse") and "->" in n for n in f.notes), f.notes
     assert any(n.startswith("reverse") for n in f.notes), f.notes
+
+
+# -- more ways to make a reversal accept a different program ---------------------------------
+
+
+def test_a_sponge_in_the_body_is_left_alone():
+    body = "add\n    sponge_squeeze\n    pop 5\n    pop 5"
+    assert find_reversals(_text(body).splitlines()) == []
+
+
+@pytest.mark.parametrize("base, values", CASES)
+def test_a_high_degree_term_keeps_behaviour(base, values):
+    """acc += x^8: the same sum of terms, walked down."""
+    body = "dup 0\n    mul\n    dup 0\n    mul\n    dup 0\n    mul\n    add"
+    old = _text(body)
+    got = _outcome(_reversed(old), base, values)
+    assert got[:3] == _outcome(old, base, values)[:3]
+    assert got[1] == [sum(pow(v, 8, P) for v in values) % P]
+
+
+@pytest.mark.parametrize("values", [[1, 2, 3, 4], [7, 0, 7, 0, 7]])
+def test_aliased_reads_of_the_same_cell_keep_behaviour(values):
+    """The body reads the current cell twice (once through a copy of the pointer at the
+    same address): acc += x * x, the two reads aliased."""
+    body = "dup 6\n    addi -1\n    read_mem 1\n    pop 1\n    mul\n    add"
+    old = _text(body)
+    assert _outcome(_reversed(old), 900, values)[:3] == _outcome(old, 900, values)[:3]
+
+
+def test_a_label_inside_the_body_is_left_alone():
+    mid = _text().replace("    place 6\n    add", "    place 6\n__mid:\n    add")
+    assert find_reversals(mid.splitlines()) == []

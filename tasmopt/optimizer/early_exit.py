@@ -47,6 +47,7 @@ from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
 from tasmopt.optimizer.loops import (
+    _GUARD_KINDS,
     _at,
     _instrs,
     _is,
@@ -65,8 +66,6 @@ __all__ = ["GuardedLoop", "early_exit", "early_exit_stage", "find_guarded_loops"
 
 #: The lowering's loop head, ``dup 0; push 0; eq; skiz; return; addi -1`` (spec/tir.md §3.4).
 _HEAD = (("dup", 0), ("push", 0), ("eq", None), ("skiz", None), ("return", None), ("addi", P - 1))
-#: Guard kinds whose expressions `guard_polys` lists, and those without expressions.
-_GUARD_KINDS = frozenset({"zero", "nonzero", "u32", "xnonzero", "false"})
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,9 @@ LAYOUT_MOVES = 3
 MAX_BRANCHES = 3
 #: Guard kinds whose expressions `guard_polys` lists, and those without expressions (any
 #: other kind: not proven).
-_GUARD_KINDS = frozenset({"zero", "nonzero", "u32", "xnonzero", "false", "sponge_initialized"})
+#: (`guard_polys` lists the expressions of the first set.)
+_POLY_GUARDS = frozenset({"zero", "nonzero", "u32", "xnonzero"})
+_GUARD_KINDS = _POLY_GUARDS | {"false", "sponge_initialized"}
 
 
 @dataclass(frozen=True)

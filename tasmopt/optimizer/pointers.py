@@ -54,6 +54,8 @@ from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
 from tasmopt.optimizer.loops import (
+    I_SLOT,
+    N_SLOT,
     REACH,
     _at,
     _instrs,
@@ -88,9 +90,6 @@ __all__ = [
     "rewrite_pointer_loop",
 ]
 
-#: ``recurse_or_return`` compares these two elements (Triton VM spec): the induction
-#: variable and its bound.
-I_SLOT, N_SLOT = 5, 6
 #: The instruction that ends such a loop: it may both return and recurse (ISA table).
 _LOOP_END = names_where(lambda i: i.may_return and i.may_recurse)
 #: Most changes of variables tried per loop (each costs a block search).

@@ -48,11 +48,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from tasmopt.errors import TasmSyntaxError
-from tasmopt.isa import IsaVariant, P, instruction_set, names_where
+from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.hot import HOT_FACTOR
 from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
-from tasmopt.optimizer.loops import _at, _instrs, _sections, no_fall_through
+from tasmopt.optimizer.loops import (
+    _POLY_GUARDS,
+    I_SLOT,
+    N_SLOT,
+    _at,
+    _instrs,
+    _sections,
+    no_fall_through,
+)
+from tasmopt.optimizer.pointers import _LOOP_END
+from tasmopt.optimizer.shortcuts import _RETURN
 from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
@@ -64,12 +74,6 @@ from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
 
 __all__ = ["Reversal", "find_reversals", "reverse", "reverse_stage", "swap_ends"]
 
-#: ``recurse_or_return`` compares these two elements (Triton VM spec).
-I_SLOT, N_SLOT = 5, 6
-#: The instruction that ends such a loop: it may both return and recurse (ISA table).
-_LOOP_END = names_where(lambda i: i.may_return and i.may_recurse)
-#: The instruction that ends a function: returns, never recurses (ISA table).
-_RETURN = names_where(lambda i: i.ends_frame and i.may_return and not i.may_recurse)
 #: Pointer steps tried (cells per iteration, either way).
 STEPS = tuple(d for k in range(1, 6) for d in (k, -k))
 
@@ -195,9 +199,7 @@ def _dead_after(lines: Sequence[str], site: int, isa: IsaVariant) -> bool:
     ends = ctx.atoms_of([ctx.var("s", I_SLOT), ctx.var("s", N_SLOT)])
     seen = [*run.stack, *run.outputs, *guard_polys(ctx, run.guards)]
     seen += [x for pair in run.ram for x in pair]
-    return not (ends & ctx.depends_on(seen)) and not any(
-        g[0] not in ("zero", "nonzero", "u32", "xnonzero") for g in run.guards
-    )
+    return not (ends & ctx.depends_on(seen)) and all(g[0] in _POLY_GUARDS for g in run.guards)
 
 
 def find_reversals(
@@ -240,19 +242,27 @@ def _sites(lines: Sequence[str], label: str, isa: IsaVariant) -> tuple[tuple[int
             continue
         if line_kind(ln) != "call" or len(words) != 2 or not _dead_after(lines, i, isa):
             return ()
-        prev = [j for j in range(i) if line_kind(lines[j])]
-        guarded = bool(prev) and line_kind(lines[prev[-1]]) == "skiz"
-        if guarded and len(prev) > 1 and line_kind(lines[prev[-2]]) == "skiz":
-            return ()
+        before = _before(lines, i)
+        guarded = before is not None and line_kind(lines[before]) == "skiz"
+        if guarded and before is not None:
+            earlier = _before(lines, before)
+            if earlier is not None and line_kind(lines[earlier]) == "skiz":
+                return ()
         out.append((i, guarded))
     return tuple(out)
+
+
+def _before(lines: Sequence[str], i: int) -> int | None:
+    """Index of the last non-blank line before line ``i`` (a label counts), None if none."""
+    return next((j for j in range(i - 1, -1, -1) if line_kind(lines[j])), None)
 
 
 def reverse(lines: Sequence[str], rev: Reversal) -> tuple[list[str], list[tuple[int, int]]]:
     """``lines`` with ``rev`` applied (module docstring), and the spans of the new lines."""
     edits: list[tuple[int, int, list[str]]] = []
     for i, guarded in rev.sites:
-        at = max(j for j in range(i) if line_kind(lines[j])) if guarded else i
+        at = _before(lines, i) if guarded else i
+        assert at is not None  # a guarded site has its skiz before it
         edits.append((at, at, [INDENT + x for x in swap_ends(rev.step, int(guarded))]))
     back = [f"pick {I_SLOT}", f"addi {-2 * rev.step}", f"place {I_SLOT}"]
     edits.append((rev.ret, rev.ret, [INDENT + x for x in back]))

@@ -245,8 +245,13 @@ REFUSED = {
     "skiz": ("    dup 1\n    call __loop__2", "    dup 1\n    dup 0\n    skiz\n    call __loop__2"),
     # the counter test is not the lowering's (returns on c == 1)
     "test-c-1": ("    dup 0\n    push 0\n    eq", "    dup 0\n    push 1\n    eq"),
-    # the body uses the sponge
-    "sponge": ("    swap 1\n    recurse", "    swap 1\n    sponge_init\n    recurse"),
+    # the body absorbs the counter into the sponge (a sponge it only resets is fine:
+    # test_a_body_that_uses_the_sponge_without_the_counter_keeps_behaviour)
+    "sponge-absorbs-counter": (
+        "    swap 1\n    recurse",
+        "    swap 1\n    sponge_init\n" + "    push 0\n" * 9 + "    dup 9\n    sponge_absorb\n"
+        "    recurse",
+    ),
     # a rare guard on the counter (fails only when c == 12345)
     "rare-guard-on-counter": (
         "    swap 1\n    recurse",
@@ -583,3 +588,80 @@ def test_a_body_that_reads_ram_at_the_counter_is_not_a_counted_loop():
     assert loop_shapes(COUNTER_ADDRESS.replace("ADDR", "0").splitlines()) == []
     # the same body reading at the kept element n (st2) qualifies
     assert loop_shapes(COUNTER_ADDRESS.replace("ADDR", "2").splitlines())
+
+
+#: squeeze_sum(acc, n): sponge_init; absorb ten ABSORB words; then n times acc += the first
+#: squeezed word (the sponge state changes every iteration: it is carried, not recomputed).
+#: ABSORBED: what the body absorbs before each squeeze ("" for nothing).
+SQUEEZE = """\
+__squeeze_sum:
+    sponge_init
+    push 0
+    push 0
+    push 0
+    push 0
+    push 0
+    push 0
+    push 0
+    push 0
+    push 0
+    push 3
+    sponge_absorb
+    dup 0
+    call __loop__1
+    pop 1
+    pop 1
+    return
+
+__loop__1:
+    dup 0
+    push 0
+    eq
+    skiz
+    return
+    addi -1
+ABSORBED
+    sponge_squeeze
+    pick 12
+    add
+    place 11
+    pop 5
+    pop 4
+    recurse
+"""
+
+#: absorbs ten words of which one is the counter (st0 at the body's entry)
+ABSORB_COUNTER = "\n".join(["    dup 0"] + ["    push 5"] * 9 + ["    sponge_absorb"])
+#: absorbs ten words that do not depend on it (the kept bound n, st1)
+ABSORB_BOUND = "\n".join(["    dup 1"] + ["    push 5"] * 9 + ["    sponge_absorb"])
+
+
+def _squeeze(absorbed: str) -> str:
+    return SQUEEZE.replace("ABSORBED\n", absorbed + "\n" if absorbed else "")
+
+
+@pytest.mark.parametrize("absorbed", ["", ABSORB_BOUND])
+@pytest.mark.parametrize("n", [0, 1, 2, 7])
+def test_a_body_that_uses_the_sponge_without_the_counter_keeps_behaviour(absorbed, n):
+    """The sponge is part of the state the body carries from one iteration to the next:
+    the rewrite is sound when what the body absorbs does not depend on the counter."""
+    text = _squeeze(absorbed)
+    (loop,) = find_counted_loops(text.splitlines())
+    new, _ = rewrite_loops(text.splitlines(), [loop])
+    out = "\n".join(new) + "\n"
+    assert "recurse_or_return" in out
+    before = _call(text, "__squeeze_sum", 5, n)
+    assert _call(out, "__squeeze_sum", 5, n) == before
+    if n:
+        assert before[0] != [5]  # the squeezed words were really added
+
+
+def test_a_body_that_absorbs_the_counter_is_not_a_counted_loop():
+    """Absorbing ``c`` makes every later squeeze depend on how many trips are left: after
+    the rewrite the counter is gone, so the same words cannot be absorbed."""
+    assert loop_shapes(_squeeze(ABSORB_COUNTER).splitlines()) == []
+    assert loop_shapes(_squeeze(ABSORB_BOUND).splitlines())
+    assert loop_shapes(_squeeze("").splitlines())
+    # a body that only resets the sponge qualifies too (its state never depends on c)
+    reset = ("    swap 1\n    recurse", "    swap 1\n    sponge_init\n    recurse")
+    assert find_counted_loops(_variant(*reset))

@@ -14,9 +14,9 @@ Stages (each timed in `CompileResult.timings`, seconds):
 6. ``splice`` — blocks spliced back; each changed function is re-verified as a whole on
    fresh witnesses against its baseline and falls back to the baseline if anything fails.
 7. ``inline``, ``unroll``, ``early_exit``, ``branches``, ``loops``, ``pointers``,
-   ``shortcuts``, ``hot`` and ``reverse`` — the function-level passes (`tasmopt.optimizer.inline`,
-   `.unroll`, `.early_exit`, `.branches`, `.loops`, `.pointers`, `.shortcuts`, `.hot`,
-   `.reverse`): a
+   ``shortcuts``, ``hot``, ``reverse`` and ``checks`` — the function-level passes
+   (`tasmopt.optimizer.inline`, `.unroll`, `.early_exit`, `.branches`, `.loops`, `.pointers`,
+   `.shortcuts`, `.hot`, `.reverse`, `.checks`): a
    function keeps a rewrite only when it is proven, cheaper in cycles and no table grows
    (those that lengthen the program to save cycles: no table that grows with execution, nor
    the padded height).
@@ -46,6 +46,7 @@ from tasmopt.lower.blocks import split_functions
 from tasmopt.module import ModuleText
 from tasmopt.optimizer.branches import branch_stage
 from tasmopt.optimizer.candidates import build_checks, candidate_logprobs, propose
+from tasmopt.optimizer.checks import check_stage
 from tasmopt.optimizer.client_text import client_stage
 from tasmopt.optimizer.conditions import condition_stage
 from tasmopt.optimizer.contract import private_by_function
@@ -247,6 +248,9 @@ def _compile(
     with stage(timings, "reverse"):
         if options.inline and "rules" in options.sources:  # last: against the deepest bodies
             reverse_stage(fns, passes, client, options, sources, verify)
+    with stage(timings, "checks"):
+        if options.inline and "rules" in options.sources:  # after every search of the bodies
+            check_stage(fns, passes, client, options, sources, verify)
     with stage(timings, "splice"):
         entries = [_settle(f, options) for f in fns]
         text = assemble(fns, low, ours, client)

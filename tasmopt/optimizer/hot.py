@@ -23,21 +23,17 @@ table is taller (design §2); otherwise it keeps what it had.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, instruction_set
 from tasmopt.module import ModuleText
-from tasmopt.optimizer.inline import _reoptimize, _Run, _runs
+from tasmopt.optimizer.inline import HOT_FACTOR, _reoptimize, _Run, _runs, deeper
 from tasmopt.optimizer.loops import _instrs, _sections
 from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 
 __all__ = ["HOT_FACTOR", "hot_runs", "hot_stage"]
-
-#: Search budget of a loop body's run, in multiples of the request's per-block budget.
-HOT_FACTOR = 4
 
 
 def hot_runs(lines: Sequence[str], isa: IsaVariant = "release") -> list[tuple[int, int]]:
@@ -73,7 +69,7 @@ def hot_stage(
     `HOT_FACTOR` times the budget; a function keeps its result so far unless the rewritten
     one is equivalent on the verifier's witnesses, takes fewer cycles and raises no table."""
     run = _Run(fns, ours, client, options, sources, verify)
-    deep = replace(options, search_budget_s=options.search_budget_s * HOT_FACTOR)
+    deep = deeper(options)
     for f in run.workable(fns):
         cur = run.returned(f.name)
         spans = hot_runs(cur, options.isa)

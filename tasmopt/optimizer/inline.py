@@ -259,6 +259,17 @@ def apply_edits(
     return out, sorted(spans)
 
 
+#: Search budget of a loop body's run, in multiples of the request's per-block budget (a
+#: body runs once per iteration: `tasmopt.optimizer.hot`).
+HOT_FACTOR = 4
+
+
+def deeper(options: CompileOptions) -> CompileOptions:
+    """``options`` with `HOT_FACTOR` times the search budget (seconds, converted to states by
+    the block search), for the runs of loop bodies."""
+    return replace(options, search_budget_s=options.search_budget_s * HOT_FACTOR)
+
+
 def _reoptimize(
     f: FunctionState,
     lines: list[str],

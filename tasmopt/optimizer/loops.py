@@ -67,7 +67,14 @@ from dataclasses import dataclass
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText, line_kind
-from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits, called_labels
+from tasmopt.optimizer.inline import (
+    INDENT,
+    _reoptimize,
+    _Run,
+    apply_edits,
+    called_labels,
+    deeper,
+)
 from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
@@ -277,12 +284,13 @@ def _path_facts(
         if before.unsupported is not None or c_atom in ctx.depends_on([_at(before, 0)]):
             return None
     run = run_symbolic(body, ctx, isa)
-    if run.unsupported is not None or run.delta != 0 or run.sponge is not None:
+    if run.unsupported is not None or run.delta != 0:
         return None
     if _at(run, 0) is not s0:
         return None
     others = [_at(run, d) for d in range(1, max(len(run.stack), REACH + 1))]
     others += run.outputs + [x for pair in run.ram for x in pair]
+    others += list(run.sponge or ())  # what the body absorbs must not depend on c either
     if c_atom in ctx.depends_on(others):  # a cell read at an address built from c too
         return None
     if any(g[0] not in _GUARD_KINDS for g in run.guards):
@@ -625,7 +633,8 @@ def with_loops_rewritten(
     cand, spans = rewrite_loops(lines, loops)
     # every straight-line run that holds a new line (a span crosses the call)
     lines_touched = [(x, x + 1) for a, b in spans for x in range(a, b)]
-    cand = _reoptimize(f, cand, lines_touched, options, sources, verify)
+    # the new bodies run once per iteration: searched with the hot pass's budget
+    cand = _reoptimize(f, cand, lines_touched, deeper(options), sources, verify)
     return cand, [lp.label for lp in loops]
 
 

@@ -45,13 +45,12 @@ leaves the loop.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.module import ModuleText, line_kind
-from tasmopt.optimizer.hot import HOT_FACTOR
-from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
+from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits, deeper
 from tasmopt.optimizer.loops import (
     _POLY_GUARDS,
     I_SLOT,
@@ -282,7 +281,7 @@ def reverse_stage(
     witnesses, takes fewer cycles and raises no execution table nor the padded height."""
     run = _Run(fns, ours, client, options, sources, verify)
     # the new body runs once per iteration: searched like the `hot` pass's loop bodies
-    deep = replace(options, search_budget_s=options.search_budget_s * HOT_FACTOR)
+    deep = deeper(options)
     isa = options.isa
     for f in run.workable(fns):
         for cur, rev in run.untried(f, lambda lines, others: find_reversals(lines, isa, others)):

@@ -3,10 +3,11 @@ short constant trip count become copies of their body. Behaviour is preserved at
 counts 0, 1 and many, with a branch in the body; adversarial: a counter that is not a
 constant on every input, a body that touches the counter, a call a ``skiz`` may skip, a loop
 another function calls, a loop entered by fall-through, and trip counts past the cost model
-are all left alone, and a wrong unrolling is caught by the function check. Also: a rare guard, a
-high-degree body and aliased RAM accesses keep their outcome in the copies; a sponge in the body
-and a label inside it are left alone; a client baseline that differs from our lowering is what
-the result matches."""
+are all left alone, and a wrong unrolling is caught by the function check. Also: a rare
+guard, a high-degree body and aliased RAM accesses keep their outcome in the copies; a sponge
+the counter never reaches is unrolled and keeps its outcome, one that absorbs the counter and
+a label inside the body are left alone; a client baseline that differs from our lowering is
+what the result matches."""
 
 from __future__ import annotations
 
@@ -281,11 +282,26 @@ def test_aliased_ram_accesses_in_the_body_keep_their_order():
     assert _outcome(ram, (5, 77)) != _outcome(ram, (5, 76))  # aliasing changes the result
 
 
-def test_a_sponge_in_the_body_is_left_alone():
-    # the symbolic body facts do not model the sponge: not proven, so not unrolled
+@pytest.mark.parametrize("k", [0, 1, 3])
+def test_a_sponge_the_counter_never_reaches_is_unrolled_and_keeps_behaviour(k):
+    # the sponge state is carried from one iteration to the next like the op stack: the
+    # body facts cover it (what it absorbs must not depend on the counter)
     sponge = _with_body(
-        "    sponge_squeeze\n    pop 5\n    pop 4\n    pick 3\n    add\n    place 2\n"
+        "    sponge_squeeze\n    pop 5\n    pop 4\n    pick 3\n    add\n    place 2\n", k
     )
+    (found,) = find_unrollings(sponge.splitlines(), [])
+    copies = "\n".join(unroll(sponge.splitlines(), [found])[0]) + "\n"
+    assert "recurse" not in copies
+    main = "main:\n    sponge_init\n    read_io 1\n    read_io 1\n    call __triple\n"
+    main += "    write_io 1\n    halt\n"
+    for inputs in [(2, 3), (7, 5)]:
+        before = _outcome(sponge, inputs, main)
+        assert before[0] and _outcome(copies, inputs, main) == before, inputs
+
+
+def test_a_sponge_that_absorbs_the_counter_is_left_alone():
+    absorb = "    dup 0\n" + "    push 1\n" * 9 + "    sponge_absorb\n"
+    sponge = _with_body(absorb + "    sponge_squeeze\n    pop 5\n    pop 5\n")
     assert find_unrollings(sponge.splitlines(), []) == []
     main = "main:\n    sponge_init\n    read_io 1\n    read_io 1\n    call __triple\n    halt\n"
     assert run(parse(main + sponge), VmInput(public_input=(2, 3))).error is None  # it runs

@@ -633,8 +633,18 @@ def with_loops_rewritten(
     cand, spans = rewrite_loops(lines, loops)
     # every straight-line run that holds a new line (a span crosses the call)
     lines_touched = [(x, x + 1) for a, b in spans for x in range(a, b)]
-    # the new bodies run once per iteration: searched with the hot pass's budget
-    cand = _reoptimize(f, cand, lines_touched, deeper(options), sources, verify)
+    # the new bodies run once per iteration: searched with the hot pass's budget; the call
+    # sites (run once per call) with the request's, first the bodies (later in the text,
+    # so the sites' line numbers stay), or all deeply where a site is in a loop body
+    where = {label: (a, b) for label, a, b in _sections(cand)}
+    bodies = [where[lp.label] for lp in loops if lp.label in where]
+    hot = [t for t in lines_touched if any(a <= t[0] < b for a, b in bodies)]
+    cold = [t for t in lines_touched if t not in hot]
+    if hot and cold and max(t[0] for t in cold) < min(t[0] for t in hot):
+        cand = _reoptimize(f, cand, hot, deeper(options), sources, verify)
+        cand = _reoptimize(f, cand, cold, options, sources, verify)
+    else:
+        cand = _reoptimize(f, cand, lines_touched, deeper(options), sources, verify)
     return cand, [lp.label for lp in loops]
 
 

@@ -99,7 +99,12 @@ def test_jobs_run_on_rq_workers_and_survive_redis_loss(
     out = _poll(c, r.json()["status_url"])
     assert out["status"] == "finished" and out["backend"] == "rq", out
     assert out["result"]["cycles"] < out["result"]["baseline_cycles"]
+    # the status is answered from the database, which the worker writes before it returns:
+    # RQ stores the job's return value a moment later
     job = Job.fetch(r.json()["id"], connection=redis_conn, serializer=SERIALIZER)
+    deadline = time.monotonic() + 15
+    while job.return_value(refresh=True) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert job.return_value()["tasm"] == out["result"]["tasm"]
     jid = uuid.UUID(r.json()["id"])
     assert count_build_results(pg_session, request_id=jid) == len(out["result"]["build_result_ids"])

@@ -115,11 +115,71 @@ def selections(instrs: list[Instr], isa: IsaVariant = "release") -> list[Dataflo
             seen.add(operands)
             results = _apply(ctx, op, operands, isa)
             if set(results) == want:
-                found.append(_dataflow(ctx, run, final, op, operands, results, len(instrs)))
+                steps = [(op, tuple(("s", k) for k in operands))]
+                found.append(_dataflow(ctx, run, final, steps, results, len(instrs)))
                 break
         if found:
             break
-    return found
+    return found or _scaled(ctx, run, final, computed, len(instrs), isa)
+
+
+def _linear(ctx: ExprContext, p: Poly) -> list[tuple[int, int]] | None:
+    """``[(k, c), ...]`` when ``p`` is ``sum c * s_k`` (no constant term, degree one)."""
+    out = []
+    for mono, c in p.terms.items():
+        if len(mono) != 1 or mono[0][1] != 1:
+            return None
+        key = ctx.atom_keys[mono[0][0]]
+        if key[:2] != ("var", "s") or not isinstance(key[2], int):
+            return None
+        out.append((key[2], c))
+    return out
+
+
+def _scaled(
+    ctx: ExprContext,
+    run: SymbolicRun,
+    final: list[Poly],
+    computed: list[Poly],
+    length: int,
+    isa: IsaVariant,
+) -> list[Dataflow]:
+    """Coefficient-wise ``k * Y`` (``push k; xb_mul``) and ``X + k * Y`` (``push k; xb_mul;
+    xx_add``: ``X - Y`` is k = -1) for a constant ``k``, X and Y extension elements among
+    the entry elements: what the ``X3`` struct's ``scale``/``negate``/``diff`` spell out one
+    coefficient at a time. Each order of X's and Y's words is tried by running the steps
+    symbolically; the first whose three results are exactly the block's is the dataflow."""
+    forms = [_linear(ctx, p) for p in computed]
+    if any(f is None or len(f) not in (1, 2) for f in forms):
+        return []
+    scales = {c for f in forms for _, c in f or () if c != 1}
+    if len(scales) != 1 or any(len(f or ()) != len(forms[0] or ()) for f in forms):
+        return []
+    (k,) = scales
+    ys = sorted({v for f in forms for v, c in f or () if c == k})
+    xs = sorted({v for f in forms for v, c in f or () if c != k})
+    if len(ys) != 3 or len(xs) not in (0, 3) or set(xs) & set(ys):
+        return []
+    want = set(computed)
+    for y in permutations(ys):
+        for x in permutations(xs) if xs else [()]:
+            sub = SymbolicRun(ctx)
+            sub.stack = [ctx.var("s", v) for v in reversed(y + x)]  # y0 at st0
+            sub.base = max(xs + ys) + 1
+            code = [Instr("push", k), Instr("xb_mul")] + ([Instr("xx_add")] if x else [])
+            continue_symbolic(sub, code, isa)
+            results = [sub.stack[-1 - j] for j in range(3)]
+            if set(results) != want:
+                continue
+            steps: list[tuple[str, tuple[Ref, ...]]] = [
+                ("xb_mul", (("c", k), *(("s", v) for v in y)))
+            ]
+            if x:
+                steps.append(
+                    ("xx_add", (("n", 0, 0), ("n", 0, 1), ("n", 0, 2), *(("s", v) for v in x)))
+                )
+            return [_dataflow(ctx, run, final, steps, results, length)]
+    return []
 
 
 def _with_repeats(pool: list[int], arity: int) -> list[tuple[int, ...]]:
@@ -130,30 +190,58 @@ def _with_repeats(pool: list[int], arity: int) -> list[tuple[int, ...]]:
     return [p + p for p in permutations(pool)]
 
 
+#: An operand of a selected step: ``("s", k)`` entry element k, ``("c", v)`` the constant v,
+#: ``("n", i, k)`` output k (st_k) of step i.
+Ref = tuple[str, int] | tuple[str, int, int]
+
+
 def _dataflow(
     ctx: ExprContext,
     run: SymbolicRun,
     final: list[Poly],
-    op: str,
-    operands: tuple[int, ...],
+    steps: list[tuple[str, tuple[Ref, ...]]],
     results: list[Poly],
     length: int,
 ) -> Dataflow:
-    """The block as entry values, one ``op`` node (and constants), and its final stack."""
+    """The block as entry values, the selected ``steps`` (instruction, operands st0 first;
+    the last one leaves ``results``, st0 first) and constants, and its final stack."""
     base = run.base  # the operands are among the materialized entry elements
     entry = list(range(base - 1, -1, -1))  # value id k is entry element s k; bottom..top
     next_id = base
     nodes: list[Node] = []
     producer: dict[int, tuple[int, int]] = {}
     constants: dict[int, int] = {}
-    out_ids = tuple(range(next_id, next_id + 3))
-    next_id += 3
-    node = Node(0, Instr(op), operands, out_ids)
-    nodes.append(node)
-    for k, v in enumerate(out_ids):
-        producer[v] = (0, k)
-    by_poly = {results[k].id: out_ids[k] for k in range(3)}
     const_ids: dict[int, int] = {}
+
+    def constant(c: int) -> int:
+        nonlocal next_id
+        if c not in const_ids:
+            const_ids[c] = next_id
+            constants[next_id] = c
+            push = Node(len(nodes), Instr("push", c), (), (next_id,))
+            nodes.append(push)
+            producer[next_id] = (push.id, 0)
+            next_id += 1
+        return const_ids[c]
+
+    outs: list[tuple[int, ...]] = []
+    for op, refs in steps:
+        inputs = []
+        for r in refs:
+            if r[0] == "s":
+                inputs.append(r[1])
+            elif r[0] == "c":
+                inputs.append(constant(r[1]))
+            else:
+                inputs.append(outs[r[1]][r[2]])  # type: ignore[misc]
+        out_ids = tuple(range(next_id, next_id + 3))
+        next_id += 3
+        node = Node(len(nodes), Instr(op), tuple(inputs), out_ids)
+        nodes.append(node)
+        for k, v in enumerate(out_ids):
+            producer[v] = (node.id, k)
+        outs.append(out_ids)
+    by_poly = {results[k].id: outs[-1][k] for k in range(3)}
     final_ids: list[int] = []
     for p in final:
         k = _var_index(ctx, p)
@@ -162,13 +250,5 @@ def _dataflow(
         elif p.id in by_poly:
             final_ids.append(by_poly[p.id])
         else:
-            c = p.const
-            if c not in const_ids:
-                const_ids[c] = next_id
-                constants[next_id] = c
-                push = Node(len(nodes), Instr("push", c), (), (next_id,))
-                nodes.append(push)
-                producer[next_id] = (push.id, 0)
-                next_id += 1
-            final_ids.append(const_ids[c])
+            final_ids.append(constant(p.const))
     return Dataflow(entry, final_ids, nodes, producer, constants, run.low_water, length)

@@ -1,9 +1,11 @@
 """Extension-field instruction selection in the block search (`tasmopt.search.select`):
 a block that spells out a cubic-extension product, square, scaling or sum becomes one
 ``xx_mul`` / ``xb_mul`` / ``xx_add`` with the operands placed around it, every candidate
-proven by `check_block`. Adversarially: the product for another modulus (x^3 = x + 1), a
-block leaving a fourth computed value, an effect, operands read from RAM or input, and a
-product with one coefficient off are not selected."""
+proven by `check_block`; a scaling by a constant (``push k; xb_mul``) and a sum with a
+scaled element (``push k; xb_mul; xx_add``: a difference is k = -1). Adversarially: the
+product for another modulus (x^3 = x + 1), a block leaving a fourth computed value, an
+effect, operands read from RAM or input, a product with one coefficient off, and scalings
+whose coefficients differ, carry a constant term or reuse a word are not selected."""
 
 from __future__ import annotations
 
@@ -114,3 +116,40 @@ def test_blocks_with_effects_or_foreign_operands_are_not_selected(prefix):
 def test_an_output_effect_is_not_selected():
     block = emit(product((0, 1, 2), (3, 4, 5))) + ";dup 0;write_io 1"
     assert selections(parse_instructions(block.replace(";", "\n"))) == []
+
+
+@pytest.mark.parametrize(
+    ("outputs", "ops"),
+    [
+        ([[(7, 0)], [(7, 1)], [(7, 2)]], ["xb_mul"]),  # 7 * Y
+        ([[(-1, 0)], [(-1, 1)], [(-1, 2)]], ["xb_mul"]),  # -Y
+        ([[(1, 3), (-1, 0)], [(1, 4), (-1, 1)], [(1, 5), (-1, 2)]], ["xb_mul", "xx_add"]),
+        ([[(1, 0), (5, 3)], [(1, 1), (5, 4)], [(1, 2), (5, 5)]], ["xb_mul", "xx_add"]),
+        # the words interleaved on the stack: X = (s1, s3, s5), Y = (s0, s2, s4)
+        ([[(1, 1), (-1, 0)], [(1, 3), (-1, 2)], [(1, 5), (-1, 4)]], ["xb_mul", "xx_add"]),
+    ],
+    ids=["scale-7", "negate", "difference", "plus-5y", "interleaved"],
+)
+def test_a_scaling_by_a_constant_and_a_scaled_sum_are_selected(outputs, ops):
+    block = emit(outputs)
+    assert selections(parse_instructions(block.replace(";", "\n")))
+    best = candidates(block)[0].split(";")
+    assert all(op in best for op in ops), best
+    assert len(best) < len(block.split(";"))
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        emit([[(7, 0)], [(7, 1)], [(6, 2)]]),  # the scale differs in one coefficient
+        emit([[(1, 3), (-1, 0)], [(1, 4), (-1, 1)], [(1, 5), (2, 2)]]),
+        emit([[(1, 3), (-1, 0)], [(1, 4), (-1, 1)], [(1, 5), (-1, 2)]]) + ";addi 1",
+        emit([[(1, 0), (-1, 0)], [(1, 1), (-1, 1)], [(1, 2), (-1, 2)]]),  # X - X: all zero
+        emit([[(1, 3), (-1, 0)], [(1, 3), (-1, 1)], [(1, 5), (-1, 2)]]),  # a word of X twice
+    ],
+    ids=["mixed-scale", "mixed-sign", "constant-term", "same-element", "word-reused"],
+)
+def test_scalings_that_are_not_one_extension_operation_are_not_selected(block):
+    assert selections(parse_instructions(block.replace(";", "\n"))) == []
+    for cand in candidates(block):  # whatever the search finds is proven, never an xb_mul
+        assert "xb_mul" not in cand.split(";"), cand

@@ -314,3 +314,88 @@ def test_a_client_baseline_that_differs_from_our_lowering_is_returned_as_sent():
     x = run(parse(r.tasm), VmInput(public_input=[1000, 3, 5]))
     y = run(parse(client), VmInput(public_input=[1000, 3, 5]))
     assert list(x.public_output) == list(y.public_output)
+
+
+#: the lowering's ``if a == b { if c == d { e == g } else { false } } else { false }``
+#: (corpus ext.xarith equal): the outer then-body holds the inner branch
+NESTED = """
+program t
+
+fn equal3(a: Field, b: Field, c: Field, d: Field, e: Field, g: Field) -> Bool {
+    if a == b {
+        if c == d {
+            e == g
+        } else {
+            false
+        }
+    } else {
+        false
+    }
+}
+
+fn main() {
+    let a = pub_read()
+    let b = pub_read()
+    let c = pub_read()
+    let d = pub_read()
+    let e = pub_read()
+    let g = pub_read()
+    if equal3(a, b, c, d, e, g) {
+        pub_write(1)
+    } else {
+        pub_write(0)
+    }
+}
+"""
+
+
+def test_a_nested_if_is_converted_inside_out_and_keeps_behaviour():
+    """Round one converts the inner branch; that leaves the outer then-body pure, and round
+    two converts it: no branch is left, and every pattern of equal and unequal pairs gives
+    the same output as the unconverted program."""
+    ops = compile_source(NESTED)
+    r = compile_tir(ops, options=CompileOptions(sources=("rules", "search")))
+    f = next(x for x in r.functions if x.name == "equal3")
+    converted = [n for n in f.notes if "converted to selects" in n]
+    assert len(converted) == 2, f.notes
+    assert "skiz" not in "\n".join(f.tasm) and f.cycles < f.baseline_cycles
+    plain = compile_tir(ops, options=CompileOptions(sources=("rules", "search"), inline=False))
+    a, b = parse(r.tasm), parse(plain.tasm)
+    for pattern in range(8):
+        xs = [5, 5 if pattern & 1 else 6, 7, 7 if pattern & 2 else 8, 9, 9 if pattern & 4 else 1]
+        x, y = run(a, VmInput(public_input=xs)), run(b, VmInput(public_input=xs))
+        assert x.error is None and y.error is None
+        assert list(x.public_output) == list(y.public_output) == [int(pattern == 7)], xs
+
+
+#: IF_ELSE with its else body one instruction in place of the call: ``skiz; addi 7``
+INLINE_ELSE = IF_ELSE.replace("    call __else__2\n", "    addi 7\n").replace(
+    "__else__2:\n    push 7\n    swap 3\n    pop 1\n    return\n", ""
+)
+
+
+def test_an_else_body_of_one_instruction_in_place_of_its_call_is_converted():
+    (b,) = find_branches(lines(INLINE_ELSE))
+    assert b.labels == ("__then__1",)
+    new = convert(INLINE_ELSE)
+    assert "skiz" not in new and "__then__1:" not in new
+    for inputs in ([0, 5, 9], [4, 5, 0], [2, 2, 2], [9, 1, 0], [0, 0, 0]):
+        got, want = outputs(new, inputs), outputs(INLINE_ELSE, inputs)
+        assert got[:2] == want[:2], inputs
+        assert want[0] is None and want[1][0] == inputs[2] + 7 * (inputs[2] != 0)
+
+
+@pytest.mark.parametrize(
+    ("instr", "why"),
+    [
+        ("invert", "may fail"),
+        ("write_io 1", "an effect"),
+        ("return", "control flow"),
+        ("__l:", "a label"),
+    ],
+)
+def test_an_else_instruction_that_fails_has_an_effect_or_is_control_flow_stays(instr, why):
+    text = INLINE_ELSE.replace("    skiz\n    addi 7\n", f"    skiz\n    {instr}\n")
+    if instr.endswith(":"):
+        text = INLINE_ELSE.replace("    skiz\n    addi 7\n", f"    skiz\n{instr}\n    addi 7\n")
+    assert find_branches(lines(text)) == [], why

@@ -78,6 +78,8 @@ BOOLEAN = names_where(lambda i: i.pushes_boolean)
 MAX_BODY = 12
 #: Most op-stack slots the two paths may leave different (each costs a few instructions).
 MAX_SELECTS = 3
+#: Rounds of conversion per function (a nested if qualifies once its inner one is a select).
+MAX_ROUNDS = 3
 #: Search states for scheduling one select.
 SCHEDULE_STATES = 3_000
 
@@ -111,6 +113,17 @@ def _pure(body: Sequence[Instr], isa: IsaVariant) -> bool:
         )
         for x in body
     )
+
+
+def _one_pure(text: str, isa: IsaVariant) -> bool:
+    """``text`` is one instruction that `_pure` admits (no label, call or control flow)."""
+    if text.endswith(":"):
+        return False
+    try:
+        ins = parse_instructions(text, isa)
+    except TasmSyntaxError:
+        return False
+    return len(ins) == 1 and _pure(ins, isa)
 
 
 def _boolean_before(lines: Sequence[str], at: int, isa: IsaVariant) -> bool:
@@ -183,6 +196,23 @@ def find_branches(
                 if _then_leaves_zero(p1, isa):
                     p0 = ("push 1", "swap 1", "pop 1", "pop 1", *other)
                     out.append(Branch(code[k], code[k + 5] + 1, (t, e), (p0, (*p1, "pop 1"))))
+                    k += 6
+                    continue
+        if (
+            len(window) == 6
+            and window[:3] == ["push 1", "swap 1", "skiz"]
+            and window[4] == "skiz"
+            and window[3].startswith("call ")
+            and _one_pure(window[5], isa)
+        ):
+            # the else body a single instruction in place of its call (skiz skips exactly
+            # one instruction, of any size): ``... skiz  call T  skiz  X``
+            t = window[3][5:]
+            if usable(t) and _boolean_before(lines, code[k], isa):
+                p1 = ("push 1", "swap 1", "pop 1", *(str(x) for x in helpers[t]))
+                if _then_leaves_zero(p1, isa):
+                    p0 = ("push 1", "swap 1", "pop 1", "pop 1", window[5])
+                    out.append(Branch(code[k], code[k + 5] + 1, (t,), (p0, (*p1, "pop 1"))))
                     k += 6
                     continue
         if len(window) >= 2 and window[0] == "skiz" and window[1].startswith("call "):
@@ -367,72 +397,89 @@ def branch_stage(
     function keeps its result so far unless the converted one is equivalent on the
     verifier's witnesses, takes fewer cycles and raises no table."""
     run = _Run(fns, ours, client, options, sources, verify)
-    isa = options.isa
     for f in run.workable(fns):
-        cur = run.returned(f.name)
-        try:
-            others = _called_by_others(run, ours, f.name)  # this pass changes only f
-            found = find_branches(cur, isa, others)
-        except (TasmSyntaxError, ValueError):
-            continue
-        proven: dict[tuple[str, ...], list[Instr]] = {}
-        for b in found:
-            if out_of_time(options) is not None:
-                return
-            code = select_code(b, isa, options.deadline)
-            if code is None:
-                continue
-            why = prove_select(b, code, isa, options.witnesses, options.seed)
-            if why is not None:
-                f.report.notes.append(f"branch {', '.join(b.labels)} not converted: {why}")
-                continue
-            proven[b.labels] = code
-        if not proven:
-            continue
-        best = run.measure(f, cur)
-        if best is None:
-            continue
-        # all at once first, then each alone (one that costs more must not sink the rest)
-        plans = [set(proven)] + ([{k} for k in proven] if len(proven) > 1 else [])
-        for plan in plans:
-            if out_of_time(options) is not None:
-                return
-            here = [
-                (b, proven[b.labels])
-                for b in find_branches(cur, isa, others)
-                if b.labels in plan and b.labels in proven
-            ]
-            if len(here) != len(plan):
-                continue  # converted already, or no longer the same idiom
-            cand, spans = rewrite_branches(cur, here)
-            touched = [(x, x + 1) for a, z in spans for x in range(a, z)]
-            cand = _reoptimize(f, cand, touched, options, sources, verify)
-            labels = [lab for key in sorted(plan) for lab in key]
-            v = run.run_function(f, cand)
-            if v is None:
-                continue
-            if not v.equivalent and v.witness >= 0:
-                log.error("if-conversion of %s changed its behaviour: %s", f.name, v.reason)
-            why = refusal(v, best)
-            note = f"branches {', '.join(labels)} converted to selects"
-            if why is not None:
-                # a select costs a cycle or two where a branch is skipped, but a loop body
-                # without branches may become a recurse_or_return loop: try both together
-                looped = with_loops_rewritten(run, f, cand, ours, options, sources, verify)
-                if looped is not None:
-                    w = run.run_function(f, looped[0])
-                    if (
-                        w is not None
-                        and refusal(w, best, longer=True, current_padded=f.report.padded_height)
-                        is None
-                        and run.taller_caller(f, looped[0], w) is None
-                    ):
-                        cand, v, why = looped[0], w, None
-                        note += f", loops {', '.join(looped[1])} to recurse_or_return"
-            if why is not None:
-                f.report.notes.append(f"branches {', '.join(labels)} {why}")
-                continue
-            adopt(f, cand, best, v, note)
-            cur, best = cand, v.cycles
-            if len(plan) == len(proven):
+        # a branch whose body held a converted one may qualify now: nested ifs, inside out
+        for _ in range(MAX_ROUNDS):
+            if not _convert(run, f, ours, options, sources, verify):
                 break
+
+
+def _convert(
+    run: _Run,
+    f: FunctionState,
+    ours: ModuleText,
+    options: CompileOptions,
+    sources: SourceSet,
+    verify: VerifyBackend,
+) -> bool:
+    """One round of `branch_stage` on ``f``; True if it adopted a conversion."""
+    isa = options.isa
+    adopted = False
+    cur = run.returned(f.name)
+    try:
+        others = _called_by_others(run, ours, f.name)  # this pass changes only f
+        found = find_branches(cur, isa, others)
+    except (TasmSyntaxError, ValueError):
+        return False
+    proven: dict[tuple[str, ...], list[Instr]] = {}
+    for b in found:
+        if out_of_time(options) is not None:
+            return adopted
+        code = select_code(b, isa, options.deadline)
+        if code is None:
+            continue
+        why = prove_select(b, code, isa, options.witnesses, options.seed)
+        if why is not None:
+            f.report.notes.append(f"branch {', '.join(b.labels)} not converted: {why}")
+            continue
+        proven[b.labels] = code
+    if not proven:
+        return False
+    best = run.measure(f, cur)
+    if best is None:
+        return False
+    # all at once first, then each alone (one that costs more must not sink the rest)
+    plans = [set(proven)] + ([{k} for k in proven] if len(proven) > 1 else [])
+    for plan in plans:
+        if out_of_time(options) is not None:
+            return adopted
+        here = [
+            (b, proven[b.labels])
+            for b in find_branches(cur, isa, others)
+            if b.labels in plan and b.labels in proven
+        ]
+        if len(here) != len(plan):
+            continue  # converted already, or no longer the same idiom
+        cand, spans = rewrite_branches(cur, here)
+        touched = [(x, x + 1) for a, z in spans for x in range(a, z)]
+        cand = _reoptimize(f, cand, touched, options, sources, verify)
+        labels = [lab for key in sorted(plan) for lab in key]
+        v = run.run_function(f, cand)
+        if v is None:
+            continue
+        if not v.equivalent and v.witness >= 0:
+            log.error("if-conversion of %s changed its behaviour: %s", f.name, v.reason)
+        why = refusal(v, best)
+        note = f"branches {', '.join(labels)} converted to selects"
+        if why is not None:
+            # a select costs a cycle or two where a branch is skipped, but a loop body
+            # without branches may become a recurse_or_return loop: try both together
+            looped = with_loops_rewritten(run, f, cand, ours, options, sources, verify)
+            if looped is not None:
+                w = run.run_function(f, looped[0])
+                if (
+                    w is not None
+                    and refusal(w, best, longer=True, current_padded=f.report.padded_height) is None
+                    and run.taller_caller(f, looped[0], w) is None
+                ):
+                    cand, v, why = looped[0], w, None
+                    note += f", loops {', '.join(looped[1])} to recurse_or_return"
+        if why is not None:
+            f.report.notes.append(f"branches {', '.join(labels)} {why}")
+            continue
+        adopt(f, cand, best, v, note)
+        adopted = True
+        cur, best = cand, v.cycles
+        if len(plan) == len(proven):
+            break
+    return adopted

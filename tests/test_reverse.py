@@ -1,6 +1,8 @@
 """The function-level ``reverse`` pass (`tasmopt.optimizer.reverse`): a reduction loop walks
 its array down. Behaviour is kept at trip counts 0, 1 and many, for sums and products;
-adversarial: a Horner step (order matters), a RAM write, an output, a second changing element,
+a second array walked beside the first (a walker) too; adversarial: a Horner step (order
+matters), a RAM write, an output, a second element that changes by no constant step, a
+walker read after the loop,
 a term that reads the bound or a RAM cell at an address built from it or from the
 accumulator (corpus array.matrix trace once got that far: the function check caught it), a
 failure guard, a caller that reads the pointer after the loop,
@@ -126,7 +128,8 @@ def test_a_product_from_one_is_the_product():
         ("swap 1\n    push 2\n    mul\n    add", "a Horner step: the order of the cells matters"),
         ("add\n    dup 0\n    push 9000\n    write_mem 1\n    pop 1", "a RAM write"),
         ("add\n    dup 0\n    write_io 1", "an output"),
-        ("add\n    swap 1\n    addi 1\n    swap 1", "a second element changes"),
+        ("add\n    swap 1\n    dup 0\n    mul\n    swap 1", "a second element is squared"),
+        ("add\n    swap 1\n    dup 2\n    add\n    swap 1", "a second element adds the sum"),
         ("add\n    dup 6\n    add", "the term reads the bound"),
         ("dup 0\n    pop_count\n    pop 1\n    add", "a failure guard"),
         ("add\n    dup 0\n    mul", "the accumulator squared"),
@@ -221,3 +224,97 @@ def test_aliased_reads_of_the_same_cell_keep_behaviour(values):
 def test_a_label_inside_the_body_is_left_alone():
     mid = _text().replace("    place 6\n    add", "    place 6\n__mid:\n    add")
     assert find_reversals(mid.splitlines()) == []
+
+
+#: dot(a, b, n) as the loops and pointers passes leave corpus array.reduce's dot: the pointer
+#: into b at st5 carries the test, the pointer into a (st2) walks beside it
+DOT = """\
+__dot:
+    dup 0
+    dup 2
+    add
+    pick 2
+    pick 5
+    pick 5
+    pick 5
+    dup 3
+    push 0
+    pick 7
+    skiz
+    call __loop__4
+    pick 4
+    pick 4
+    pick 2
+    pick 3
+    pick 4
+    pick 5
+    pick 6
+    pop 4
+    POST
+    return
+
+__loop__4:
+    pick 2
+    read_mem 1
+    addi 2
+    place 3
+    pick 6
+    read_mem 1
+    addi 2
+    place 7
+    mul
+    add
+    recurse_or_return
+"""
+
+
+def _dot(text: str, a: int, b: int, xs: list[int], ys: list[int]):
+    main = "main:\n    read_io 3\n    call __dot\n    write_io 1\n    halt\n"
+    ram = {a + i: v for i, v in enumerate(xs)} | {b + i: v for i, v in enumerate(ys)}
+    r = run(
+        parse(main + text.replace("    POST\n", "")),
+        VmInput(public_input=(a, b, len(xs)), ram=ram, initial_stack=[0] * 16),
+    )
+    return r.error is None, list(r.public_output), r.cycles
+
+
+@pytest.mark.parametrize(
+    "xs, ys",
+    [([], []), ([3], [5]), ([1, 2, 3], [4, 5, 6]), ([P - 1, 2**40, 7, 0, 9], [5, 3, P - 2, 1, 8])],
+)
+def test_a_second_array_walked_beside_the_first_is_walked_down_too(xs, ys):
+    lines = DOT.replace("    POST\n", "").splitlines()
+    (rev,) = find_reversals(lines)
+    assert rev.walkers == ((2, 1),)  # the pointer into a, one cell per iteration
+    new = "\n".join(reverse(lines, rev)[0]) + "\n"
+    for a, b in [(100, 200), (200, 100), (0, 3)]:
+        old_out, new_out = _dot(DOT, a, b, xs, ys), _dot(new, a, b, xs, ys)
+        assert old_out[:2] == new_out[:2]
+        if a + len(xs) <= b or b + len(ys) <= a:  # the arrays do not overlap
+            assert old_out[1] == [sum(x * y for x, y in zip(xs, ys, strict=True)) % P]
+
+
+def test_a_walker_read_after_the_loop_keeps_the_loop():
+    """The walker ends elsewhere in the reversed loop: read after the call, it is observed."""
+    after = DOT.replace(
+        "    pick 4\n    pick 4\n    pick 2\n",
+        "    dup 2\n    write_io 1\n    pick 4\n    pick 4\n    pick 2\n",
+        1,
+    )
+    assert find_reversals(after.replace("    POST\n", "").splitlines()) == []
+    assert find_reversals(DOT.replace("    POST\n", "").splitlines())
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7])
+def test_walk_ends_moves_each_walker_to_its_last_value(n):
+    from tasmopt.optimizer.reverse import walk_ends
+
+    for step, dw in [(1, 1), (1, 3), (2, -1), (-1, 2)]:
+        p, e = 1000, 1000 + n * step
+        stack = [0] * 16
+        stack[-1 - 5], stack[-1 - 6], stack[-1 - 2] = p, e, 70  # st5, st6, a walker at st2
+        code = "main:\n" + "".join(f"    {x}\n" for x in walk_ends(step, [(2, dw)])) + "    halt\n"
+        r = run(parse(code), VmInput(initial_stack=stack))
+        assert r.error is None
+        assert r.stack[-1 - 2] == (70 + (n - 1) * dw) % P, (step, dw, n)
+        assert r.stack[-1 - 5] == p and r.stack[-1 - 6] == e

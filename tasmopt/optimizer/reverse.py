@@ -18,28 +18,35 @@ the ``hot`` pass's budget; this pass runs after it, so a reversal must beat the 
 forward body). The same holds for any induction variable at st5, not only a pointer:
 ``factorial``'s ``acc * (i + 1)`` is a product over ``i`` too.
 
+A second array read at the same index (``dot``) is a *walker*: an element ``w`` the body steps
+by its own constant ``d_w``. The call site also moves it to its last value, ``w + (e - p) *
+d_w / d - d_w`` (``(e - p) / d`` is the trip count, exactly, in the field), and the body
+steps it down.
+
 Proof. Symbolic execution of ``B`` (exact polynomial identities over the Goldilocks field,
-`tasmopt.vm.symbolic`) establishes: ``B`` is straight-line with no net stack change, no
-effect but RAM reads, no failure guard; it maps st5 to ``st5 + d`` (``d`` a nonzero
-constant), keeps st6 and every other element but one, the accumulator ``a``, which it maps
-to ``a + D`` or to ``a * D`` where ``D`` mentions neither ``a`` nor st6, not even in the
-address of a cell it reads (`ExprContext.depends_on`). So ``D`` depends on the pointer,
-on elements that never change, and on RAM, which no iteration writes: ``D = D(p)``. The old
-loop runs ``p = p0, p0 + d, ..., e - d`` (the first ``k >= 1`` with ``p0 + k d = e``;
-forever if none) and returns ``a0 + D(p0) + ... + D(e - d)``; the new one runs ``q = e - d,
-e - 2d, ..., p0`` (the first ``k' >= 1`` with ``e - d - k' d = p0 - d``: the same ``k``),
-summing (multiplying) the same terms in the other order: the same element of the field
-(addition and multiplication are commutative and associative). No iteration has an effect or can fail, so the order is
-nothing else observable. The new loop leaves st5 and st6 different (``p0 - d`` instead of
-``e``); every call site proves they are dead: the code after the call is straight-line up to
-the function's ``return``, and its symbolic run consumes st5 and st6 without them reaching
-the returned stack, an output, RAM or a guard. ``L`` is entered only by ``call`` lines of
-this function (no fall-through, no other function calls it), and ``R`` is checked
-symbolically. The rewritten function is then run against its reference on the verifier's
-witnesses (`check_function`) and kept only when equivalent there, cheaper in cycles, with no
-table that grows with execution taller and no padded height larger, its own or a caller's
-(`refusal` with ``longer``: ``R`` adds words at the call site). Anything not established
-leaves the loop.
+`tasmopt.vm.symbolic`) establishes: ``B`` is straight-line with no net stack change, no effect
+but RAM reads, no failure guard; it maps st5 to ``st5 + d`` (``d`` a nonzero constant), keeps
+st6 and every other element but the walkers (each mapped to ``w + d_w``) and one, the
+accumulator ``a``, which it maps to ``a + D`` or to ``a * D`` where ``D`` mentions neither
+``a`` nor st6, not even in the address of a cell it reads (`ExprContext.depends_on`). So ``D``
+depends on the pointer, the walkers, elements that never change, and RAM, which no iteration
+writes. In the old loop's k-th iteration ``p = p0 + k d`` and ``w = w0 + k d_w``, so ``D =
+D(k)``; the new loop's j-th iteration has ``p = p0 + (t-1-j) d`` and ``w = w0 + (t-1-j) d_w``:
+``D(t-1-j)``. The old loop runs ``p = p0, p0 + d, ..., e - d`` (the first ``k >= 1`` with ``p0
++ k d = e``; forever if none) and returns ``a0 + D(p0) + ... + D(e - d)``; the new one runs ``q
+= e - d, e - 2d, ..., p0`` (the first ``k' >= 1`` with ``e - d - k' d = p0 - d``: the same
+``k``), summing (multiplying) the same terms in the other order: the same element of the field
+(addition and multiplication are commutative and associative). No iteration has an effect or
+can fail, so the order is nothing else observable. The new loop leaves st5, st6 and the walkers
+different (``p0 - d`` instead of ``e``); every call site proves they are dead: the code after
+the call is straight-line up to the function's ``return``, and its symbolic run consumes them
+without them reaching the returned stack, an output, RAM or a guard. ``L`` is entered only by
+``call`` lines of this function (no fall-through, no other function calls it), and ``R`` is
+checked symbolically, the walkers' update too (`walk_ends`). The rewritten function is then run
+against its reference on the verifier's witnesses (`check_function`) and kept only when
+equivalent there, cheaper in cycles, with no table that grows with execution taller and no
+padded height larger, its own or a caller's (`refusal` with ``longer``: ``R`` adds words at the
+call site). Anything not established leaves the loop.
 """
 
 from __future__ import annotations
@@ -71,7 +78,7 @@ from tasmopt.vm.expr import ExprContext, Poly
 from tasmopt.vm.guards import guard_polys
 from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
 
-__all__ = ["Reversal", "find_reversals", "reverse", "reverse_stage", "swap_ends"]
+__all__ = ["Reversal", "find_reversals", "reverse", "reverse_stage", "swap_ends", "walk_ends"]
 
 #: Pointer steps tried (cells per iteration, either way).
 STEPS = tuple(d for k in range(1, 6) for d in (k, -k))
@@ -84,12 +91,16 @@ class Reversal:
     Attributes:
         label: ``L``. ret: line index of its ``recurse_or_return``. step: ``d``.
         sites: line index of each ``call L`` with True where ``skiz`` guards it.
+        walkers: see below.
     """
 
     label: str
     ret: int
     step: int
     sites: tuple[tuple[int, bool], ...]
+    #: ``(depth, d_w)``: elements the body steps by their own constant beside st5 (a second
+    #: array read at the same index); at the call site each becomes its last value
+    walkers: tuple[tuple[int, int], ...] = ()
 
 
 def swap_ends(step: int, under: int = 0) -> list[str]:
@@ -113,6 +124,42 @@ def _swap_ends_ok(step: int, under: int, isa: IsaVariant) -> bool:
     return all(_at(run, k) is want.get(k, ctx.var("s", k)) for k in range(max(run.base, b + 1)))
 
 
+def walk_ends(step: int, walkers: Sequence[tuple[int, int]], under: int = 0) -> list[str]:
+    """Each walker ``w`` (depth, step ``d_w``) to the value it has in the old loop's last
+    iteration, ``w + (st6 - st5) * d_w / d - d_w`` (field arithmetic: ``(st6 - st5) / d`` is
+    the trip count), ``under`` elements below the top; st5 and st6 are read, not moved."""
+    code: list[str] = []
+    for w, dw in walkers:
+        c = dw * pow(step % P, P - 2, P) % P
+        code += [f"dup {N_SLOT + under}", f"dup {I_SLOT + under + 1}", "push -1", "mul", "add"]
+        code += [] if c == 1 else [f"push {c}", "mul"]
+        code += [f"pick {w + under + 1}", "add", f"addi {-dw}", f"place {w + under}"]
+    return code
+
+
+def _walk_ends_ok(
+    step: int, walkers: Sequence[tuple[int, int]], under: int, isa: IsaVariant
+) -> bool:
+    """`walk_ends` does what it says on every state (symbolic check)."""
+    if not walkers:
+        return True
+    ctx = ExprContext()
+    code = parse_instructions("\n".join(walk_ends(step, walkers, under)), isa)
+    run = run_symbolic(code, ctx, isa)
+    if run.unsupported is not None or run.delta != 0 or run.guards:
+        return False
+    a, b = I_SLOT + under, N_SLOT + under
+    trips = ctx.mul(ctx.sub(ctx.var("s", b), ctx.var("s", a)), ctx.const(pow(step % P, P - 2, P)))
+    want = {
+        w + under: ctx.add(
+            ctx.var("s", w + under), ctx.sub(ctx.mul(trips, ctx.const(dw % P)), ctx.const(dw % P))
+        )
+        for w, dw in walkers
+    }
+    depth = max([run.base, b + 1, *want])
+    return all(_at(run, k) is want.get(k, ctx.var("s", k)) for k in range(depth))
+
+
 def _quiet(run: SymbolicRun) -> bool:
     """No effect but RAM reads, no failure guard, no unsupported instruction."""
     return (
@@ -125,34 +172,47 @@ def _quiet(run: SymbolicRun) -> bool:
     )
 
 
-def _reduction(body: Sequence[Instr], isa: IsaVariant) -> int | None:
-    """``d`` when ``body`` is a reduction step (module docstring), else None."""
+def _reductions(
+    body: Sequence[Instr], isa: IsaVariant
+) -> list[tuple[int, tuple[tuple[int, int], ...]]]:
+    """The ways ``body`` is a reduction step (module docstring): ``(d, walkers)`` for each
+    choice of the accumulator among the elements it changes (an accumulator that adds a
+    constant is also a walker: which one is observed after the loop decides), the
+    accumulator that is no walker first; empty if none."""
     ctx = ExprContext()
     run = run_symbolic(body, ctx, isa)
     if not _quiet(run) or run.delta != 0:
-        return None
+        return []
     s = [ctx.var("s", k) for k in range(max(run.base, N_SLOT + 1))]
     if _at(run, N_SLOT) is not s[N_SLOT]:
-        return None
-    moved = ctx.sub(_at(run, I_SLOT), s[I_SLOT])
+        return []
+    step = _signed_step(ctx.sub(_at(run, I_SLOT), s[I_SLOT]))
+    if step is None:
+        return []
+    changed = [k for k in range(len(s)) if k != I_SLOT and _at(run, k) is not s[k]]
+    steps = {k: _signed_step(ctx.sub(_at(run, k), s[k])) for k in changed}
+    out = []
+    for acc in sorted(changed, key=lambda k: steps[k] is not None):
+        walkers = tuple((k, d) for k, d in steps.items() if k != acc and d is not None)
+        if len(walkers) != len(changed) - 1:
+            continue  # another element changes in a way that is no constant step
+        banned = ctx.atoms_of([s[acc], s[N_SLOT]])
+        term = ctx.sub(_at(run, acc), s[acc])  # a + D
+        factor = _factor(ctx, _at(run, acc), s[acc])  # a * D
+        if not banned & ctx.depends_on([term]) or (  # through RAM addresses too
+            factor is not None and not banned & ctx.depends_on([factor])
+        ):
+            out.append((step, walkers))
+    return out
+
+
+def _signed_step(moved: Poly) -> int | None:
+    """The constant ``moved`` as a step in `STEPS`, else None."""
     if not moved.is_const or moved.const % P == 0:
         return None
     step = moved.const % P
     step = step - P if step > P // 2 else step
-    if step not in STEPS:
-        return None
-    changed = [k for k in range(len(s)) if k != I_SLOT and _at(run, k) is not s[k]]
-    if len(changed) != 1:
-        return None
-    (acc,) = changed
-    banned = ctx.atoms_of([s[acc], s[N_SLOT]])
-    term = ctx.sub(_at(run, acc), s[acc])  # a + D
-    if not banned & ctx.depends_on([term]):  # through RAM addresses too
-        return step
-    factor = _factor(ctx, _at(run, acc), s[acc])  # a * D
-    if factor is not None and not banned & ctx.depends_on([factor]):
-        return step
-    return None
+    return step if step in STEPS else None
 
 
 def _factor(ctx: ExprContext, p: Poly, a: Poly) -> Poly | None:
@@ -169,9 +229,12 @@ def _factor(ctx: ExprContext, p: Poly, a: Poly) -> Poly | None:
     return d if ctx.mul(a, d) is p else None
 
 
-def _dead_after(lines: Sequence[str], site: int, isa: IsaVariant) -> bool:
+def _dead_after(
+    lines: Sequence[str], site: int, isa: IsaVariant, walkers: Sequence[int] = ()
+) -> bool:
     """The code after the ``call`` at line ``site`` runs straight to the function's
-    ``return`` and never lets st5 or st6 (at the call's return) be observed."""
+    ``return`` and never lets st5, st6 or the ``walkers`` (depths at the call's return) be
+    observed."""
     table = instruction_set(isa)
     post: list[Instr] = []
     for i in range(site + 1, len(lines)):
@@ -193,9 +256,9 @@ def _dead_after(lines: Sequence[str], site: int, isa: IsaVariant) -> bool:
         return False
     ctx = ExprContext()
     run = run_symbolic(post, ctx, isa)
-    if run.unsupported is not None or run.base <= N_SLOT:
+    if run.unsupported is not None or run.base <= max([N_SLOT, *walkers]):
         return False
-    ends = ctx.atoms_of([ctx.var("s", I_SLOT), ctx.var("s", N_SLOT)])
+    ends = ctx.atoms_of([ctx.var("s", k) for k in (I_SLOT, N_SLOT, *walkers)])
     seen = [*run.stack, *run.outputs, *guard_polys(ctx, run.guards)]
     seen += [x for pair in run.ram for x in pair]
     return not (ends & ctx.depends_on(seen)) and all(g[0] in _POLY_GUARDS for g in run.guards)
@@ -221,25 +284,29 @@ def find_reversals(
         body = [x for _, x in ins[:-1]]
         if any(table[x.name].is_control_flow for x in body):
             continue
-        step = _reduction(body, isa)
-        if step is None:
-            continue
-        sites = _sites(lines, label, isa)
-        if not sites or not all(_swap_ends_ok(step, int(g), isa) for _, g in sites):
-            continue
-        out.append(Reversal(label, ins[-1][0], step, sites))
+        for step, walkers in _reductions(body, isa):
+            sites = _sites(lines, label, isa, tuple(w for w, _ in walkers))
+            if sites and all(
+                _swap_ends_ok(step, int(g), isa) and _walk_ends_ok(step, walkers, int(g), isa)
+                for _, g in sites
+            ):
+                out.append(Reversal(label, ins[-1][0], step, sites, walkers))
+                break
     return out
 
 
-def _sites(lines: Sequence[str], label: str, isa: IsaVariant) -> tuple[tuple[int, bool], ...]:
+def _sites(
+    lines: Sequence[str], label: str, isa: IsaVariant, walkers: Sequence[int] = ()
+) -> tuple[tuple[int, bool], ...]:
     """Each ``call label`` with whether ``skiz`` guards it; empty if the label is reached
-    otherwise, a site is skippable some other way, or st5/st6 may be read after it."""
+    otherwise, a site is skippable some other way, or st5/st6 (or a walker) may be read
+    after it."""
     out = []
     for i, ln in enumerate(lines):
         words = ln.split("//", 1)[0].split()
         if label not in words[1:]:
             continue
-        if line_kind(ln) != "call" or len(words) != 2 or not _dead_after(lines, i, isa):
+        if line_kind(ln) != "call" or len(words) != 2 or not _dead_after(lines, i, isa, walkers):
             return ()
         before = _before(lines, i)
         guarded = before is not None and line_kind(lines[before]) == "skiz"
@@ -262,8 +329,12 @@ def reverse(lines: Sequence[str], rev: Reversal) -> tuple[list[str], list[tuple[
     for i, guarded in rev.sites:
         at = _before(lines, i) if guarded else i
         assert at is not None  # a guarded site has its skiz before it
-        edits.append((at, at, [INDENT + x for x in swap_ends(rev.step, int(guarded))]))
+        g = int(guarded)
+        code = walk_ends(rev.step, rev.walkers, g) + swap_ends(rev.step, g)
+        edits.append((at, at, [INDENT + x for x in code]))
     back = [f"pick {I_SLOT}", f"addi {-2 * rev.step}", f"place {I_SLOT}"]
+    for w, dw in rev.walkers:
+        back += [f"pick {w}", f"addi {-2 * dw}", f"place {w}"]
     edits.append((rev.ret, rev.ret, [INDENT + x for x in back]))
     return apply_edits(lines, edits)
 

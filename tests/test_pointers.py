@@ -490,3 +490,73 @@ def test_a_client_baseline_that_differs_from_our_lowering_is_returned_as_sent():
         a, _ = _run_fn(r.tasm, "__sum", [1000, n], ram, 1)
         b, _ = _run_fn(client, "__sum", [1000, n], ram, 1)
         assert a == b
+
+
+# -- layouts: the loop-carried layout, st0 exchanged with st_k ------------------------------
+
+
+@pytest.mark.parametrize("k", pointers.SWAPS)
+@pytest.mark.parametrize("text", [SUM, FILL, DOT, STRIDED], ids=["sum", "fill", "dot", "strided"])
+@pytest.mark.parametrize("case", CASES[:4])
+def test_every_layout_keeps_behaviour_at_trip_counts_zero_one_and_many(k, text, case):
+    lines = text.splitlines()
+    (loop,) = find_pointer_loops(lines)
+    change = Change(None, swap=k)
+    assert prove_change(change) is None
+    acc, x, y, i, n = case
+    before = behaviour(text, _state(acc, x, y, i, n), _ram(x, y))
+    new, _ = rewrite_pointer_loop(lines, loop, change)
+    assert behaviour("\n".join(new) + "\n", _state(acc, x, y, i, n), _ram(x, y)) == before
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (Change(None, swap=5), "keep their places"),  # st5 would leave the test
+        (Change(None, swap=6), "keep their places"),
+        (Change(None, swap=16), "keep their places"),
+        (Change(None, swap=1, retarget=(0, -1)), "not combined"),
+    ],
+)
+def test_layouts_that_move_the_test_are_refused(change, why):
+    assert why in (prove_change(change) or "")
+
+
+def test_the_optimizer_carries_eval_rams_accumulator_on_top_and_keeps_behaviour():
+    """corpus field.poly eval_ram (Horner over RAM, walking down): the accumulator the
+    body brings from st1 every iteration is carried at st0 instead: fewer cycles, no padded
+    height larger, and p(x) for n = 0, 1 and many."""
+    mods = compile_modules(ROOT / "corpus" / "field" / "poly.tri", [ROOT / "corpus"])
+    opts = CompileOptions(sources=("rules", "search"), only=frozenset({"eval_ram"}))
+    r = compile_tir(mods[-1].ops, options=opts)
+    f = next(x for x in r.functions if x.name == "eval_ram")
+    assert any(m.startswith("layout") and "st0 <-> st1" in m for m in f.notes), f.notes
+    assert f.cycles < f.baseline_cycles and f.padded_height <= f.baseline_padded_height
+    text = "\n".join(f.tasm) + "\n"
+    coeffs = [5, 0, 2**40 + 3, 7, P - 1, 9]
+    for n in (0, 1, 2, 6):
+        x = 3
+        want = 0
+        for c in reversed(coeffs[:n]):
+            want = (want * x + c) % P
+        ram = {500 + k: c for k, c in enumerate(coeffs)}
+        out, _ = _run_fn(text, "__eval_ram", [500, n, x], ram, 1)  # base deepest
+        assert out == [want], n
+
+
+def test_a_wrong_layout_is_caught_by_the_function_check(monkeypatch):
+    """A call site that exchanged the wrong pair (st0 with st_k+1, the body right) starts
+    the loop from a wrong state: the witnesses reject it and eval_ram keeps its code."""
+    real = pointers.change_code
+
+    def off_by_one(change, offset=0):
+        if change.swap and offset:  # only where the call site applies T under its condition
+            change = Change(None, swap=change.swap + 1)
+        return real(change, offset)
+
+    monkeypatch.setattr(pointers, "change_code", off_by_one)
+    mods = compile_modules(ROOT / "corpus" / "field" / "poly.tri", [ROOT / "corpus"])
+    opts = CompileOptions(sources=("rules", "search"), only=frozenset({"eval_ram"}))
+    f = next(x for x in compile_tir(mods[-1].ops, options=opts).functions if x.name == "eval_ram")
+    assert not any(m.startswith("layout") and "->" in m for m in f.notes), f.notes
+    assert any(m.startswith("layout") and "not verified" in m for m in f.notes), f.notes

@@ -14,9 +14,9 @@ Stages (each timed in `CompileResult.timings`, seconds):
 6. ``splice`` — blocks spliced back; each changed function is re-verified as a whole on
    fresh witnesses against its baseline and falls back to the baseline if anything fails.
 7. ``inline``, ``unroll``, ``early_exit``, ``branches``, ``loops``, ``pointers``,
-   ``shortcuts``, ``hot``, ``reverse`` and ``checks`` — the function-level passes
-   (`tasmopt.optimizer.inline`, `.unroll`, `.early_exit`, `.branches`, `.loops`, `.pointers`,
-   `.shortcuts`, `.hot`, `.reverse`, `.checks`): a
+   ``shortcuts``, ``hot``, ``reverse``, ``layouts`` and ``checks`` — the function-level
+   passes (`tasmopt.optimizer.inline`, `.unroll`, `.early_exit`, `.branches`, `.loops`,
+   `.pointers` (also ``layouts``), `.shortcuts`, `.hot`, `.reverse`, `.checks`): a
    function keeps a rewrite only when it is proven, cheaper in cycles and no table grows
    (those that lengthen the program to save cycles: no table that grows with execution, nor
    the padded height).
@@ -54,7 +54,7 @@ from tasmopt.optimizer.early_exit import early_exit_stage
 from tasmopt.optimizer.hot import hot_stage
 from tasmopt.optimizer.inline import inline_stage
 from tasmopt.optimizer.loops import loop_stage
-from tasmopt.optimizer.pointers import pointer_stage
+from tasmopt.optimizer.pointers import layout_stage, pointer_stage
 from tasmopt.optimizer.prepare import (
     cached_answers,
     decode_checked,
@@ -248,6 +248,9 @@ def _compile(
     with stage(timings, "reverse"):
         if options.inline and "rules" in options.sources:  # last: against the deepest bodies
             reverse_stage(fns, passes, client, options, sources, verify)
+    with stage(timings, "layouts"):
+        if options.inline and "rules" in options.sources:  # the loops' final bodies
+            layout_stage(fns, passes, client, options, sources, verify)
     with stage(timings, "checks"):
         if options.inline and "rules" in options.sources:  # after every search of the bodies
             check_stage(fns, passes, client, options, sources, verify)

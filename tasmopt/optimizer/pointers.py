@@ -47,7 +47,7 @@ or a caller's (``T`` and its inverse lengthen the program: `refusal` with ``long
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
@@ -88,6 +88,8 @@ __all__ = [
     "pointer_stage",
     "prove_change",
     "rewrite_pointer_loop",
+    "layout_stage",
+    "SWAPS",
 ]
 
 #: The instruction that ends such a loop: it may both return and recurse (ISA table).
@@ -98,6 +100,8 @@ MAX_CHANGES = 6
 CHOICE_STATES = 4_000
 #: Search states spent again on the bodies within one instruction of the best.
 DEEP_STATES = 20_000
+#: The loop layouts `layout_stage` tries: st0 exchanged with st_k.
+SWAPS = (1, 2, 3, 4)
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,9 @@ class Change:
     scale: int = 1
     offset: int = 0
     retarget: tuple[int, int] | None = None
+    #: ``k``: st0 and st_k exchanged, after the rest (the loop's layout: `layout_stage`);
+    #: 0 for none. Never st5 or st6.
+    swap: int = 0
 
     @property
     def moves_test(self) -> bool:
@@ -132,7 +139,9 @@ class Change:
     def __str__(self) -> str:
         """E.g. ``st5 := 3*st5 + st1 + 2, st2 += st5`` or ``st0 carries the test (step -1)``."""
         parts = [f"st{w} += {_coef(c)}st5" for w, c in self.walks]
-        if not self.walks and not self.moves_test and self.retarget is None:
+        if self.swap:
+            parts.append(f"st0 <-> st{self.swap}")
+        if not parts and not self.moves_test and self.retarget is None:
             return "the body alone"
         off = _signed(self.offset)
         plus = f" {'+' if off > 0 else '-'} {abs(off)}" if off else ""
@@ -212,6 +221,10 @@ def change_code(change: Change, offset: int = 0) -> tuple[list[str], list[str]]:
     o = offset
     if change.scale % P == 0 or change.test_scale % P == 0:
         raise ValueError("scale 0 is not invertible")
+    if change.swap in (I_SLOT, N_SLOT) or not 0 <= change.swap < REACH - o:
+        raise ValueError("st5 and st6 keep their places")
+    if change.swap and change.retarget is not None:
+        raise ValueError("a retarget is not combined with a swap")
     if change.retarget is not None:
         there, undo = _retarget_code(*change.retarget, o)
         if change.offset % P:  # then both moved by a constant: reads at p + c read at p
@@ -236,6 +249,12 @@ def change_code(change: Change, offset: int = 0) -> tuple[list[str], list[str]]:
             back += _unaffine(slot, b, change.scale, change.offset)
     for w, c in reversed(change.walks):
         back += [f"pick {w + o}", *_walk(i, w + o, -c), f"place {w + o}"]
+    if change.swap:
+        before = [object() for _ in range(change.swap + o + 1)]
+        after = list(before)
+        after[o], after[change.swap + o] = before[change.swap + o], before[o]
+        fwd += permutation_program(before, after)
+        back = permutation_program(after, before) + back
     return fwd, back
 
 
@@ -558,4 +577,52 @@ def pointer_stage(
                 f"pointers {loop.label}",
                 f"pointers {loop.label} ({change})",
                 longer=True,  # T and its inverse around the call: fewer cycles, more words
+            )
+
+
+def layout_stage(
+    fns: list[FunctionState],
+    ours: ModuleText,
+    client: ModuleText | None,
+    options: CompileOptions,
+    sources: SourceSet,
+    verify: VerifyBackend,
+) -> None:
+    """Choose the op-stack layout a ``recurse_or_return`` loop carries (issue 11, across
+    blocks): each loop is conjugated by the exchange of st0 with st_k (`SWAPS`), the same
+    change of variables as above (``T`` a transposition, its own inverse; st5 and st6 stay),
+    and the body whose search comes out shortest is kept when the function check and
+    `refusal` accept it. The block search keeps a body's entry and exit layout fixed; a
+    loop-carried value that every iteration brings to the top (an accumulator at st1) costs
+    a ``pick``/``swap`` per iteration that another layout does not."""
+    run = _Run(fns, ours, client, options, sources, verify)
+    isa = options.isa
+    layouts = tuple(
+        c for c in (Change(None, swap=k) for k in SWAPS) if prove_change(c, isa) is None
+    )
+    for f in run.workable(fns):
+        for cur, found in run.untried(
+            f, lambda lines, others: find_pointer_loops(lines, isa, others)
+        ):
+            loop = replace(found, changes=layouts)
+            chosen = _choose(loop, options, verify)
+            if chosen is None:
+                continue
+            change, body = chosen
+            best = run.measure(f, cur)
+            if best is None:
+                break
+            try:
+                cand, spans = rewrite_pointer_loop(cur, loop, change, isa, body)
+            except ValueError:
+                continue
+            touched = [(x, x + 1) for a, b in spans for x in range(a, b)]
+            cand = _reoptimize(f, cand, touched, options, sources, verify)
+            run.keep(
+                f,
+                cand,
+                best,
+                f"layout {loop.label}",
+                f"layout {loop.label} ({change})",
+                longer=True,  # T around the call: fewer cycles, more words
             )

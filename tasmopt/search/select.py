@@ -228,12 +228,12 @@ def _dataflow(
     for op, refs in steps:
         inputs = []
         for r in refs:
-            if r[0] == "s":
+            if len(r) == 3:  # ("n", step, output)
+                inputs.append(outs[r[1]][r[2]])
+            elif r[0] == "s":
                 inputs.append(r[1])
-            elif r[0] == "c":
-                inputs.append(constant(r[1]))
             else:
-                inputs.append(outs[r[1]][r[2]])  # type: ignore[misc]
+                inputs.append(constant(r[1]))
         out_ids = tuple(range(next_id, next_id + 3))
         next_id += 3
         node = Node(len(nodes), Instr(op), tuple(inputs), out_ids)

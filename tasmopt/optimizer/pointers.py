@@ -552,11 +552,27 @@ def pointer_stage(
     keeps its result so far unless the rewritten one is equivalent on the verifier's
     witnesses, takes fewer cycles and raises no table."""
     run = _Run(fns, ours, client, options, sources, verify)
+    _conjugate_loops(run, fns, options, sources, verify, "pointers", None)
+
+
+def _conjugate_loops(
+    run: _Run,
+    fns: list[FunctionState],
+    options: CompileOptions,
+    sources: SourceSet,
+    verify: VerifyBackend,
+    what: str,
+    changes: tuple[Change, ...] | None,
+) -> None:
+    """Conjugate every qualifying loop of ``fns`` by its best change (the
+    loop's own, or ``changes`` when given), keeping each rewrite the function check and
+    `refusal` accept; ``what`` names the pass in the notes."""
     isa = options.isa
     for f in run.workable(fns):
-        for cur, loop in run.untried(
+        for cur, found in run.untried(
             f, lambda lines, others: find_pointer_loops(lines, isa, others)
         ):
+            loop = found if changes is None else replace(found, changes=changes)
             chosen = _choose(loop, options, verify)
             if chosen is None:
                 continue
@@ -565,7 +581,7 @@ def pointer_stage(
             if best is None:
                 break
             try:
-                cand, spans = rewrite_pointer_loop(cur, loop, change, options.isa, body)
+                cand, spans = rewrite_pointer_loop(cur, loop, change, isa, body)
             except ValueError:
                 continue
             touched = [(x, x + 1) for a, b in spans for x in range(a, b)]
@@ -574,8 +590,8 @@ def pointer_stage(
                 f,
                 cand,
                 best,
-                f"pointers {loop.label}",
-                f"pointers {loop.label} ({change})",
+                f"{what} {loop.label}",
+                f"{what} {loop.label} ({change})",
                 longer=True,  # T and its inverse around the call: fewer cycles, more words
             )
 
@@ -596,33 +612,7 @@ def layout_stage(
     loop-carried value that every iteration brings to the top (an accumulator at st1) costs
     a ``pick``/``swap`` per iteration that another layout does not."""
     run = _Run(fns, ours, client, options, sources, verify)
-    isa = options.isa
     layouts = tuple(
-        c for c in (Change(None, swap=k) for k in SWAPS) if prove_change(c, isa) is None
+        c for c in (Change(None, swap=k) for k in SWAPS) if prove_change(c, options.isa) is None
     )
-    for f in run.workable(fns):
-        for cur, found in run.untried(
-            f, lambda lines, others: find_pointer_loops(lines, isa, others)
-        ):
-            loop = replace(found, changes=layouts)
-            chosen = _choose(loop, options, verify)
-            if chosen is None:
-                continue
-            change, body = chosen
-            best = run.measure(f, cur)
-            if best is None:
-                break
-            try:
-                cand, spans = rewrite_pointer_loop(cur, loop, change, isa, body)
-            except ValueError:
-                continue
-            touched = [(x, x + 1) for a, b in spans for x in range(a, b)]
-            cand = _reoptimize(f, cand, touched, options, sources, verify)
-            run.keep(
-                f,
-                cand,
-                best,
-                f"layout {loop.label}",
-                f"layout {loop.label} ({change})",
-                longer=True,  # T around the call: fewer cycles, more words
-            )
+    _conjugate_loops(run, fns, options, sources, verify, "layout", layouts)

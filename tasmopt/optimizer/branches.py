@@ -399,8 +399,9 @@ def branch_stage(
     run = _Run(fns, ours, client, options, sources, verify)
     for f in run.workable(fns):
         # a branch whose body held a converted one may qualify now: nested ifs, inside out
+        tried: set[tuple[str, ...]] = set()  # branches proven or refused in an earlier round
         for _ in range(MAX_ROUNDS):
-            if not _convert(run, f, ours, options, sources, verify):
+            if not _convert(run, f, ours, options, sources, verify, tried):
                 break
 
 
@@ -411,8 +412,10 @@ def _convert(
     options: CompileOptions,
     sources: SourceSet,
     verify: VerifyBackend,
+    tried: set[tuple[str, ...]],
 ) -> bool:
-    """One round of `branch_stage` on ``f``; True if it adopted a conversion."""
+    """One round of `branch_stage` on ``f``, skipping the branches in ``tried`` (and adding
+    those it tries); True if it adopted a conversion."""
     isa = options.isa
     adopted = False
     cur = run.returned(f.name)
@@ -425,6 +428,9 @@ def _convert(
     for b in found:
         if out_of_time(options) is not None:
             return adopted
+        if b.labels in tried:
+            continue
+        tried.add(b.labels)
         code = select_code(b, isa, options.deadline)
         if code is None:
             continue

@@ -35,17 +35,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tasmopt.isa import InstructionSet, IsaVariant, instruction_set
+from tasmopt.isa import IsaVariant
 from tasmopt.module import ModuleText, label_lines, line_kind
 from tasmopt.optimizer.inline import INDENT, _Run
-from tasmopt.optimizer.loops import _sections, no_fall_through
+from tasmopt.optimizer.loops import _sections, _unskippable, no_fall_through
 from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 
 __all__ = ["zero_checks", "check_stage"]
 
-#: The three instructions of a zero check, as the lowering and the block search write them.
+#: The first two instructions of a zero check (an ``assert`` follows), as the lowering and
+#: the block search write them.
 _CHECK = ("push 0", "eq")
 #: Suffix of the failing subroutine's label (``<function label>__fail``).
 SUFFIX = "__fail"
@@ -62,7 +63,6 @@ def zero_checks(
     check (module docstring) replaced by ``skiz; call F``, and ``F`` appended; and the number
     replaced. ``taken``: labels used elsewhere in the module (``F``'s label must be new).
     None when there is nothing to replace or no safe place for ``F``."""
-    table = instruction_set(isa)
     code = [i for i, ln in enumerate(lines) if line_kind(ln) is not None]
     if not code or line_kind(lines[code[0]]) != ":":
         return None
@@ -77,7 +77,7 @@ def zero_checks(
         if (
             (_text(lines[a]), _text(lines[b])) == _CHECK
             and line_kind(lines[c]) == "assert"
-            and not _skips(lines, code[k - 1] if k else None, table)
+            and _unskippable(lines, a, isa)
         ):
             if third not in helpers:
                 label = entry + SUFFIX + (str(len(helpers)) if helpers else "")
@@ -103,17 +103,6 @@ def zero_checks(
     if not no_fall_through(new, sections, first_helper):
         return None
     return new, sum(1 for v in edits.values() if v is not None and v.endswith("skiz"))
-
-
-def _skips(lines: Sequence[str], before: int | None, table: InstructionSet) -> bool:
-    """The instruction line ``before`` (None: none) may skip the next instruction, or is a
-    label (then the check starts a section: nothing skips into it, and it qualifies)."""
-    if before is None:
-        return False
-    kind = line_kind(lines[before])
-    if kind == ":" or kind is None:
-        return False
-    return kind not in table or table[kind].may_skip_next
 
 
 def check_stage(

@@ -457,7 +457,8 @@ def test_changes_carry_guards_the_sponge_and_aliased_cells_through(text, main, r
     (loop,) = find_pointer_loops(lines)
     state = _state(5, 1000, 2000, 0, n)
     before = _run_main(main, text, state, ram)
-    for change in loop.changes:
+    layouts = tuple(Change(None, swap=k) for k in pointers.SWAPS)  # the layouts stage's
+    for change in loop.changes + layouts:
         new, _ = rewrite_pointer_loop(lines, loop, change)
         assert _run_main(main, "\n".join(new) + "\n", state, ram) == before, change
     if text is GUARDED and n == 7:

@@ -14,9 +14,10 @@ Stages (each timed in `CompileResult.timings`, seconds):
 6. ``splice`` — blocks spliced back; each changed function is re-verified as a whole on
    fresh witnesses against its baseline and falls back to the baseline if anything fails.
 7. ``inline``, ``unroll``, ``early_exit``, ``branches``, ``loops``, ``pointers``,
-   ``shortcuts``, ``hot``, ``reverse``, ``layouts`` and ``checks`` — the function-level
-   passes (`tasmopt.optimizer.inline`, `.unroll`, `.early_exit`, `.branches`, `.loops`,
-   `.pointers` (also ``layouts``), `.shortcuts`, `.hot`, `.reverse`, `.checks`): a
+   ``shortcuts``, ``hot``, ``reverse``, ``layouts``, ``absorb`` and ``checks`` — the
+   function-level passes (`tasmopt.optimizer.inline`, `.unroll`, `.early_exit`,
+   `.branches`, `.loops`, `.pointers` (also ``layouts``), `.shortcuts`, `.hot`, `.reverse`,
+   `.absorb`, `.checks`): a
    function keeps a rewrite only when it is proven, cheaper in cycles and no table grows
    (those that lengthen the program to save cycles: no table that grows with execution, nor
    the padded height).
@@ -44,6 +45,7 @@ from tasmopt.deadline import Deadline
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.lower.blocks import split_functions
 from tasmopt.module import ModuleText
+from tasmopt.optimizer.absorb import absorb_stage
 from tasmopt.optimizer.branches import branch_stage
 from tasmopt.optimizer.candidates import build_checks, candidate_logprobs, propose
 from tasmopt.optimizer.checks import check_stage
@@ -251,6 +253,9 @@ def _compile(
     with stage(timings, "layouts"):
         if options.inline and "rules" in options.sources:  # the loops' final bodies
             layout_stage(fns, passes, client, options, sources, verify)
+    with stage(timings, "absorb"):
+        if options.inline and "rules" in options.sources:  # the pointer loops' final bodies
+            absorb_stage(fns, passes, client, options, sources, verify)
     with stage(timings, "checks"):
         if options.inline and "rules" in options.sources:  # after every search of the bodies
             check_stage(fns, passes, client, options, sources, verify)

@@ -11,6 +11,8 @@ addresses (B22), after an ``index < N`` assertion.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tasmopt.errors import FrontendError
 from tasmopt.frontend import ast as A
 from tasmopt.frontend.source import Pos
@@ -198,10 +200,21 @@ class ExprBuilder:
         else:
             raise self.fail(f"cannot generate code for {type(e).__name__}", e.pos)
 
+    def late_reads(self) -> bool:
+        """Evaluate a call's leading plain reads after its other arguments (`call`). The
+        base builder never does."""
+        return False
+
     def call(self, e: A.CallExpr) -> None:
         t = e.target
-        for a in e.args:
-            self.expr(a)
+        k = _leading_reads(e.args) if self.late_reads() else 0
+        if k:  # the heavy arguments first, then the reads on top, then S under R
+            for a in (*e.args[k:], *e.args[:k]):
+                self.expr(a)
+            self._rotate(len(e.args), k)
+        else:
+            for a in e.args:
+                self.expr(a)
         in_w = sum(width(p) for p in t.params)
         out_w = width(t.ret)
         self.model.ensure_space(max(0, out_w - in_w))
@@ -211,6 +224,17 @@ class ExprBuilder:
             self.emit("Call", t.label)
         self.model.pop_entries(len(e.args))
         self.model.push(None, out_w)
+
+    def _rotate(self, n: int, k: int) -> None:
+        """The top ``n`` model entries are ``R`` (``n - k`` entries) under ``S`` (``k``):
+        bring every element of ``R`` above ``S``, deepest first (``R`` keeps its order)."""
+        m = self.model
+        top = m.entries[-n:]
+        ws = sum(x.width for x in top[n - k :])
+        wr = sum(x.width for x in top[: n - k])
+        for _ in range(wr):
+            m.emit_swap_chain(ws + wr - 1)
+        m.entries[-n:] = top[n - k :] + top[: n - k]
 
     def binary(self, e: A.BinExpr) -> None:
         first, second = e.lhs, e.rhs
@@ -284,3 +308,20 @@ def _chunks(n: int) -> list[int]:
         out.append(min(5, n))
         n -= min(5, n)
     return out
+
+
+def _plain(e: object) -> bool:
+    """A literal or a variable read (a field path of one): ``Push``/``Dup`` only, no
+    effect, the same value whenever it is evaluated within one expression."""
+    return isinstance(e, A.IntLit | A.BoolLit | A.PathExpr)
+
+
+def _leading_reads(args: Sequence[A.Expr]) -> int:
+    """How many leading arguments `call` may evaluate last: the plain ones (`_plain`)
+    before the first argument that is not, when one follows and the rotation that puts them
+    back under it stays within reach (16 elements); 0 otherwise."""
+    k = next((i for i, a in enumerate(args) if not _plain(a)), len(args))
+    if k == 0 or k == len(args):
+        return 0
+    span = sum(width(a.ty) for a in args)  # type: ignore[attr-defined]  # the checker typed every argument
+    return k if 0 < span <= CAPACITY and all(width(a.ty) > 0 for a in args) else 0  # type: ignore[attr-defined]  # the checker typed every argument

@@ -34,7 +34,8 @@ position in the body (`tasmopt.frontend.liveness`) and:
 * ends an ``if``/``else`` with its start layout less the variables dead after it (not owed
   to an enclosing loop), dropping dead strays in place instead of a RAM rebuild;
 * builds each function once per `TRIALS` entry (when to drop dead values eagerly, whether
-  to use join layouts) and keeps the one with the lowest `weighted_cost`.
+  to use join layouts, whether a call evaluates its leading plain arguments last) and keeps
+  the one with the lowest `weighted_cost`.
 
 Every choice is about which copies exist, never about values: the differential tests run
 every trial build against a Python interpretation of random programs, and every corpus
@@ -66,10 +67,12 @@ class _FnBuilder(ExprBuilder):
         live: Liveness | None = None,
         eager: int | None = None,
         joins: bool = False,
+        late: bool = False,
     ) -> None:
         self.mb = mb
         self.sig = sig
         self.joins = joins  # next-use: branches end without the variables dead after them
+        self.late = late  # next-use: a call's leading plain reads after its other arguments
         self.eager = eager  # next-use: drop dead variables at statements from this many elements
         self.out: list[Op] = []
         self.model = StackModel(self.emit_op, mb.alloc)
@@ -107,6 +110,12 @@ class _FnBuilder(ExprBuilder):
         return self.out
 
     # -- liveness (next-use policy) ----------------------------------------------------------
+
+    def late_reads(self) -> bool:
+        """Next-use, in the trial builds that ask for it: a call's leading literals and
+        variable reads are evaluated after its other arguments and rotated under them, so
+        that their copies do not sit on the stack while those are computed."""
+        return self.live is not None and self.late
 
     def rhs_first(self, e: A.BinExpr) -> bool:
         """Next-use: the right operand is a whole one-element variable on top of the stack
@@ -605,9 +614,9 @@ class _ModuleBuilder:
         live = Liveness(sig.decl.body, sig.decl.param_vars)  # type: ignore[attr-defined]  # set by the checker on every FnDecl it accepted
         start = (self.alloc.spill_next, self.alloc.index_next, self.labels)
         best: tuple[float, list[Op], tuple[int, int, int]] | None = None
-        for eager, joins in TRIALS:
+        for eager, joins, late in TRIALS:
             self.alloc.spill_next, self.alloc.index_next, self.labels = start
-            ops = _FnBuilder(self, sig, live, eager, joins).build()
+            ops = _FnBuilder(self, sig, live, eager, joins, late).build()
             cost = weighted_cost(ops)
             if best is None or cost < best[0]:
                 best = (cost, ops, (self.alloc.spill_next, self.alloc.index_next, self.labels))
@@ -638,8 +647,9 @@ STRAY_BUDGET = 24
 #: spill is needed). Dropping a dead value early frees its slot before the pressure comes
 #: but costs ``Swap(d), Pop(1)`` per element, where the end of the body pops five at once.
 EAGER: tuple[int | None, ...] = (None, 12, 8, 0)
-#: (eager threshold, join layouts) per trial build, in order of preference on ties.
-TRIALS = tuple((e, j) for j in (False, True) for e in EAGER)
+#: (eager threshold, join layouts, late reads) per trial build, in order of preference on
+#: ties.
+TRIALS = tuple((e, j, r) for r in (False, True) for j in (False, True) for e in EAGER)
 #: Assumed trips per loop level in `weighted_cost` (a guess; loops run 0..2^32 times).
 LOOP_WEIGHT = 8
 

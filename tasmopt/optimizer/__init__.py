@@ -14,10 +14,10 @@ Stages (each timed in `CompileResult.timings`, seconds):
 6. ``splice`` — blocks spliced back; each changed function is re-verified as a whole on
    fresh witnesses against its baseline and falls back to the baseline if anything fails.
 7. ``inline``, ``unroll``, ``early_exit``, ``branches``, ``loops``, ``pointers``,
-   ``shortcuts``, ``hot``, ``reverse``, ``layouts``, ``absorb`` and ``checks`` — the
-   function-level passes (`tasmopt.optimizer.inline`, `.unroll`, `.early_exit`,
+   ``shortcuts``, ``hot``, ``reverse``, ``layouts``, ``absorb``, ``dots`` and ``checks`` —
+   the function-level passes (`tasmopt.optimizer.inline`, `.unroll`, `.early_exit`,
    `.branches`, `.loops`, `.pointers` (also ``layouts``), `.shortcuts`, `.hot`, `.reverse`,
-   `.absorb`, `.checks`): a
+   `.absorb`, `.dots`, `.checks`): a
    function keeps a rewrite only when it is proven, cheaper in cycles and no table grows
    (those that lengthen the program to save cycles: no table that grows with execution, nor
    the padded height).
@@ -52,6 +52,7 @@ from tasmopt.optimizer.checks import check_stage
 from tasmopt.optimizer.client_text import client_stage
 from tasmopt.optimizer.conditions import condition_stage
 from tasmopt.optimizer.contract import private_by_function
+from tasmopt.optimizer.dots import dot_stage
 from tasmopt.optimizer.early_exit import early_exit_stage
 from tasmopt.optimizer.hot import hot_stage
 from tasmopt.optimizer.inline import inline_stage
@@ -256,6 +257,9 @@ def _compile(
     with stage(timings, "absorb"):
         if options.inline and "rules" in options.sources:  # the pointer loops' final bodies
             absorb_stage(fns, passes, client, options, sources, verify)
+    with stage(timings, "dots"):
+        if options.inline and "rules" in options.sources:  # the pointer loops' final bodies
+            dot_stage(fns, passes, client, options, sources, verify)
     with stage(timings, "checks"):
         if options.inline and "rules" in options.sources:  # after every search of the bodies
             check_stage(fns, passes, client, options, sources, verify)

@@ -214,6 +214,12 @@ class ExprContext:
                         todo.append(a)
         return seen
 
+    def cells(self, polys: Iterable[Poly]) -> list[Poly]:
+        """The addresses of the initial-RAM cells (``mem0`` variables) whose values
+        ``polys`` read, through opaque arguments too, in the order their atoms were made."""
+        ids = sorted(a for a in self.atoms_of(polys) if self.atom_keys[a][:2] == ("var", "mem0"))
+        return [self._by_id[self.atom_keys[a][2]] for a in ids]
+
     def is_algebraic(self, polys: Iterable[Poly]) -> bool:
         """True if every atom reachable from ``polys`` is algebraic (see module docstring).
 

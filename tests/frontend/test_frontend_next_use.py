@@ -250,7 +250,7 @@ def _only(monkeypatch, joins: bool) -> None:
     """Build every function once, eagerly dropping dead values, with or without joins."""
     from tasmopt.frontend import builder
 
-    monkeypatch.setattr(builder, "TRIALS", ((0, joins),))
+    monkeypatch.setattr(builder, "TRIALS", ((0, joins, False),))
 
 
 #: d and e are dead after the if/else; the branches need 15 and 16 fresh slots

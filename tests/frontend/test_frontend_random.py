@@ -179,7 +179,9 @@ def _trials():
     return TRIALS
 
 
-@pytest.mark.parametrize("trial", _trials(), ids=[f"eager{e}-joins{j}" for e, j in _trials()])
+@pytest.mark.parametrize(
+    "trial", _trials(), ids=[f"eager{e}-joins{j}-late{r}" for e, j, r in _trials()]
+)
 def test_every_next_use_trial_build_matches_python(monkeypatch, trial):
     """``next-use`` keeps the cheapest of several builds per function; each of them must be
     right on its own (the choice depends on the cost proxy, not on correctness)."""

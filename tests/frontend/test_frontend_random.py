@@ -16,9 +16,11 @@ from tasmopt.frontend import compile_source
 class Gen:
     """Generates a program as source text and, alongside, a Python closure that runs it."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, calls: bool = False) -> None:
         self.rng = random.Random(seed)
         self.n = 0
+        #: also call `MIX` (argument order matters) with plain and composite arguments
+        self.calls = calls
 
     def fresh(self) -> str:
         self.n += 1
@@ -33,6 +35,11 @@ class Gen:
                 return v, lambda env, v=v: env[v]
             c = self.rng.randrange(0, 50)
             return str(c), lambda env, c=c: c
+        if self.calls and r > 0.7:
+            args = [self.expr(scope, depth + 1) for _ in range(3)]
+            src = f"mix({', '.join(a for a, _ in args)})"
+            fs = [f for _, f in args]
+            return src, lambda env, fs=fs: (fs[0](env) + 2 * fs[1](env) + 5 * fs[2](env)) % P
         a, fa = self.expr(scope, depth + 1)
         b, fb = self.expr(scope, depth + 1)
         if self.rng.random() < 0.5:
@@ -197,3 +204,36 @@ def test_every_next_use_trial_build_matches_python(monkeypatch, trial):
         res = run_ops(compile_source(src, f"r{seed}.tri", spill="next-use"), step_limit=2_000_000)
         assert res.error is None, (res.error, src)
         assert list(res.public_output) == expected, src
+
+
+#: a function whose result depends on the order of its arguments
+MIX = "fn mix(a: Field, b: Field, c: Field) -> Field {\n    a + 2 * b + 5 * c\n}\n"
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_calls_with_plain_and_composite_arguments_match_python(monkeypatch, late):
+    """A call's leading plain arguments evaluated last (the ``late`` trial builds) and
+    rotated under the others: every argument still lands in its parameter, in random
+    programs full of calls that mix variable reads, literals and composite arguments."""
+    from tasmopt.frontend import build_expr, builder
+
+    trials = tuple(t for t in builder.TRIALS if t[2] is late)
+    monkeypatch.setattr(builder, "TRIALS", trials[:2])
+    rotations: list[int] = []
+    real = build_expr.ExprBuilder._rotate
+
+    def counted(self, n: int, k: int) -> None:
+        rotations.append(k)
+        real(self, n, k)
+
+    monkeypatch.setattr(build_expr.ExprBuilder, "_rotate", counted)
+    for seed in range(200, 216):
+        g = Gen(seed, calls=True)
+        lines, run = g.block({}, 24, 0, "    ")
+        src = "program r\n" + MIX + "fn main() {\n" + "\n".join(lines) + "\n}\n"
+        expected: list[int] = []
+        run({}, expected)
+        res = run_ops(compile_source(src, f"c{seed}.tri", spill="next-use"), step_limit=2_000_000)
+        assert res.error is None, (res.error, src)
+        assert list(res.public_output) == expected, src
+    assert bool(rotations) is late  # the path under test ran (only) in the late builds

@@ -35,7 +35,9 @@ position in the body (`tasmopt.frontend.liveness`) and:
   to an enclosing loop), dropping dead strays in place instead of a RAM rebuild;
 * builds each function once per `TRIALS` entry (when to drop dead values eagerly, whether
   to use join layouts, whether a call evaluates its leading plain arguments last) and keeps
-  the one with the lowest `weighted_cost`.
+  the one with the lowest `weighted_cost`; a build with late reads only where it moves fewer
+  words through RAM than the build it would replace (the rotation's swaps cost program
+  words, which can raise a padded height the static proxy does not see).
 
 Every choice is about which copies exist, never about values: the differential tests run
 every trial build against a Python interpretation of random programs, and every corpus
@@ -614,12 +616,16 @@ class _ModuleBuilder:
         live = Liveness(sig.decl.body, sig.decl.param_vars)  # type: ignore[attr-defined]  # set by the checker on every FnDecl it accepted
         start = (self.alloc.spill_next, self.alloc.index_next, self.labels)
         best: tuple[float, list[Op], tuple[int, int, int]] | None = None
+        traffic = math.inf  # the kept build's RAM traffic
         for eager, joins, late in TRIALS:
             self.alloc.spill_next, self.alloc.index_next, self.labels = start
             ops = _FnBuilder(self, sig, live, eager, joins, late).build()
-            cost = weighted_cost(ops)
+            cost, moved = weighted_cost(ops), weighted_cost(ops, kinds=RAM_TRAFFIC)
+            if late and moved >= traffic:
+                continue  # late reads only where they save RAM round trips (module docstring)
             if best is None or cost < best[0]:
                 best = (cost, ops, (self.alloc.spill_next, self.alloc.index_next, self.labels))
+                traffic = moved
         assert best is not None
         self.alloc.spill_next, self.alloc.index_next, self.labels = best[2]
         return best[1]
@@ -650,20 +656,25 @@ EAGER: tuple[int | None, ...] = (None, 12, 8, 0)
 #: (eager threshold, join layouts, late reads) per trial build, in order of preference on
 #: ties.
 TRIALS = tuple((e, j, r) for r in (False, True) for j in (False, True) for e in EAGER)
+#: TIR ops that move words between the op stack and RAM (spills, reloads, scratch arrays).
+RAM_TRAFFIC = frozenset({"WriteMem", "ReadMem"})
 #: Assumed trips per loop level in `weighted_cost` (a guess; loops run 0..2^32 times).
 LOOP_WEIGHT = 8
 
 
-def weighted_cost(ops: list[Op] | tuple[Op, ...], weight: float = 1.0) -> float:
+def weighted_cost(
+    ops: list[Op] | tuple[Op, ...], weight: float = 1.0, kinds: frozenset[str] | None = None
+) -> float:
     """Instructions, an op inside a loop body counting ``LOOP_WEIGHT`` times per loop level
-    (both branches of an ``if`` count in full): a static proxy for clock cycles."""
+    (both branches of an ``if`` count in full): a static proxy for clock cycles. With
+    ``kinds``, only the ops of those kinds count (`RAM_TRAFFIC`: the RAM round trips)."""
     total = 0.0
     for op in ops:
         if op.kind == "Loop":
-            total += weighted_cost(op.get("body"), weight * LOOP_WEIGHT)
+            total += weighted_cost(op.get("body"), weight * LOOP_WEIGHT, kinds)
         elif op.bodies:
-            total += sum(weighted_cost(b, weight) for _, b in op.bodies)
-        else:
+            total += sum(weighted_cost(b, weight, kinds) for _, b in op.bodies)
+        elif kinds is None or op.kind in kinds:
             total += weight
     return total
 

@@ -7,6 +7,7 @@ the shape checks say which path was taken."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from frontend_util import P, run_ops, show
@@ -411,3 +412,46 @@ def test_a_variable_owed_to_a_branch_layout_is_copied_not_taken():
     assert "IfOnly[Dup(0) WriteIo(1)]" in _raw_main(src)
     assert _run(src, [1, 8], "next-use") == [8]
     assert _run(src, [0, 8], "next-use") == []
+
+
+# -- late reads: a call's plain arguments evaluated after its composite ones ------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _module_ops(rel: str, monkeypatch, late: bool | None):
+    """Raw next-use TIR of a corpus module; ``late`` False drops the late-read trials,
+    None keeps every trial."""
+    from tasmopt.frontend import builder, compile_modules
+
+    if late is False:
+        monkeypatch.setattr(builder, "TRIALS", tuple(t for t in builder.TRIALS if not t[2]))
+    return compile_modules(ROOT / "corpus" / rel, [ROOT / "corpus"], spill="next-use")[-1].ops
+
+
+def _function(ops, name: str) -> str:
+    text = show(ops)
+    start = text.index(f"FnStart({name})")
+    return text[start : text.index("FnEnd", start)]
+
+
+def test_late_reads_remove_the_spills_of_inner_products_loop(monkeypatch):
+    """``acc + mul(load(a + off), load(b + off))``: with the accumulator's copy made
+    after the product, the loop body stays within 16 elements (no RAM round trip), where the
+    in-order builds spill."""
+    assert "WriteMem" in _function(
+        _module_ops("ext/xpoly.tri", monkeypatch, False), "inner_product"
+    )
+    monkeypatch.undo()
+    assert "WriteMem" not in _function(
+        _module_ops("ext/xpoly.tri", monkeypatch, None), "inner_product"
+    )
+
+
+def test_a_late_build_that_saves_no_ram_traffic_is_not_kept(monkeypatch):
+    """poseidon.p2sponge hash_ram: the late build is cheaper by the static proxy but moves
+    as many words through RAM; its rotations cost program words, and the optimized program
+    once doubled its padded height (2048 -> 4096) for 5 cycles. The in-order build is kept."""
+    plain = _function(_module_ops("poseidon/p2sponge.tri", monkeypatch, False), "hash_ram")
+    monkeypatch.undo()
+    assert _function(_module_ops("poseidon/p2sponge.tri", monkeypatch, None), "hash_ram") == plain

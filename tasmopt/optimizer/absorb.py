@@ -45,20 +45,17 @@ processor and op-stack tables lose about six each.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, names_where
-from tasmopt.module import ModuleText, line_kind
-from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
-from tasmopt.optimizer.loops import I_SLOT, N_SLOT, _at, _instrs, _sections, no_fall_through
-from tasmopt.optimizer.pointers import _LOOP_END
-from tasmopt.optimizer.reverse import _before
+from tasmopt.module import ModuleText
+from tasmopt.optimizer.conjugate import Conjugated, call_sites, conjugate, conjugate_stage, parsed
+from tasmopt.optimizer.loops import I_SLOT, N_SLOT, _at, loop_sections
 from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
-from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tasm.program import Instr
 from tasmopt.vm.expr import ExprContext
 from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
@@ -78,20 +75,14 @@ _EXTRA = 1 + SCRATCH
 
 
 @dataclass(frozen=True)
-class Absorption:
-    """A loop that qualifies (module docstring).
+class Absorption(Conjugated):
+    """A loop that qualifies (module docstring), with ``T``, ``T^-1`` and ``B'`` for it.
 
     Attributes:
-        label: ``L``. start, end: the section's line range (label line first).
         offset: ``c``, the first word read relative to st5.
-        sites: line index of each ``call L`` with True where ``skiz`` guards it.
     """
 
-    label: str
-    start: int
-    end: int
-    offset: int
-    sites: tuple[tuple[int, bool], ...]
+    offset: int = 0
 
 
 def enter(offset: int, under: int = 0) -> list[str]:
@@ -113,10 +104,6 @@ def leave() -> list[str]:
 def new_body() -> list[str]:
     """``B'``, without the loop's ``recurse_or_return``."""
     return [_ABSORB_MEM, f"pick {I_SLOT}", f"addi {RATE}", f"place {I_SLOT}"]
-
-
-def _code(lines: Sequence[str], isa: IsaVariant) -> list[Instr]:
-    return parse_instructions("\n".join(lines), isa)
 
 
 def _same(a: SymbolicRun, b: SymbolicRun, depth: int) -> bool:
@@ -144,14 +131,15 @@ def _body_ok(body: Sequence[Instr], offset: int, isa: IsaVariant) -> bool:
     want = {I_SLOT: ctx.add(s[I_SLOT], ctx.const(RATE))}
     if any(_at(old, k) is not want.get(k, s[k]) for k in range(depth)):
         return False
-    new = run_symbolic(_code(enter(offset) + new_body() + leave(), isa), ctx, isa)
+    new = run_symbolic(parsed(enter(offset) + new_body() + leave(), isa), ctx, isa)
     return _same(old, new, depth)
 
 
+@functools.cache
 def _new_body_ok(isa: IsaVariant) -> bool:
     """Fact 3 of the module docstring, and ``T; T^-1`` is the identity."""
     ctx = ExprContext()
-    run = run_symbolic(_code(new_body(), isa), ctx, isa)
+    run = run_symbolic(parsed(new_body(), isa), ctx, isa)
     if run.unsupported is not None or run.delta != 0 or run.outputs or run.ram:
         return False
     depth = max(run.base, N_SLOT + 1) + 2
@@ -166,7 +154,7 @@ def _new_body_ok(isa: IsaVariant) -> bool:
         return False
     for under in (0, 1):
         ctx = ExprContext()
-        both = run_symbolic(_code(enter(3, under) + leave_under(under), isa), ctx, isa)
+        both = run_symbolic(parsed(enter(3, under) + leave_under(under), isa), ctx, isa)
         if both.unsupported is not None or both.delta != -under or both.guards:
             return False
         if any(_at(both, k) is not ctx.var("s", k + under) for k in range(N_SLOT + _EXTRA + 2)):
@@ -188,63 +176,27 @@ def find_absorptions(
     if not _new_body_ok(isa):
         return []
     out = []
-    sections = _sections(lines)
-    for k, (label, start, end) in enumerate(sections):
-        if k == 0 or label in others_call or not no_fall_through(lines, sections, k):
-            continue
-        try:
-            ins = _instrs(lines, start + 1, end, isa)
-        except (TasmSyntaxError, ValueError):
-            continue
-        if len(ins) < 2 or ins[-1][1].name not in _LOOP_END:
-            continue
-        body = [x for _, x in ins[:-1]]
+    for label, start, end, _, body in loop_sections(lines, isa, others_call):
         if any(x.name == _ABSORB_MEM for x in body):
             continue  # already the new shape
         offset = next((c for c in OFFSETS if _body_ok(body, c, isa)), None)
         if offset is None:
             continue
-        sites = _sites(lines, label)
+        sites = call_sites(lines, label)
         if sites:
-            out.append(Absorption(label, start, end, offset, sites))
+            enters = (tuple(enter(offset)), tuple(enter(offset, 1)))
+            out.append(
+                Absorption(
+                    label, start, end, sites, enters, tuple(leave()), tuple(new_body()), offset
+                )
+            )
     return out
 
 
-def _sites(lines: Sequence[str], label: str) -> tuple[tuple[int, bool], ...]:
-    """Each ``call label`` with whether one ``skiz`` guards it; empty if the label is used
-    any other way or a site is skippable otherwise."""
-    out = []
-    for i, ln in enumerate(lines):
-        words = ln.split("//", 1)[0].split()
-        if label not in words[1:] and words[:1] != [label + ":"]:
-            continue
-        if words[:1] == [label + ":"]:
-            continue
-        if line_kind(ln) != "call" or len(words) != 2:
-            return ()
-        before = _before(lines, i)
-        guarded = before is not None and line_kind(lines[before]) == "skiz"
-        if before is not None and line_kind(lines[before]) == ":":
-            return ()  # a jump target right before the call: T would not run on every path
-        if guarded and before is not None:
-            earlier = _before(lines, before)
-            if earlier is None or line_kind(lines[earlier]) in ("skiz", ":"):
-                return ()
-        out.append((i, guarded))
-    return tuple(out)
-
-
 def absorb(lines: Sequence[str], a: Absorption) -> tuple[list[str], list[tuple[int, int]]]:
-    """``lines`` with ``a`` applied (module docstring), and the spans of the new lines."""
-    edits: list[tuple[int, int, list[str]]] = []
-    for i, guarded in a.sites:
-        at = _before(lines, i) if guarded else i
-        assert at is not None  # a guarded site has its skiz before it
-        edits.append((at, at, [INDENT + x for x in enter(a.offset, int(guarded))]))
-        edits.append((i + 1, i + 1, [INDENT + x for x in leave()]))
-    ret = next(j for j in range(a.end - 1, a.start, -1) if line_kind(lines[j]) not in (None, ":"))
-    edits.append((a.start + 1, ret, [INDENT + x for x in new_body()]))
-    return apply_edits(lines, edits)
+    """``lines`` with ``a`` applied (module docstring), and the spans of the new call-site
+    lines."""
+    return conjugate(lines, a)
 
 
 def absorb_stage(
@@ -255,25 +207,22 @@ def absorb_stage(
     sources: SourceSet,
     verify: VerifyBackend,
 ) -> None:
-    """Rewrite the qualifying loops of every function worked on in this run; a function
-    keeps its result so far unless the rewritten one is equivalent on the verifier's
-    witnesses, takes fewer cycles and raises no execution table nor the padded height."""
-    run = _Run(fns, ours, client, options, sources, verify)
+    """Rewrite the qualifying loops of every function worked on in this run
+    (`conjugate_stage`: kept only when proven, cheaper and no table grows)."""
     isa = options.isa
-    for f in run.workable(fns):
-        for cur, a in run.untried(f, lambda lines, others: find_absorptions(lines, isa, others)):
-            best = run.measure(f, cur)
-            if best is None:
-                break
-            cand, spans = absorb(cur, a)
-            body = new_body()
-            sites = [(x, y) for x, y in spans if [ln.strip() for ln in cand[x:y]] != body]
-            cand = _reoptimize(f, cand, sites, options, sources, verify)
-            run.keep(
-                f,
-                cand,
-                best,
-                f"absorb {a.label}",
-                f"absorb {a.label} ({_ABSORB_MEM}, first word at st5{a.offset:+d})",
-                longer=True,  # T and T^-1 at each call site
-            )
+
+    def done(a: Conjugated) -> str:
+        assert isinstance(a, Absorption)
+        return f"absorb {a.label} ({_ABSORB_MEM}, first word at st5{a.offset:+d})"
+
+    conjugate_stage(
+        fns,
+        ours,
+        client,
+        options,
+        sources,
+        verify,
+        lambda lines, others: find_absorptions(lines, isa, others),
+        "absorb",
+        done,
+    )

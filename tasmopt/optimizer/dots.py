@@ -46,31 +46,26 @@ from dataclasses import dataclass
 from itertools import permutations
 
 from tasmopt.errors import TasmSyntaxError
-from tasmopt.isa import IsaVariant, P, names_where
-from tasmopt.module import ModuleText, line_kind
-from tasmopt.optimizer.absorb import _sites
-from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
+from tasmopt.isa import IsaVariant, P, instruction_set, names_where
+from tasmopt.module import ModuleText
+from tasmopt.optimizer.conjugate import Conjugated, call_sites, conjugate, conjugate_stage, parsed
 from tasmopt.optimizer.loops import (
     I_SLOT,
     N_SLOT,
     REACH,
     _at,
-    _instrs,
-    _sections,
-    no_fall_through,
+    loop_sections,
     permutation_program,
 )
-from tasmopt.optimizer.pointers import _LOOP_END
-from tasmopt.optimizer.reverse import _before, _quiet
+from tasmopt.optimizer.reverse import _quiet
 from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
-from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tasm.program import Instr
 from tasmopt.vm.expr import ExprContext, Poly
 from tasmopt.vm.symbolic import run_symbolic
 
-__all__ = ["DotLoop", "find_dot_loops", "dot", "dot_stage", "STEPS"]
+__all__ = ["DotLoop", "find_dot_loops", "dot", "dot_stage"]
 
 #: The dot steps (ISA table: reads RAM and leaves the stack as deep as it found it, with
 #: no sponge and no other effect), by the words they read at ``st0``: 3 (``xx_dot_step``)
@@ -88,30 +83,22 @@ _DOTS = sorted(
         )
     )
 )
-STEPS = {"xx_dot_step": 3, "xb_dot_step": 1}
+#: The dot step by the words it reads at ``st0``: its RAM rows (ISA table) less the three
+#: words of the extension-field element at ``st1`` (3: ``xx_dot_step``, 1: ``xb_dot_step``).
+_BY_WORDS = {instruction_set("release")[n].table_rows()["ram"] - 3: n for n in _DOTS}
 #: Elements ``T`` puts on top of the old state (the two pointers).
 _EXTRA = 2
 
 
 @dataclass(frozen=True)
-class DotLoop:
-    """A loop that qualifies (module docstring), with the code proven for it.
+class DotLoop(Conjugated):
+    """A loop that qualifies (module docstring), with ``T``, ``T^-1`` and ``L'`` for it.
 
     Attributes:
-        label: ``L``. start, end: the section's line range (label line first).
-        step: the dot step's name. sites: line index of each ``call L`` with True where
-        ``skiz`` guards it. enter: ``T`` for an unguarded and a guarded site. leave:
-        ``T^-1``. body: ``L'`` without ``recurse_or_return``.
+        step: the dot step's name.
     """
 
-    label: str
-    start: int
-    end: int
-    step: str
-    sites: tuple[tuple[int, bool], ...]
-    enter: tuple[tuple[str, ...], tuple[str, ...]]
-    leave: tuple[str, ...]
-    body: tuple[str, ...]
+    step: str = ""
 
 
 def _signed(c: int) -> int:
@@ -157,10 +144,6 @@ def _triples(ctx: ExprContext, cells: Sequence[Poly]) -> list[Poly]:
     ]
 
 
-def _code(lines: Sequence[str], isa: IsaVariant) -> list[Instr]:
-    return parse_instructions("\n".join(lines), isa)
-
-
 def _plan(
     body: Sequence[Instr], isa: IsaVariant
 ) -> tuple[str, tuple[tuple[str, ...], tuple[str, ...]], tuple[str, ...], tuple[str, ...]] | None:
@@ -180,18 +163,18 @@ def _plan(
         return None
     cells = ctx.cells([moved[k] for k in acc])
     triples = _triples(ctx, cells)
-    pairs: list[tuple[str, Poly, Poly]] = []
+    pairs: list[tuple[Poly, Poly]] = []  # (what st0 points at, what st1 points at)
     if len(cells) == 6 and len(triples) == 2:
         x, y = triples
-        pairs = [("xx_dot_step", x, y), ("xx_dot_step", y, x)]
+        pairs = [(x, y), (y, x)]
     elif len(cells) == 4 and len(triples) == 1:
         (y,) = triples
-        rest = [c for c in cells if c.id not in {y.id, ctx.add(y, ctx.const(1)).id}]
-        rest = [c for c in rest if c.id != ctx.add(y, ctx.const(2)).id]
-        pairs = [("xb_dot_step", x, y) for x in rest]
-    for step, a, b in pairs:
-        if step not in _DOTS:
-            continue
+        words = {ctx.add(y, ctx.const(j)).id for j in range(3)}
+        pairs = [(x, y) for x in cells if x.id not in words]
+    step = _BY_WORDS.get(len(cells) - 3)
+    if step is None:
+        return None
+    for a, b in pairs:
         for order in permutations(acc):
             plan = _try(ctx, body, step, a, b, order, moved, depth, isa)
             if plan is not None:
@@ -252,9 +235,9 @@ def _proven(
     _, (enter, enter_under), leave, new_body = plan
     ctx = ExprContext()
     try:
-        lhs = run_symbolic(_code([*enter, *new_body], isa), ctx, isa)
-        rhs = run_symbolic([*body, *_code(list(enter), isa)], ctx, isa)
-        t = run_symbolic(_code(list(enter), isa), ctx, isa)
+        lhs = run_symbolic(parsed([*enter, *new_body], isa), ctx, isa)
+        rhs = run_symbolic([*body, *parsed(list(enter), isa)], ctx, isa)
+        t = run_symbolic(parsed(list(enter), isa), ctx, isa)
     except (TasmSyntaxError, ValueError):
         return False
     deep = depth + _EXTRA + 2
@@ -266,7 +249,7 @@ def _proven(
         return False  # the loop's test reads the old st5 and st6
     for under, code in ((0, [*enter, *leave]), (1, [*enter_under, "pop 1", *leave])):
         c2 = ExprContext()
-        run = run_symbolic(_code(code, isa), c2, isa)
+        run = run_symbolic(parsed(code, isa), c2, isa)
         if run.unsupported is not None or run.delta != -under or run.guards:
             return False
         if any(_at(run, k) is not c2.var("s", k + under) for k in range(deep)):
@@ -280,40 +263,21 @@ def find_dot_loops(
     """The loops of one function's ``lines`` this pass may rewrite (module docstring);
     ``others_call``: labels other functions call."""
     out = []
-    sections = _sections(lines)
-    for k, (label, start, end) in enumerate(sections):
-        if k == 0 or label in others_call or not no_fall_through(lines, sections, k):
-            continue
-        try:
-            ins = _instrs(lines, start + 1, end, isa)
-        except (TasmSyntaxError, ValueError):
-            continue
-        if len(ins) < 2 or ins[-1][1].name not in _LOOP_END:
-            continue
-        body = [x for _, x in ins[:-1]]
+    for label, start, end, _, body in loop_sections(lines, isa, others_call):
         if any(x.name in _DOTS for x in body):
             continue  # already the new shape
         plan = _plan(body, isa)
-        if plan is None:
-            continue
-        sites = _sites(lines, label)
-        if sites:
+        sites = call_sites(lines, label) if plan is not None else ()
+        if plan is not None and sites:
             step, enter, leave, new_body = plan
-            out.append(DotLoop(label, start, end, step, sites, enter, leave, new_body))
+            out.append(DotLoop(label, start, end, sites, enter, leave, new_body, step))
     return out
 
 
 def dot(lines: Sequence[str], d: DotLoop) -> tuple[list[str], list[tuple[int, int]]]:
-    """``lines`` with ``d`` applied (module docstring), and the spans of the new lines."""
-    edits: list[tuple[int, int, list[str]]] = []
-    for i, guarded in d.sites:
-        at = _before(lines, i) if guarded else i
-        assert at is not None  # a guarded site has its skiz before it
-        edits.append((at, at, [INDENT + x for x in d.enter[int(guarded)]]))
-        edits.append((i + 1, i + 1, [INDENT + x for x in d.leave]))
-    ret = next(j for j in range(d.end - 1, d.start, -1) if line_kind(lines[j]) not in (None, ":"))
-    edits.append((d.start + 1, ret, [INDENT + x for x in d.body]))
-    return apply_edits(lines, edits)
+    """``lines`` with ``d`` applied (module docstring), and the spans of the new call-site
+    lines."""
+    return conjugate(lines, d)
 
 
 def dot_stage(
@@ -324,24 +288,22 @@ def dot_stage(
     sources: SourceSet,
     verify: VerifyBackend,
 ) -> None:
-    """Rewrite the qualifying loops of every function worked on in this run; a function
-    keeps its result so far unless the rewritten one is equivalent on the verifier's
-    witnesses, takes fewer cycles and raises no execution table nor the padded height."""
-    run = _Run(fns, ours, client, options, sources, verify)
+    """Rewrite the qualifying loops of every function worked on in this run
+    (`conjugate_stage`: kept only when proven, cheaper and no table grows)."""
     isa = options.isa
-    for f in run.workable(fns):
-        for cur, d in run.untried(f, lambda lines, others: find_dot_loops(lines, isa, others)):
-            best = run.measure(f, cur)
-            if best is None:
-                break
-            cand, spans = dot(cur, d)
-            sites = [(x, y) for x, y in spans if [ln.strip() for ln in cand[x:y]] != list(d.body)]
-            cand = _reoptimize(f, cand, sites, options, sources, verify)
-            run.keep(
-                f,
-                cand,
-                best,
-                f"dots {d.label}",
-                f"dots {d.label} ({d.step})",
-                longer=True,  # T and T^-1 at each call site
-            )
+
+    def done(d: Conjugated) -> str:
+        assert isinstance(d, DotLoop)
+        return f"dots {d.label} ({d.step})"
+
+    conjugate_stage(
+        fns,
+        ours,
+        client,
+        options,
+        sources,
+        verify,
+        lambda lines, others: find_dot_loops(lines, isa, others),
+        "dots",
+        done,
+    )

@@ -61,7 +61,7 @@ condition not proven leaves the loop as it was.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from tasmopt.errors import TasmSyntaxError
@@ -93,6 +93,8 @@ __all__ = [
     "exclusive_loops",
     "find_counted_loops",
     "no_fall_through",
+    "LOOP_END",
+    "loop_sections",
     "loop_stage",
     "permutation_program",
     "rewrite_loops",
@@ -181,6 +183,31 @@ def no_fall_through(lines: Sequence[str], sections: Sequence[tuple[str, int, int
         return False
     prev = [m for m in map(line_kind, lines[sections[k - 1][1] + 1 : sections[k][1]]) if m]
     return bool(prev) and prev[-1] in _TERMINATORS
+
+
+#: The instruction that ends a ``recurse_or_return`` loop: it may both return and recurse
+#: (ISA table).
+LOOP_END = names_where(lambda i: i.may_return and i.may_recurse)
+
+
+def loop_sections(
+    lines: Sequence[str], isa: IsaVariant, others_call: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, int, int, int, list[Instr]]]:
+    """``(label, start, end, ret, body)`` of each section of one function's ``lines`` that
+    is a loop ``L: B  recurse_or_return`` entered only by ``call`` from this function: not
+    its first section, no other function calls it (``others_call``), not reached by falling
+    through; ``ret`` is the line of its ``recurse_or_return``, ``body`` is ``B``. Sections
+    that do not parse are skipped."""
+    sections = _sections(lines)
+    for k, (label, start, end) in enumerate(sections):
+        if k == 0 or label in others_call or not no_fall_through(lines, sections, k):
+            continue
+        try:
+            ins = _instrs(lines, start + 1, end, isa)
+        except (TasmSyntaxError, ValueError):
+            continue
+        if len(ins) >= 2 and ins[-1][1].name in LOOP_END:
+            yield label, start, end, ins[-1][0], [x for _, x in ins[:-1]]
 
 
 def _is(ins: Instr, name: str, arg: int | None = None) -> bool:

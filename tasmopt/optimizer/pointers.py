@@ -49,8 +49,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from tasmopt.errors import TasmSyntaxError
-from tasmopt.isa import IsaVariant, P, instruction_set, names_where
+from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
 from tasmopt.optimizer.loops import (
@@ -58,9 +57,7 @@ from tasmopt.optimizer.loops import (
     N_SLOT,
     REACH,
     _at,
-    _instrs,
-    _sections,
-    no_fall_through,
+    loop_sections,
     permutation_program,
 )
 from tasmopt.optimizer.state import (
@@ -92,8 +89,6 @@ __all__ = [
     "SWAPS",
 ]
 
-#: The instruction that ends such a loop: it may both return and recurse (ISA table).
-_LOOP_END = names_where(lambda i: i.may_return and i.may_recurse)
 #: Most changes of variables tried per loop (each costs a block search).
 MAX_CHANGES = 6
 #: Search states spent on each change's body when choosing one.
@@ -433,20 +428,8 @@ def find_pointer_loops(
     ``others_call``: labels other functions call (those loops are left alone)."""
     table = instruction_set(isa)
     out = []
-    sections = _sections(lines)
-    for k, (label, start, end) in enumerate(sections):
-        if k == 0 or label in others_call:
-            continue
-        try:
-            ins = [x for _, x in _instrs(lines, start + 1, end, isa)]
-        except (TasmSyntaxError, ValueError):
-            continue
-        if len(ins) < 2 or ins[-1].name not in _LOOP_END:
-            continue
-        body = ins[:-1]
+    for label, start, end, _, body in loop_sections(lines, isa, others_call):
         if any(table[x.name].is_control_flow for x in body):
-            continue
-        if not no_fall_through(lines, sections, k):
             continue
         sites = tuple(
             i

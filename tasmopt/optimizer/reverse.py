@@ -63,11 +63,8 @@ from tasmopt.optimizer.loops import (
     I_SLOT,
     N_SLOT,
     _at,
-    _instrs,
-    _sections,
-    no_fall_through,
+    loop_sections,
 )
-from tasmopt.optimizer.pointers import _LOOP_END
 from tasmopt.optimizer.shortcuts import _RETURN
 from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
@@ -270,18 +267,8 @@ def find_reversals(
     """The loops of one function's ``lines`` this pass may reverse (module docstring);
     ``others_call``: labels other functions call."""
     table = instruction_set(isa)
-    sections = _sections(lines)
     out = []
-    for k, (label, start, end) in enumerate(sections):
-        if k == 0 or label in others_call or not no_fall_through(lines, sections, k):
-            continue
-        try:
-            ins = _instrs(lines, start + 1, end, isa)
-        except (TasmSyntaxError, ValueError):
-            continue
-        if len(ins) < 2 or ins[-1][1].name not in _LOOP_END:
-            continue
-        body = [x for _, x in ins[:-1]]
+    for label, _, _, ret, body in loop_sections(lines, isa, others_call):
         if any(table[x.name].is_control_flow for x in body):
             continue
         for step, walkers in _reductions(body, isa):
@@ -290,7 +277,7 @@ def find_reversals(
                 _swap_ends_ok(step, int(g), isa) and _walk_ends_ok(step, walkers, int(g), isa)
                 for _, g in sites
             ):
-                out.append(Reversal(label, ins[-1][0], step, sites, walkers))
+                out.append(Reversal(label, ret, step, sites, walkers))
                 break
     return out
 

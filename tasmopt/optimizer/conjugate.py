@@ -1,0 +1,120 @@
+"""Loops whose body becomes one RAM-step instruction under a change of layout: what the
+``absorb`` (`tasmopt.optimizer.absorb`) and ``dots`` (`tasmopt.optimizer.dots`) passes share.
+
+Such a pass proves, for one loop ``L: B  recurse_or_return``, a layout change ``T`` (code run
+before each ``call L``, and before the ``skiz`` that guards it), its inverse ``T^-1`` (run
+after the call) and a new body ``B'``; this module finds the call sites where ``T`` can go,
+writes the rewrite and runs the pass over a module. The proofs stay with the passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tasmopt.isa import IsaVariant
+from tasmopt.module import ModuleText, line_kind
+from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
+from tasmopt.optimizer.reverse import _before
+from tasmopt.optimizer.state import FunctionState, VerifyBackend
+from tasmopt.report import CompileOptions
+from tasmopt.sources import SourceSet
+from tasmopt.tasm.parser import parse_instructions
+from tasmopt.tasm.program import Instr
+
+__all__ = ["Conjugated", "parsed", "call_sites", "conjugate", "conjugate_stage"]
+
+
+@dataclass(frozen=True)
+class Conjugated:
+    """A loop and the code proven for it.
+
+    Attributes:
+        label: ``L``. start, end: the section's line range (label line first).
+        sites: line index of each ``call L`` with True where ``skiz`` guards it
+            (`call_sites`).
+        enter: ``T`` for an unguarded and for a guarded site (the condition back on top).
+        leave: ``T^-1``. body: ``B'`` without the loop's ``recurse_or_return``.
+    """
+
+    label: str
+    start: int
+    end: int
+    sites: tuple[tuple[int, bool], ...]
+    enter: tuple[tuple[str, ...], tuple[str, ...]]
+    leave: tuple[str, ...]
+    body: tuple[str, ...]
+
+
+def parsed(lines: Sequence[str], isa: IsaVariant) -> list[Instr]:
+    """Instruction text (one per item) parsed, for the passes' symbolic runs."""
+    return parse_instructions("\n".join(lines), isa)
+
+
+def call_sites(lines: Sequence[str], label: str) -> tuple[tuple[int, bool], ...]:
+    """Each ``call label`` with whether one ``skiz`` guards it; empty if the label is used
+    any other way, or if a label (a jump target) or a second ``skiz`` stands right before a
+    site: ``T`` would not run on every path into the call."""
+    out = []
+    for i, ln in enumerate(lines):
+        words = ln.split("//", 1)[0].split()
+        if label not in words[1:]:
+            continue  # the label line itself has one word
+        if line_kind(ln) != "call" or len(words) != 2:
+            return ()
+        before = _before(lines, i)
+        if before is not None and line_kind(lines[before]) == ":":
+            return ()
+        guarded = before is not None and line_kind(lines[before]) == "skiz"
+        if guarded and before is not None:
+            earlier = _before(lines, before)
+            if earlier is None or line_kind(lines[earlier]) in ("skiz", ":"):
+                return ()
+        out.append((i, guarded))
+    return tuple(out)
+
+
+def conjugate(lines: Sequence[str], loop: Conjugated) -> tuple[list[str], list[tuple[int, int]]]:
+    """``lines`` with ``T`` before every site, ``T^-1`` after it and ``B'`` as the body, and
+    the spans of the new call-site lines (the body is not searched again)."""
+    edits: list[tuple[int, int, list[str]]] = []
+    for i, guarded in loop.sites:
+        at = _before(lines, i) if guarded else i
+        assert at is not None  # a guarded site has its skiz before it
+        edits.append((at, at, [INDENT + x for x in loop.enter[int(guarded)]]))
+        edits.append((i + 1, i + 1, [INDENT + x for x in loop.leave]))
+    ret = next(
+        j for j in range(loop.end - 1, loop.start, -1) if line_kind(lines[j]) not in (None, ":")
+    )
+    edits.append((loop.start + 1, ret, [INDENT + x for x in loop.body]))
+    out, spans = apply_edits(lines, edits)
+    head = f"{loop.label}:"
+    return out, [(a, b) for a, b in spans if out[a - 1].split("//", 1)[0].strip() != head]
+
+
+def conjugate_stage(
+    fns: list[FunctionState],
+    ours: ModuleText,
+    client: ModuleText | None,
+    options: CompileOptions,
+    sources: SourceSet,
+    verify: VerifyBackend,
+    find: Callable[[list[str], frozenset[str]], Sequence[Conjugated]],
+    name: str,
+    done: Callable[[Conjugated], str],
+) -> None:
+    """Rewrite every loop ``find`` returns in every function worked on in this run (the call
+    sites searched again by the block sources); a function keeps its result so far unless
+    the rewritten one is equivalent on the verifier's witnesses, takes fewer cycles and
+    raises no table that grows with execution nor the padded height, its own or a
+    caller's (``T`` and ``T^-1`` lengthen the program: `refusal` with ``longer``). Notes
+    read ``<name> <label> ...``, ``done(loop)`` on adoption."""
+    run = _Run(fns, ours, client, options, sources, verify)
+    for f in run.workable(fns):
+        for cur, loop in run.untried(f, find):
+            best = run.measure(f, cur)
+            if best is None:
+                break
+            cand, sites = conjugate(cur, loop)
+            cand = _reoptimize(f, cand, sites, options, sources, verify)
+            run.keep(f, cand, best, f"{name} {loop.label}", done(loop), longer=True)

@@ -185,9 +185,18 @@ def find_absorptions(
         sites = call_sites(lines, label)
         if sites:
             enters = (tuple(enter(offset)), tuple(enter(offset, 1)))
+            note = f"{_ABSORB_MEM}, first word at st5{offset:+d}"
             out.append(
                 Absorption(
-                    label, start, end, sites, enters, tuple(leave()), tuple(new_body()), offset
+                    label,
+                    start,
+                    end,
+                    sites,
+                    enters,
+                    tuple(leave()),
+                    tuple(new_body()),
+                    note,
+                    offset,
                 )
             )
     return out
@@ -209,20 +218,4 @@ def absorb_stage(
 ) -> None:
     """Rewrite the qualifying loops of every function worked on in this run
     (`conjugate_stage`: kept only when proven, cheaper and no table grows)."""
-    isa = options.isa
-
-    def done(a: Conjugated) -> str:
-        assert isinstance(a, Absorption)
-        return f"absorb {a.label} ({_ABSORB_MEM}, first word at st5{a.offset:+d})"
-
-    conjugate_stage(
-        fns,
-        ours,
-        client,
-        options,
-        sources,
-        verify,
-        lambda lines, others: find_absorptions(lines, isa, others),
-        "absorb",
-        done,
-    )
+    conjugate_stage(fns, ours, client, options, sources, verify, find_absorptions, "absorb")

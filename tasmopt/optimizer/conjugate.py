@@ -35,6 +35,7 @@ class Conjugated:
             (`call_sites`).
         enter: ``T`` for an unguarded and for a guarded site (the condition back on top).
         leave: ``T^-1``. body: ``B'`` without the loop's ``recurse_or_return``.
+        note: what the adoption note says of the rewrite, e.g. ``xx_dot_step``.
     """
 
     label: str
@@ -44,6 +45,7 @@ class Conjugated:
     enter: tuple[tuple[str, ...], tuple[str, ...]]
     leave: tuple[str, ...]
     body: tuple[str, ...]
+    note: str
 
 
 def parsed(lines: Sequence[str], isa: IsaVariant) -> list[Instr]:
@@ -99,22 +101,23 @@ def conjugate_stage(
     options: CompileOptions,
     sources: SourceSet,
     verify: VerifyBackend,
-    find: Callable[[list[str], frozenset[str]], Sequence[Conjugated]],
+    find: Callable[[Sequence[str], IsaVariant, frozenset[str]], Sequence[Conjugated]],
     name: str,
-    done: Callable[[Conjugated], str],
 ) -> None:
-    """Rewrite every loop ``find`` returns in every function worked on in this run (the call
-    sites searched again by the block sources); a function keeps its result so far unless
-    the rewritten one is equivalent on the verifier's witnesses, takes fewer cycles and
-    raises no table that grows with execution nor the padded height, its own or a
-    caller's (``T`` and ``T^-1`` lengthen the program: `refusal` with ``longer``). Notes
-    read ``<name> <label> ...``, ``done(loop)`` on adoption."""
+    """Rewrite every loop ``find(lines, isa, others_call)`` returns in every function worked
+    on in this run (the call sites searched again by the block sources); a function keeps
+    its result so far unless the rewritten one is equivalent on the verifier's witnesses,
+    takes fewer cycles and raises no table that grows with execution nor the padded height,
+    its own or a caller's (``T`` and ``T^-1`` lengthen the program: `refusal` with
+    ``longer``). Notes read ``<name> <label> ...``."""
     run = _Run(fns, ours, client, options, sources, verify)
+    isa = options.isa
     for f in run.workable(fns):
-        for cur, loop in run.untried(f, find):
+        for cur, loop in run.untried(f, lambda lines, others: find(lines, isa, others)):
             best = run.measure(f, cur)
             if best is None:
                 break
             cand, sites = conjugate(cur, loop)
             cand = _reoptimize(f, cand, sites, options, sources, verify)
-            run.keep(f, cand, best, f"{name} {loop.label}", done(loop), longer=True)
+            what = f"{name} {loop.label}"
+            run.keep(f, cand, best, what, f"{what} ({loop.note})", longer=True)

@@ -270,7 +270,7 @@ def find_dot_loops(
         sites = call_sites(lines, label) if plan is not None else ()
         if plan is not None and sites:
             step, enter, leave, new_body = plan
-            out.append(DotLoop(label, start, end, sites, enter, leave, new_body, step))
+            out.append(DotLoop(label, start, end, sites, enter, leave, new_body, step, step))
     return out
 
 
@@ -290,20 +290,4 @@ def dot_stage(
 ) -> None:
     """Rewrite the qualifying loops of every function worked on in this run
     (`conjugate_stage`: kept only when proven, cheaper and no table grows)."""
-    isa = options.isa
-
-    def done(d: Conjugated) -> str:
-        assert isinstance(d, DotLoop)
-        return f"dots {d.label} ({d.step})"
-
-    conjugate_stage(
-        fns,
-        ours,
-        client,
-        options,
-        sources,
-        verify,
-        lambda lines, others: find_dot_loops(lines, isa, others),
-        "dots",
-        done,
-    )
+    conjugate_stage(fns, ours, client, options, sources, verify, find_dot_loops, "dots")

@@ -205,3 +205,43 @@ def test_a_wrong_rewrite_is_caught_by_the_function_check(monkeypatch):
     f = _compile_sponge("absorb_ram")
     assert not any(n.startswith("absorb") and "->" in n for n in f.notes), f.notes
     assert any(n.startswith("absorb") for n in f.notes), f.notes
+
+
+# -- more ways to make the rewrite accept a different program --------------------------------
+
+
+def test_a_rare_guard_in_the_body_is_left_alone():
+    """The body fails only when RAM[p] is 12345: random witnesses would never see it fail,
+    and the new body has no such check."""
+    rare = BODY + "\n    dup 0\n    push 12345\n    eq\n    push 0\n    eq\n    assert"
+    assert find_absorptions(_text(rare).splitlines()) == []
+
+
+def test_a_label_inside_the_body_is_left_alone():
+    """A jump target in the middle of the body (mid-block entry): neither half is a loop
+    entered only by its call."""
+    mid = _text().replace("    read_mem 4\n", "    read_mem 4\n\n__mid:\n", 1)
+    assert find_absorptions(mid.splitlines()) == []
+
+
+def test_a_client_baseline_that_differs_from_our_lowering_is_returned_as_sent():
+    """The client's absorb_ram reads word 8 where ours reads word 9: it disagrees with our
+    lowering, so its function comes back as sent, with no absorb rewrite."""
+    from tasmopt.lower.triton import lower
+
+    ops = compile_modules(ROOT / "corpus" / "hash" / "sponge.tri", [ROOT / "corpus"])[-1].ops
+    ours = "\n".join(lower(ops).lines)
+    assert "    push 9\n    add\n    read_mem 1\n" in ours
+    client = ours.replace(
+        "    push 9\n    add\n    read_mem 1\n", "    push 8\n    add\n    read_mem 1\n", 1
+    )
+    r = compile_tir(ops, baseline_tasm=client, options=CompileOptions(sources=("rules", "search")))
+    f = next(f for f in r.functions if f.name == "absorb_ram")
+    assert f.mismatch is not None
+    assert not any(n.startswith("absorb") for n in f.notes), f.notes
+    for chunks in (1, 3):
+        got, want, other = (
+            _outcome(t.replace("__absorb_ram", "__absorb"), 64, chunks)[1]
+            for t in (r.tasm, client, ours)
+        )
+        assert got == want != other

@@ -229,3 +229,58 @@ def test_a_wrong_rewrite_is_caught_by_the_function_check(monkeypatch):
     f = _compile_xpoly("inner_product")
     assert not any(n.startswith("dots") and "->" in n for n in f.notes), f.notes
     assert any(n.startswith("dots") for n in f.notes), f.notes
+
+
+# -- more ways to make the rewrite accept a different program --------------------------------
+
+
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        (XX + "\n    sponge_init", "a sponge effect"),
+        (
+            XX.replace("xx_add", "dup 2\n    dup 2\n    dup 2\n    xx_mul\n    xx_add"),
+            "a high-degree term: one operand squared before the addition",
+        ),
+        (
+            XX + "\n    dup 2\n    push 12345\n    eq\n    push 0\n    eq\n    assert",
+            "a rare guard: fails only when an accumulator word is 12345",
+        ),
+    ],
+    ids=["sponge", "high-degree", "rare-guard"],
+)
+def test_more_bodies_the_proof_does_not_cover_are_left_alone(body, why):
+    assert find_dot_loops(_text(body).splitlines()) == [], why
+
+
+def test_a_label_inside_the_body_is_left_alone():
+    mid = _text().replace("    xx_mul\n", "    xx_mul\n\n__mid:\n", 1)
+    assert find_dot_loops(mid.splitlines()) == []
+
+
+def test_a_client_baseline_that_differs_from_our_lowering_is_returned_as_sent():
+    """The client's inner_product starts its index at 1: it disagrees with our lowering, so
+    its function comes back as sent, with no dots rewrite."""
+    from tasmopt.lower.triton import lower
+
+    mods = compile_modules(
+        ROOT / "corpus" / "ext" / "xpoly.tri", [ROOT / "corpus"], spill="next-use"
+    )
+    ops = link(mods)
+    ours = "\n".join(lower(ops).lines)
+    head = "__ext_xpoly__inner_product:\n    call __ext_xarith__zero\n    push 0\n"
+    assert head in ours
+    client = ours.replace(head, head.replace("push 0", "push 1"), 1)
+    only = frozenset({"ext_xpoly__inner_product", "ext_xpoly__load", *_CLOSURE})
+    r = compile_tir(
+        ops, baseline_tasm=client, options=CompileOptions(sources=("rules", "search"), only=only)
+    )
+    f = next(f for f in r.functions if f.name == "ext_xpoly__inner_product")
+    assert f.mismatch is not None
+    assert not any(n.startswith("dots") for n in f.notes), f.notes
+    for a, b, n in ((100, 400, 1), (100, 400, 4)):
+        got, want, other = (
+            _outcome(t.replace("__ext_xpoly__inner_product", "__ip"), a, b, n, seed=n)[1]
+            for t in (r.tasm, client, ours)
+        )
+        assert got == want != other

@@ -8,6 +8,7 @@ batch of its blocks, the way `tasmopt.model.source.ModelSource` does for a reque
     python benchmarks/model.py --checkpoint DIR --data data/pairs/real-v1 --split holdout \\
         --k 8 32 --functions 40 --threads 2 --device cpu
     python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --marginal 30
+    python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --marginal 30 --samples 32
     python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --stage3 20
     python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --stage2 10 --verify-workers 2
 
@@ -100,16 +101,23 @@ def peak_memory_mb(device: str) -> float:
 
 
 def marginal(
-    checkpoint: Path, modules: int, budget_s: float, seed: int, cap: bool = True
+    checkpoint: Path,
+    modules: int,
+    budget_s: float,
+    seed: int,
+    cap: bool = True,
+    samples: int = 0,
+    temperature: float = 1.0,
 ) -> list[dict]:
     """The model's marginal contribution on the ``modules`` smallest real modules at equal
-    wall-clock budget (`tasmopt.train.marginal`); prints the table."""
+    wall-clock budget (`tasmopt.train.marginal`); prints the table. ``samples``: sampled
+    hypotheses per block after the 32 beams, at ``temperature``."""
     from tasmopt.model.source import load_model_source
     from tasmopt.train.marginal import marginal_contribution, marginal_markdown
 
     files = sorted(SHARED.glob("*.json"), key=lambda p: p.stat().st_size)[:modules]
     rows = marginal_contribution(
-        load_model_source(checkpoint, k=32),
+        load_model_source(checkpoint, k=32, samples=samples, temperature=temperature),
         files,
         budget_s=budget_s,
         seed=seed,
@@ -200,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
         help="print the marginal-contribution table on the N smallest real modules instead",
     )
     ap.add_argument("--budget", type=float, default=0.5, help="search budget (s) for --marginal")
+    ap.add_argument(
+        "--samples", type=int, default=0, help="--marginal: sampled hypotheses per block"
+    )
+    ap.add_argument(
+        "--temperature", type=float, default=1.0, help="--marginal: sampling temperature"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--uncapped",
@@ -217,7 +231,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.marginal:
         if not args.checkpoint:
             ap.error("--marginal needs --checkpoint")
-        rows = marginal(args.checkpoint, args.marginal, args.budget, args.seed, not args.uncapped)
+        rows = marginal(
+            args.checkpoint,
+            args.marginal,
+            args.budget,
+            args.seed,
+            not args.uncapped,
+            args.samples,
+            args.temperature,
+        )
         print(json.dumps(rows))
         return 0
     if args.stage2:

@@ -353,10 +353,25 @@ passes (see report.json).
     show_default=True,
 )
 @click.option("--k", type=click.IntRange(1), default=32, show_default=True, help="Beams per block.")
+@click.option(
+    "--samples",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Extra hypotheses per block drawn by temperature sampling after the beams "
+    "(diversity; seeded by --seed).",
+)
+@click.option(
+    "--temperature",
+    type=click.FloatRange(0.05),
+    default=1.0,
+    show_default=True,
+    help="Sampling temperature for --samples.",
+)
 @click.option("--witnesses", type=click.IntRange(16), default=16, show_default=True)
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--limit", type=click.IntRange(1), help="Evaluate only the first N rows.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap and sampling seed.")
 @click.option(
     "--marginal",
     type=click.IntRange(0),
@@ -383,6 +398,8 @@ def eval_cmd(
     real: Path | None,
     split: str,
     k: int,
+    samples: int,
+    temperature: float,
     witnesses: int,
     device: str,
     limit: int | None,
@@ -418,6 +435,8 @@ def eval_cmd(
         progress=sys.stderr.isatty(),
         seed=seed,
         data_name=name,
+        samples=samples,
+        temperature=temperature,
     )
     if out is not None:
         write_report(report, results, out)
@@ -430,7 +449,7 @@ def eval_cmd(
 
         files = sorted(_real_dir(settings, real).glob("*.json"), key=lambda p: p.stat().st_size)
         table = marginal_contribution(
-            load_model_source(checkpoint, device, k=k),
+            load_model_source(checkpoint, device, k=k, samples=samples, temperature=temperature),
             files[:marginal],
             seed=seed,
             progress=sys.stderr.isatty(),

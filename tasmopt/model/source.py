@@ -72,7 +72,10 @@ class ModelSource:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"ModelSource(version={self.version!r}, k={self.k})"
+        return (
+            f"ModelSource(version={self.version!r}, k={self.k}, samples={self.samples}, "
+            f"temperature={self.temperature})"
+        )
 
     def _remember(self, block: tuple, candidate: tuple[str, ...], logprob: float) -> None:
         with self._lock:
@@ -99,7 +102,9 @@ class ModelSource:
     def propose(
         self, tasks: Sequence[BlockTask], options: CompileOptions
     ) -> list[list[list[Instr]]]:
-        """Up to ``k`` (+ ``samples``) distinct candidates per task, best first."""
+        """Up to ``k`` (+ ``samples``) distinct candidates per task, best first: the beams,
+        then the samples (drawn with a generator seeded by ``options.seed``, so a request
+        repeats; sampled results are not cached)."""
         t0 = time.perf_counter()
         out: list[list[list[Instr]]] = [[] for _ in tasks]
         isa = self.model.config.isa
@@ -139,6 +144,8 @@ class ModelSource:
             items.append((i, data, imms))
         dl = options.deadline
         stop = (lambda: dl.expired) if dl is not None else None
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(options.seed)
         for s in range(0, len(items), self.max_blocks):
             if options.deadline is not None and options.deadline.expired:
                 break  # decoding is batched: the request's deadline is looked at per batch
@@ -153,6 +160,7 @@ class ModelSource:
                     imms,
                     k=self.samples,
                     temperature=self.temperature,
+                    generator=generator,
                     stop=stop,
                 )
                 hyps = [h + e for h, e in zip(hyps, extra)]
@@ -179,7 +187,12 @@ def _block_key(task: BlockTask) -> tuple:
 
 
 def load_model_source(
-    checkpoint_dir: Path, device: str = "cpu", *, k: int = 32, samples: int = 0
+    checkpoint_dir: Path,
+    device: str = "cpu",
+    *,
+    k: int = 32,
+    samples: int = 0,
+    temperature: float = 1.0,
 ) -> CandidateSource:
     """Load the checkpoint in ``checkpoint_dir`` as candidate source ``"model"``.
 
@@ -188,4 +201,4 @@ def load_model_source(
     """
     config = read_config(checkpoint_dir)
     model = load_model(checkpoint_dir, device)
-    return ModelSource(model, str(config["version"]), k=k, samples=samples)
+    return ModelSource(model, str(config["version"]), k=k, samples=samples, temperature=temperature)

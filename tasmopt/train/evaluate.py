@@ -1,8 +1,9 @@
 """Evaluation of a checkpoint on a split of a pairs directory (default: holdout), design §4.
 
 For every block the model decodes K hypotheses (beam search, all blocks of a function in
-one batch) and every hypothesis is verified against the block's baseline with
-`tasmopt.vm.equivalence.check_block`. Per block:
+one batch), and optionally S more drawn by temperature sampling for diversity (design §3;
+seeded, duplicates of the beam's removed); every hypothesis is verified against the block's
+baseline with `tasmopt.vm.equivalence.check_block`. Per block:
 
 * ``valid`` — at least one hypothesis is proven equivalent (what the service can use);
   ``top1_valid`` — the model's most likely hypothesis is; ``novel_valid`` — a valid
@@ -36,7 +37,7 @@ import numpy as np
 import torch
 
 from tasmopt.isa import IsaVariant
-from tasmopt.model.beam import beam_search
+from tasmopt.model.beam import Hypothesis, beam_search, sample
 from tasmopt.model.checkpoint import load_model, read_config
 from tasmopt.model.graph import batch_graphs
 from tasmopt.model.inputs import block_data
@@ -148,10 +149,19 @@ def evaluate_rows(
     k: int = 32,
     witnesses: int = 16,
     progress: bool = False,
+    samples: int = 0,
+    temperature: float = 1.0,
+    seed: int = 0,
 ) -> list[BlockResult]:
-    """Decode and verify every row; blocks are batched per function."""
+    """Decode and verify every row; blocks are batched per function.
+
+    ``samples`` > 0 adds that many temperature-sampled hypotheses per block after the
+    ``k`` beams (the beam's top-1 stays first; samples equal to a beam are dropped), drawn
+    from one ``torch.Generator`` seeded with ``seed`` so a run repeats exactly."""
     isa = model.config.isa
     device = next(model.parameters()).device
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
     groups: dict[tuple[str, str], list[PairRow]] = defaultdict(list)
     for r in rows:
         groups[(r.module, r.function)].append(r)
@@ -178,6 +188,11 @@ def evaluate_rows(
         t0 = time.perf_counter()
         batch = batch_graphs(datas).to(device)
         hyps = beam_search(model, batch, imms, k=k)
+        if samples:
+            drawn = sample(
+                model, batch, imms, k=samples, temperature=temperature, generator=generator
+            )
+            hyps = [_merged(beam, extra) for beam, extra in zip(hyps, drawn)]
         if device.type == "cuda":
             torch.cuda.synchronize()
         latency = (time.perf_counter() - t0) / len(fn_rows)
@@ -208,6 +223,18 @@ def evaluate_rows(
                     best=best_lines,
                 )
             )
+    return out
+
+
+def _merged(beam: Sequence[Hypothesis], extra: Sequence[Hypothesis]) -> list[Hypothesis]:
+    """The beam's hypotheses, then the sampled ones not already among them."""
+    seen = {tuple(h.instrs) for h in beam}
+    out = list(beam)
+    for h in extra:
+        key = tuple(h.instrs)
+        if key not in seen:
+            seen.add(key)
+            out.append(h)
     return out
 
 
@@ -310,12 +337,15 @@ def evaluate(
     progress: bool = False,
     seed: int = 0,
     data_name: str | None = None,
+    samples: int = 0,
+    temperature: float = 1.0,
 ) -> tuple[dict[str, Any], list[BlockResult]]:
     """Evaluate ``checkpoint`` on ``split`` of the pairs in ``data`` (a pairs directory, or
     the rows themselves, e.g. `tasmopt.train.corpus.holdout_rows` and ``real_rows``).
 
-    Deterministic: beam search is, verification is per seed, and the bootstrap CIs
-    (1000 resamples) use ``seed``.
+    Deterministic: beam search is, verification is per seed, the ``samples`` extra
+    hypotheses per block (temperature ``temperature``) are drawn with ``seed``, and the
+    bootstrap CIs (1000 resamples) use ``seed``.
 
     Returns:
         the report (``all``, and ``real``/``corpus`` where present) and the per-block results.
@@ -329,7 +359,16 @@ def evaluate(
     if limit is not None:
         rows = rows[:limit]
     t0 = time.perf_counter()
-    results = evaluate_rows(model, rows, k=k, witnesses=witnesses, progress=progress)
+    results = evaluate_rows(
+        model,
+        rows,
+        k=k,
+        witnesses=witnesses,
+        progress=progress,
+        samples=samples,
+        temperature=temperature,
+        seed=seed,
+    )
     report: dict[str, Any] = {
         "checkpoint": str(checkpoint),
         "version": config["version"],
@@ -337,6 +376,8 @@ def evaluate(
         "data_name": manifest.get("name"),
         "split": split,
         "k": k,
+        "samples": samples,
+        "temperature": temperature,
         "witnesses": witnesses,
         "device": device,
         "seconds": time.perf_counter() - t0,

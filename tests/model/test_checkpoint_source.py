@@ -63,3 +63,22 @@ def test_model_source_in_compile(tmp_path) -> None:
     blocks = [b for f in result.functions for b in f.blocks]
     assert blocks and all("model" in b.candidates for b in blocks)
     assert all(b.cycles <= b.baseline_cycles for b in blocks)
+
+
+def test_sampling_model_source_repeats_for_a_seed(tmp_path) -> None:
+    torch.manual_seed(0)
+    save_checkpoint(TasmModel(tiny_config()), tmp_path / "m", "m-test")
+    req = json.loads((EXAMPLES / "u32_ops.json").read_text())
+
+    def candidates(samples: int, seed: int) -> list:
+        src = load_model_source(tmp_path / "m", "cpu", k=2, samples=samples, temperature=1.5)
+        result = compile_tir(
+            req["tir"],
+            options=CompileOptions(sources=("model",), seed=seed, use_cache=False),
+            sources=SourceSet([src]),
+        )
+        return [b.candidates["model"] for f in result.functions for b in f.blocks]
+
+    beam, sampled = candidates(0, 0), candidates(6, 0)
+    assert sampled == candidates(6, 0)  # the same request gives the same candidates
+    assert sum(c.generated for c in sampled) > sum(c.generated for c in beam)

@@ -9,6 +9,8 @@ batch of its blocks, the way `tasmopt.model.source.ModelSource` does for a reque
         --k 8 32 --functions 40 --threads 2 --device cpu
     python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --marginal 30
     python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --marginal 30 --samples 32
+    python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --marginal 1 --samples 32 \
+        --modules std_crypto_keccak256 std_crypto_sha256
     python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --stage3 20
     python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --stage2 10 --verify-workers 2
 
@@ -108,14 +110,21 @@ def marginal(
     cap: bool = True,
     samples: int = 0,
     temperature: float = 1.0,
+    names: list[str] | None = None,
 ) -> list[dict]:
     """The model's marginal contribution on the ``modules`` smallest real modules at equal
     wall-clock budget (`tasmopt.train.marginal`); prints the table. ``samples``: sampled
-    hypotheses per block after the 32 beams, at ``temperature``."""
+    hypotheses per block after the 32 beams, at ``temperature``. ``names``: these modules
+    (file stems) instead of the smallest ones."""
     from tasmopt.model.source import load_model_source
     from tasmopt.train.marginal import marginal_contribution, marginal_markdown
 
     files = sorted(SHARED.glob("*.json"), key=lambda p: p.stat().st_size)[:modules]
+    if names:
+        files = [SHARED / f"{n}.json" for n in names]
+        missing = [str(f) for f in files if not f.exists()]
+        if missing:
+            raise SystemExit(f"no such real module: {', '.join(missing)}")
     rows = marginal_contribution(
         load_model_source(checkpoint, k=32, samples=samples, temperature=temperature),
         files,
@@ -212,6 +221,13 @@ def main(argv: list[str] | None = None) -> int:
         "--samples", type=int, default=0, help="--marginal: sampled hypotheses per block"
     )
     ap.add_argument(
+        "--modules",
+        nargs="+",
+        metavar="NAME",
+        help="--marginal: these real modules (file stems, e.g. std_crypto_keccak256) "
+        "instead of the N smallest",
+    )
+    ap.add_argument(
         "--temperature", type=float, default=1.0, help="--marginal: sampling temperature"
     )
     ap.add_argument("--seed", type=int, default=0)
@@ -239,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             not args.uncapped,
             args.samples,
             args.temperature,
+            args.modules,
         )
         print(json.dumps(rows))
         return 0

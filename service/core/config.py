@@ -99,6 +99,17 @@ class Settings(BaseSettings):
     model_device: str = Field(
         "cpu", description="Torch device of the model source (``cpu``, ``cuda``, ``cuda:1``)."
     )
+    model_samples: int = Field(
+        0,
+        ge=0,
+        le=256,
+        description="Hypotheses per block the model source draws by temperature sampling "
+        "after its 32 beams (diversity; seeded by the request's seed, so a compile repeats). "
+        "0: beam search only.",
+    )
+    model_temperature: float = Field(
+        1.0, gt=0, le=4.0, description="Sampling temperature of MODEL_SAMPLES."
+    )
     model_poll_s: float = Field(
         5.0,
         gt=0,

@@ -16,6 +16,7 @@ and never fails a request over it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -72,8 +73,11 @@ class ModelUnavailable(RuntimeError):
     """The model package is not installed (``tasmopt.model.source`` cannot be imported)."""
 
 
-def default_loader(checkpoint_dir: Path, device: str) -> Any:
-    """The loader hook: ``tasmopt.model.source.load_model_source``, imported on first use.
+def default_loader(
+    checkpoint_dir: Path, device: str, *, samples: int = 0, temperature: float = 1.0
+) -> Any:
+    """The loader hook: ``tasmopt.model.source.load_model_source``, imported on first use;
+    ``samples`` sampled hypotheses per block after the beams, at ``temperature``.
 
     Raises:
         ModelUnavailable: ``tasmopt.model`` is not installed.
@@ -83,7 +87,9 @@ def default_loader(checkpoint_dir: Path, device: str) -> Any:
         from tasmopt.model.source import load_model_source
     except ImportError as exc:
         raise ModelUnavailable(f"tasmopt.model is not available ({exc})") from None
-    return load_model_source(checkpoint_dir, device=device)
+    return load_model_source(
+        checkpoint_dir, device=device, samples=samples, temperature=temperature
+    )
 
 
 @dataclass
@@ -123,12 +129,18 @@ class ModelWatcher:
         loader: Loader | None = None,
     ) -> ModelWatcher:
         """The watcher of a process configured by ``settings`` (MODEL_STORE, MODEL_DEVICE,
-        MODEL_POLL_S): the API's, a worker's, the embedded deepening process's."""
+        MODEL_SAMPLES, MODEL_TEMPERATURE, MODEL_POLL_S): the API's, a worker's, the embedded
+        deepening process's."""
         return cls(
             session_factory=session_factory,
             model_store=settings.model_store,
             device=settings.model_device,
-            loader=loader or default_loader,
+            loader=loader
+            or functools.partial(
+                default_loader,
+                samples=settings.model_samples,
+                temperature=settings.model_temperature,
+            ),
             poll_s=settings.model_poll_s,
         )
 

@@ -136,3 +136,21 @@ def test_phase_rules(metrics, online, phase, a_done):
     got, detail = compute_phase({"online": online}, metrics)
     assert got == phase and detail["phase_a_exit_met"] is a_done
     assert detail["online_results"] == online
+
+
+def test_sampling_settings_reach_the_model_source(pg_engine, tmp_path, monkeypatch):
+    from service.core.config import Settings
+    from tasmopt.model import source
+
+    seen = []
+    monkeypatch.setattr(
+        source, "load_model_source", lambda path, **kw: seen.append((path, kw)) or "src"
+    )
+    settings = Settings(
+        model_store=tmp_path, model_samples=16, model_temperature=1.5, model_device="cpu"
+    )
+    w = ModelWatcher.from_settings(settings, make_sessionmaker(pg_engine))
+    assert w.loader(tmp_path / "v1", "cpu") == "src"
+    assert seen == [(tmp_path / "v1", {"device": "cpu", "samples": 16, "temperature": 1.5})]
+    with pytest.raises(ValueError, match="model_samples"):
+        Settings(model_samples=-1)

@@ -318,6 +318,7 @@ Examples:
                                      # (corpus/holdout.txt) and the real data
   tasmopt eval --checkpoint model_store/s1-corpus-v1 --k 8 --out reports/s1
   tasmopt eval --data data/pairs/real-v1 --split validation --limit 200
+  tasmopt eval --samples 32          # 32 sampled hypotheses per block after the 32 beams
 Without --data the rows are built (and cached under TASMOPT_HOME/var/eval): the holdout
 modules of the corpus through our frontend (whole modules: generated programs of one
 template never straddle the split) and the real toolchain modules (--real, default

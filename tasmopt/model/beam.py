@@ -28,7 +28,7 @@ from tasmopt.model.model import TasmModel
 from tasmopt.model.vocab import EOS, PAD
 from tasmopt.tasm.program import Instr
 
-__all__ = ["Hypothesis", "beam_search", "sample"]
+__all__ = ["Hypothesis", "beam_search", "sample", "merged"]
 
 
 @dataclass
@@ -230,3 +230,16 @@ def sample(
         if t % 4 == 3 and (bool(done.all()) or (stop is not None and stop())):
             break
     return _collect(model, seqs, logprob, lengths, done, k, alpha, immediates)
+
+
+def merged(beam: Sequence[Hypothesis], extra: Sequence[Hypothesis]) -> list[Hypothesis]:
+    """``beam``'s hypotheses in their order, then those of ``extra`` (e.g. `sample`'s) that
+    spell other instructions, each once."""
+    seen = {tuple(h.instrs) for h in beam}
+    out = list(beam)
+    for h in extra:
+        key = tuple(h.instrs)
+        if key not in seen:
+            seen.add(key)
+            out.append(h)
+    return out

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from tasmopt.model.beam import beam_search, sample
+from tasmopt.model.beam import beam_search, merged, sample
 from tasmopt.model.checkpoint import load_model, read_config
 from tasmopt.model.graph import batch_graphs
 from tasmopt.model.inputs import block_data
@@ -163,7 +163,7 @@ class ModelSource:
                     generator=generator,
                     stop=stop,
                 )
-                hyps = [h + e for h, e in zip(hyps, extra)]
+                hyps = [merged(h, e) for h, e in zip(hyps, extra)]
             for (i, _, _), hs in zip(chunk, hyps):
                 seen: set[tuple[str, ...]] = set()
                 block = _block_key(tasks[i])

@@ -42,18 +42,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
-from tasmopt.optimizer.loops import (
-    _GUARD_KINDS,
-    _at,
-    _instrs,
-    _is,
-    _sections,
-    no_fall_through,
-)
+from tasmopt.optimizer.loops import _GUARD_KINDS, _at, _is, entered_sections
 from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
@@ -127,15 +119,8 @@ def find_guarded_loops(
 ) -> list[GuardedLoop]:
     """The loops of one function's ``lines`` this pass may rewrite (module docstring);
     ``others_call``: labels other functions call."""
-    sections = _sections(lines)
     out = []
-    for k, (label, start, end) in enumerate(sections):
-        if k == 0 or label in others_call or not no_fall_through(lines, sections, k):
-            continue
-        try:
-            ins = _instrs(lines, start + 1, end, isa)
-        except (TasmSyntaxError, ValueError):
-            continue
+    for label, _, _, ins in entered_sections(lines, isa, others_call):
         if len(ins) < len(_HEAD) + 3:
             continue
         if not all(_is(x, n, a) for (_, x), (n, a) in zip(ins, _HEAD, strict=False)):

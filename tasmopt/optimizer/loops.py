@@ -190,14 +190,13 @@ def no_fall_through(lines: Sequence[str], sections: Sequence[tuple[str, int, int
 LOOP_END = names_where(lambda i: i.may_return and i.may_recurse)
 
 
-def loop_sections(
-    lines: Sequence[str], isa: IsaVariant, others_call: frozenset[str] = frozenset()
-) -> Iterator[tuple[str, int, int, int, list[Instr]]]:
-    """``(label, start, end, ret, body)`` of each section of one function's ``lines`` that
-    is a loop ``L: B  recurse_or_return`` entered only by ``call`` from this function: not
-    its first section, no other function calls it (``others_call``), not reached by falling
-    through; ``ret`` is the line of its ``recurse_or_return``, ``body`` is ``B``. Sections
-    that do not parse are skipped."""
+def entered_sections(
+    lines: Sequence[str], isa: IsaVariant, others_call: frozenset[str]
+) -> Iterator[tuple[str, int, int, list[tuple[int, Instr]]]]:
+    """``(label, start, end, instrs)`` of each section of one function's ``lines`` entered
+    only by ``call`` from this function: not its first section, no other function calls it
+    (``others_call``), not reached by falling through; ``instrs`` are its ``(line, Instr)``
+    pairs after the label. Sections that do not parse are skipped."""
     sections = _sections(lines)
     for k, (label, start, end) in enumerate(sections):
         if k == 0 or label in others_call or not no_fall_through(lines, sections, k):
@@ -206,6 +205,16 @@ def loop_sections(
             ins = _instrs(lines, start + 1, end, isa)
         except (TasmSyntaxError, ValueError):
             continue
+        yield label, start, end, ins
+
+
+def loop_sections(
+    lines: Sequence[str], isa: IsaVariant, others_call: frozenset[str]
+) -> Iterator[tuple[str, int, int, int, list[Instr]]]:
+    """``(label, start, end, ret, body)`` of each `entered_sections` section that is a loop
+    ``L: B  recurse_or_return``; ``ret`` is the line of its ``recurse_or_return``, ``body``
+    is ``B``."""
+    for label, start, end, ins in entered_sections(lines, isa, others_call):
         if len(ins) >= 2 and ins[-1][1].name in LOOP_END:
             yield label, start, end, ins[-1][0], [x for _, x in ins[:-1]]
 

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from tasmopt.isa import IsaVariant
-from tasmopt.model.beam import Hypothesis, beam_search, sample
+from tasmopt.model.beam import beam_search, merged, sample
 from tasmopt.model.checkpoint import load_model, read_config
 from tasmopt.model.graph import batch_graphs
 from tasmopt.model.inputs import block_data
@@ -192,7 +192,7 @@ def evaluate_rows(
             drawn = sample(
                 model, batch, imms, k=samples, temperature=temperature, generator=generator
             )
-            hyps = [_merged(beam, extra) for beam, extra in zip(hyps, drawn)]
+            hyps = [merged(beam, extra) for beam, extra in zip(hyps, drawn)]
         if device.type == "cuda":
             torch.cuda.synchronize()
         latency = (time.perf_counter() - t0) / len(fn_rows)
@@ -223,18 +223,6 @@ def evaluate_rows(
                     best=best_lines,
                 )
             )
-    return out
-
-
-def _merged(beam: Sequence[Hypothesis], extra: Sequence[Hypothesis]) -> list[Hypothesis]:
-    """The beam's hypotheses, then the sampled ones not already among them."""
-    seen = {tuple(h.instrs) for h in beam}
-    out = list(beam)
-    for h in extra:
-        key = tuple(h.instrs)
-        if key not in seen:
-            seen.add(key)
-            out.append(h)
     return out
 
 

@@ -416,6 +416,8 @@ def eval_cmd(
     if record and (split != "holdout" or limit is not None):
         raise click.BadParameter("--record needs the whole holdout split (no --limit)")
     settings = _settings()
+    if record:
+        _check_service_decoding(settings, k, samples, temperature)
     if checkpoint is None:
         checkpoint = _default_checkpoint(settings)
         click.echo(f"checkpoint: {checkpoint}", err=True)
@@ -458,6 +460,25 @@ def eval_cmd(
         click.echo(marginal_markdown(table, 0.5))
         if out is not None:
             (out / "marginal.json").write_text(json.dumps(table, indent=2) + "\n")
+
+
+def _check_service_decoding(settings: Any, k: int, samples: int, temperature: float) -> None:
+    """``--record`` writes the figures the service's learning phase reads, so they must
+    describe the decoding the service uses: `SERVICE_BEAMS` beams, MODEL_SAMPLES samples at
+    MODEL_TEMPERATURE. Raises click.BadParameter naming the difference."""
+    from tasmopt.model.source import SERVICE_BEAMS
+
+    want = {"--k": SERVICE_BEAMS, "--samples": settings.model_samples}
+    got = {"--k": k, "--samples": samples}
+    if settings.model_samples:
+        want["--temperature"], got["--temperature"] = settings.model_temperature, temperature
+    wrong = [f"{o} {got[o]} (the service: {want[o]})" for o in want if got[o] != want[o]]
+    if wrong:
+        raise click.BadParameter(
+            "--record stores the figures the service's learning phase reads, so decode as "
+            "the service does (beams: SERVICE_BEAMS; samples: MODEL_SAMPLES, "
+            "MODEL_TEMPERATURE): " + "; ".join(wrong)
+        )
 
 
 def _real_dir(settings: Any, real: Path | None) -> Path:

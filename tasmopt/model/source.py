@@ -28,9 +28,12 @@ from tasmopt.report import CompileOptions
 from tasmopt.sources import BlockTask, CandidateSource
 from tasmopt.tasm.program import Instr
 
-__all__ = ["ModelSource", "load_model_source"]
+__all__ = ["ModelSource", "load_model_source", "SERVICE_BEAMS"]
 
 log = logging.getLogger(__name__)
+
+#: Beams per block of the model source the service loads (`load_model_source`'s default).
+SERVICE_BEAMS = 32
 
 
 class ModelSource:
@@ -52,7 +55,7 @@ class ModelSource:
         model: TasmModel,
         version: str,
         *,
-        k: int = 32,
+        k: int = SERVICE_BEAMS,
         samples: int = 0,
         temperature: float = 1.0,
         max_blocks: int = 64,
@@ -190,7 +193,7 @@ def load_model_source(
     checkpoint_dir: Path,
     device: str = "cpu",
     *,
-    k: int = 32,
+    k: int = SERVICE_BEAMS,
     samples: int = 0,
     temperature: float = 1.0,
 ) -> CandidateSource:

@@ -61,7 +61,9 @@ def marginal_contribution(
 ) -> list[dict[str, Any]]:
     """One row per module file (trident-std JSON: ``tir``, ``compiler_tasm``, ``module``):
     ``cycles`` (``rs``, ``all``, ``eq``), ``model_blocks``, ``model_beats_eq``,
-    ``eq_beats_model``, ``seconds`` (per run). See the module docstring. ``cap=False``:
+    ``eq_beats_model``, ``model_wins`` (the blocks where rules+search+model is cheaper than
+    rules+search: function, block, baseline ``instrs``, cycles of both, chosen source),
+    ``seconds`` (per run). See the module docstring. ``cap=False``:
     the equal-budget run gets the extra search budget but no deadline (it then runs longer
     than the model run: the search budget does not bound verification)."""
 
@@ -101,7 +103,7 @@ def marginal_contribution(
             sources=sources,
         )
         times["eq"] = time.perf_counter() - t0
-        b_all, b_eq = _blocks(runs["all"]), _blocks(runs["eq"])
+        b_rs, b_all, b_eq = _blocks(runs["rs"]), _blocks(runs["all"]), _blocks(runs["eq"])
         out.append(
             {
                 "module": mod.get("module", Path(path).stem),
@@ -113,6 +115,18 @@ def marginal_contribution(
                 "eq_beats_model": sum(
                     b_eq[k].cycles < b.cycles for k, b in b_all.items() if k in b_eq
                 ),
+                "model_wins": [
+                    {
+                        "function": k[0],
+                        "block": k[1],
+                        "instrs": len(b_rs[k].baseline_tasm),
+                        "rs": b_rs[k].cycles,
+                        "all": b.cycles,
+                        "source": b.source,
+                    }
+                    for k, b in sorted(b_all.items())
+                    if k in b_rs and b.cycles < b_rs[k].cycles
+                ],
                 "seconds": times,
                 "search_budget_eq_s": budget_eq,
                 "capped": cap,

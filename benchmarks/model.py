@@ -11,12 +11,17 @@ batch of its blocks, the way `tasmopt.model.source.ModelSource` does for a reque
     python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --marginal 30 --samples 32
     python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --marginal 1 --samples 32 \
         --modules std_crypto_keccak256 std_crypto_sha256
+    python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --marginal 1 \
+        --min-instrs 7 --curve 0.5 1 2 4 --modules std_crypto_keccak256 std_fhe_rlwe \
+        std_crypto_sha256 std_crypto_auth coin
     python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --stage3 20
     python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --stage2 10 --verify-workers 2
 
 ``--marginal N``: the model's marginal contribution on the N smallest real modules: cycles of
 rules+search, of rules+search+model, and of rules+search given the model's extra wall-clock
-time as search budget (equal budget), blocks the model won, seconds. ``--stage3 STEPS``: the
+time as search budget (equal budget), blocks the model won, seconds; ``--curve B...`` adds rules+search alone at those budgets
+(the cost curve: the model earns its time only where its run lies below it);
+``--min-instrs N``: the model decodes only blocks of at least N instructions. ``--stage3 STEPS``: the
 cost of one Stage 3 micro-finetune step; ``--stage2 STEPS``: of one Stage 2 step, split into
 sampling, verification and update.
 
@@ -111,11 +116,13 @@ def marginal(
     samples: int = 0,
     temperature: float = 1.0,
     names: list[str] | None = None,
+    min_instrs: int = 0,
 ) -> list[dict]:
     """The model's marginal contribution on the ``modules`` smallest real modules at equal
     wall-clock budget (`tasmopt.train.marginal`); prints the table. ``samples``: sampled
     hypotheses per block after the 32 beams, at ``temperature``. ``names``: these modules
-    (file stems) instead of the smallest ones."""
+    (file stems) instead of the smallest ones. ``min_instrs``: the model decodes only blocks
+    of at least this many baseline instructions (MODEL_MIN_INSTRS)."""
     from tasmopt.model.source import load_model_source
     from tasmopt.train.marginal import marginal_contribution, marginal_markdown
 
@@ -126,7 +133,9 @@ def marginal(
         if missing:
             raise SystemExit(f"no such real module: {', '.join(missing)}")
     rows = marginal_contribution(
-        load_model_source(checkpoint, k=32, samples=samples, temperature=temperature),
+        load_model_source(
+            checkpoint, samples=samples, temperature=temperature, min_instrs=min_instrs
+        ),
         files,
         budget_s=budget_s,
         seed=seed,
@@ -134,6 +143,23 @@ def marginal(
         cap=cap,
     )
     print(marginal_markdown(rows, budget_s))
+    return rows
+
+
+def curve(
+    modules: int, budgets: list[float], seed: int, names: list[str] | None = None
+) -> list[dict]:
+    """Rules+search alone on the same modules as `marginal` at each budget
+    (`tasmopt.train.marginal.search_curve`); prints budget, cycles, seconds."""
+    from tasmopt.train.marginal import search_curve
+
+    files = sorted(SHARED.glob("*.json"), key=lambda p: p.stat().st_size)[:modules]
+    if names:
+        files = [SHARED / f"{n}.json" for n in names]
+    rows = search_curve(files, budgets, seed=seed, progress=sys.stderr.isatty())
+    print("| search budget (s) | rules+search cycles | seconds |\n|---|---|---|")
+    for r in rows:
+        print(f"| {r['budget_s']:g} | {r['cycles']} | {r['seconds']:.1f} |")
     return rows
 
 
@@ -230,6 +256,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--temperature", type=float, default=1.0, help="--marginal: sampling temperature"
     )
+    ap.add_argument(
+        "--curve",
+        type=float,
+        nargs="+",
+        metavar="BUDGET",
+        help="--marginal: also compile the same modules with rules+search alone at these "
+        "search budgets (s, no deadline): the cost curve the model run is read against",
+    )
+    ap.add_argument(
+        "--min-instrs",
+        type=int,
+        default=0,
+        help="--marginal: the model decodes only blocks of at least this many instructions",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--uncapped",
@@ -256,8 +296,11 @@ def main(argv: list[str] | None = None) -> int:
             args.samples,
             args.temperature,
             args.modules,
+            args.min_instrs,
         )
         print(json.dumps(rows))
+        if args.curve:
+            print(json.dumps(curve(args.marginal, args.curve, args.seed, args.modules)))
         return 0
     if args.stage2:
         if not args.checkpoint:

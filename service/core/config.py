@@ -110,6 +110,13 @@ class Settings(BaseSettings):
     model_temperature: float = Field(
         1.0, gt=0, le=4.0, description="Sampling temperature of MODEL_SAMPLES."
     )
+    model_min_instrs: int = Field(
+        0,
+        ge=0,
+        description="The model source decodes only blocks whose baseline has at least this "
+        "many instructions (shorter ones are left to rules and search; each skipped block "
+        "saves a beam search). 0: every block.",
+    )
     model_poll_s: float = Field(
         5.0,
         gt=0,

@@ -74,10 +74,16 @@ class ModelUnavailable(RuntimeError):
 
 
 def default_loader(
-    checkpoint_dir: Path, device: str, *, samples: int = 0, temperature: float = 1.0
+    checkpoint_dir: Path,
+    device: str,
+    *,
+    samples: int = 0,
+    temperature: float = 1.0,
+    min_instrs: int = 0,
 ) -> Any:
     """The loader hook: ``tasmopt.model.source.load_model_source``, imported on first use;
-    ``samples`` sampled hypotheses per block after the beams, at ``temperature``.
+    ``samples`` sampled hypotheses per block after the beams, at ``temperature``; blocks
+    shorter than ``min_instrs`` instructions are not decoded.
 
     Raises:
         ModelUnavailable: ``tasmopt.model`` is not installed.
@@ -88,7 +94,11 @@ def default_loader(
     except ImportError as exc:
         raise ModelUnavailable(f"tasmopt.model is not available ({exc})") from None
     return load_model_source(
-        checkpoint_dir, device=device, samples=samples, temperature=temperature
+        checkpoint_dir,
+        device=device,
+        samples=samples,
+        temperature=temperature,
+        min_instrs=min_instrs,
     )
 
 
@@ -129,7 +139,7 @@ class ModelWatcher:
         loader: Loader | None = None,
     ) -> ModelWatcher:
         """The watcher of a process configured by ``settings`` (MODEL_STORE, MODEL_DEVICE,
-        MODEL_SAMPLES, MODEL_TEMPERATURE, MODEL_POLL_S): the API's, a worker's, the embedded
+        MODEL_SAMPLES, MODEL_TEMPERATURE, MODEL_MIN_INSTRS, MODEL_POLL_S): the API's, a worker's, the embedded
         deepening process's."""
         return cls(
             session_factory=session_factory,
@@ -140,6 +150,7 @@ class ModelWatcher:
                 default_loader,
                 samples=settings.model_samples,
                 temperature=settings.model_temperature,
+                min_instrs=settings.model_min_instrs,
             ),
             poll_s=settings.model_poll_s,
         )

@@ -46,6 +46,9 @@ class ModelSource:
         samples: extra sampled hypotheses per block (0: beam search only).
         temperature: sampling temperature.
         max_blocks: blocks per forward batch (bounds memory: rows = blocks x k).
+        min_instrs: blocks whose baseline has fewer instructions get no model candidates
+            (not decoded: the search's exact scheduling already covers short blocks, and
+            each skipped block saves a beam search). 0: every block.
     """
 
     name = "model"
@@ -59,6 +62,7 @@ class ModelSource:
         samples: int = 0,
         temperature: float = 1.0,
         max_blocks: int = 64,
+        min_instrs: int = 0,
     ) -> None:
         self.model = model
         self.version = version
@@ -66,6 +70,7 @@ class ModelSource:
         self.samples = samples
         self.temperature = temperature
         self.max_blocks = max_blocks
+        self.min_instrs = min_instrs
         self.last_latency_s = 0.0
         # beam search is deterministic: a block seen before costs nothing (bounded LRU)
         self._cache: OrderedDict[tuple, list[list[Instr]]] = OrderedDict()
@@ -77,7 +82,7 @@ class ModelSource:
     def __repr__(self) -> str:
         return (
             f"ModelSource(version={self.version!r}, k={self.k}, samples={self.samples}, "
-            f"temperature={self.temperature})"
+            f"temperature={self.temperature}, min_instrs={self.min_instrs})"
         )
 
     def _remember(self, block: tuple, candidate: tuple[str, ...], logprob: float) -> None:
@@ -119,7 +124,7 @@ class ModelSource:
         items = []
         keys: dict[int, tuple] = {}
         for i, t in enumerate(tasks):
-            if not t.baseline:
+            if not t.baseline or len(t.baseline) < self.min_instrs:
                 continue
             if not self.samples:
                 keys[i] = (
@@ -196,12 +201,21 @@ def load_model_source(
     k: int = SERVICE_BEAMS,
     samples: int = 0,
     temperature: float = 1.0,
+    min_instrs: int = 0,
 ) -> CandidateSource:
-    """Load the checkpoint in ``checkpoint_dir`` as candidate source ``"model"``.
+    """Load the checkpoint in ``checkpoint_dir`` as candidate source ``"model"`` (options as
+    `ModelSource`'s).
 
     Raises:
         CheckpointError: the directory is not a loadable checkpoint.
     """
     config = read_config(checkpoint_dir)
     model = load_model(checkpoint_dir, device)
-    return ModelSource(model, str(config["version"]), k=k, samples=samples, temperature=temperature)
+    return ModelSource(
+        model,
+        str(config["version"]),
+        k=k,
+        samples=samples,
+        temperature=temperature,
+        min_instrs=min_instrs,
+    )

@@ -82,3 +82,32 @@ def test_sampling_model_source_repeats_for_a_seed(tmp_path) -> None:
     beam, sampled = candidates(0, 0), candidates(6, 0)
     assert sampled == candidates(6, 0)  # the same request gives the same candidates
     assert sum(c.generated for c in sampled) > sum(c.generated for c in beam)
+
+
+def test_min_instrs_skips_short_blocks(tmp_path) -> None:
+    """`min_instrs` (MODEL_MIN_INSTRS): blocks shorter than it are not decoded (no model
+    candidates); the others get the same candidates as without the gate."""
+    torch.manual_seed(0)
+    save_checkpoint(TasmModel(tiny_config()), tmp_path / "m", "m-test")
+    req = json.loads((EXAMPLES / "if_else.json").read_text())
+
+    def generated(min_instrs: int) -> list[tuple[int, int]]:
+        src = load_model_source(tmp_path / "m", "cpu", k=4, min_instrs=min_instrs)
+        result = compile_tir(
+            req["tir"],
+            options=CompileOptions(sources=("model",), use_cache=False),
+            sources=SourceSet([src]),
+        )
+        return [
+            (
+                len(b.baseline_tasm),
+                b.candidates["model"].generated if "model" in b.candidates else 0,
+            )
+            for f in result.functions
+            for b in f.blocks
+        ]
+
+    every = generated(0)
+    cut = 5
+    assert any(g for n, g in every if n < cut) and any(g for n, g in every if n >= cut)
+    assert generated(cut) == [(n, g if n >= cut else 0) for n, g in every]

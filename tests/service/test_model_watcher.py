@@ -147,10 +147,18 @@ def test_sampling_settings_reach_the_model_source(pg_engine, tmp_path, monkeypat
         source, "load_model_source", lambda path, **kw: seen.append((path, kw)) or "src"
     )
     settings = Settings(
-        model_store=tmp_path, model_samples=16, model_temperature=1.5, model_device="cpu"
+        model_store=tmp_path,
+        model_samples=16,
+        model_temperature=1.5,
+        model_min_instrs=7,
+        model_device="cpu",
     )
     w = ModelWatcher.from_settings(settings, make_sessionmaker(pg_engine))
     assert w.loader(tmp_path / "v1", "cpu") == "src"
-    assert seen == [(tmp_path / "v1", {"device": "cpu", "samples": 16, "temperature": 1.5})]
+    assert seen == [
+        (tmp_path / "v1", {"device": "cpu", "samples": 16, "temperature": 1.5, "min_instrs": 7})
+    ]
     with pytest.raises(ValueError, match="model_samples"):
         Settings(model_samples=-1)
+    with pytest.raises(ValueError, match="model_min_instrs"):
+        Settings(model_min_instrs=-1)

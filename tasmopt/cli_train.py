@@ -380,7 +380,8 @@ passes (see report.json).
     show_default=True,
     metavar="N",
     help="Also compile the N smallest real modules with rules+search with and without the "
-    "model at equal wall-clock budget (the model's marginal contribution; minutes).",
+    "model at equal wall-clock budget (the model's marginal contribution; minutes). The "
+    "model decodes the blocks the service's does (MODEL_MIN_INSTRS).",
 )
 @click.option(
     "--out",
@@ -452,7 +453,14 @@ def eval_cmd(
 
         files = sorted(_real_dir(settings, real).glob("*.json"), key=lambda p: p.stat().st_size)
         table = marginal_contribution(
-            load_model_source(checkpoint, device, k=k, samples=samples, temperature=temperature),
+            load_model_source(  # decoding only the blocks the service's model decodes
+                checkpoint,
+                device,
+                k=k,
+                samples=samples,
+                temperature=temperature,
+                min_instrs=settings.model_min_instrs,
+            ),
             files[:marginal],
             seed=seed,
             progress=sys.stderr.isatty(),

@@ -172,6 +172,25 @@ def marginal_markdown(rows: list[dict[str, Any]], budget_s: float) -> str:
             f"{r['model_beats_eq']} | {r['eq_beats_model']} | "
             f"{s['rs']:.1f} / {s['all']:.1f} / {s['eq']:.1f} |"
         )
+    wins = [(r["module"], w) for r in rows for w in r.get("model_wins", [])]
+    lines += [
+        "",
+        f"Blocks where rules+search+model is cheaper than rules+search: {len(wins)}"
+        + (
+            f", {sum(w['rs'] - w['all'] for _, w in wins)} cycles in one pass through each "
+            "(the totals above are executed clock cycles: a block off the executed path, or "
+            "one a function-level rewrite replaces, saves nothing there)"
+            if wins
+            else ""
+        ),
+    ]
+    if wins:
+        lines += ["", "| module | function:block | instructions | rules+search | +model |"]
+        lines += ["|---|---|---|---|---|"]
+        lines += [
+            f"| {m} | {w['function']}:{w['block']} | {w['instrs']} | {w['rs']} | {w['all']} |"
+            for m, w in wins
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -48,6 +48,7 @@ def test_a_model_that_only_costs_time() -> None:
     assert row["model_wins"] == []
     table = marginal_markdown(rows, 0.05)
     assert "**total**" in table and str(row["cycles"]["rs"]) in table
+    assert "cheaper than rules+search: 0\n" in table
 
 
 class OneRewrite:
@@ -75,6 +76,9 @@ def test_model_wins_name_the_blocks_the_model_made_cheaper() -> None:
         {k: w[k] for k in ("function", "instrs", "rs", "all")} for w in wins
     ]
     assert row["model_blocks"] >= len(wins)
+    table = marginal_markdown([row], 0.05)
+    assert f"cheaper than rules+search: {len(wins)}," in table
+    assert "| lock_and_read_kernel:" in table and "| 7 | 7 | 3 |" in table
 
 
 def test_search_curve_sums_the_plain_compiles() -> None:

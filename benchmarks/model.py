@@ -117,13 +117,15 @@ def marginal(
     temperature: float = 1.0,
     names: list[str] | None = None,
     min_instrs: int = 0,
+    beams: int | None = None,
 ) -> list[dict]:
     """The model's marginal contribution on the ``modules`` smallest real modules at equal
     wall-clock budget (`tasmopt.train.marginal`); prints the table. ``samples``: sampled
     hypotheses per block after the 32 beams, at ``temperature``. ``names``: these modules
     (file stems) instead of the smallest ones. ``min_instrs``: the model decodes only blocks
-    of at least this many baseline instructions (MODEL_MIN_INSTRS)."""
-    from tasmopt.model.source import load_model_source
+    of at least this many baseline instructions (MODEL_MIN_INSTRS). ``beams``: beams per block
+    (default: the service's, SERVICE_BEAMS)."""
+    from tasmopt.model.source import SERVICE_BEAMS, load_model_source
     from tasmopt.train.marginal import marginal_contribution, marginal_markdown
 
     files = sorted(SHARED.glob("*.json"), key=lambda p: p.stat().st_size)[:modules]
@@ -134,7 +136,11 @@ def marginal(
             raise SystemExit(f"no such real module: {', '.join(missing)}")
     rows = marginal_contribution(
         load_model_source(
-            checkpoint, samples=samples, temperature=temperature, min_instrs=min_instrs
+            checkpoint,
+            k=beams or SERVICE_BEAMS,
+            samples=samples,
+            temperature=temperature,
+            min_instrs=min_instrs,
         ),
         files,
         budget_s=budget_s,
@@ -265,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         "search budgets (s, no deadline): the cost curve the model run is read against",
     )
     ap.add_argument(
+        "--beams", type=int, help="--marginal: beams per block (default: the service's, 32)"
+    )
+    ap.add_argument(
         "--min-instrs",
         type=int,
         default=0,
@@ -297,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             args.temperature,
             args.modules,
             args.min_instrs,
+            args.beams,
         )
         print(json.dumps(rows))
         if args.curve:

@@ -68,7 +68,8 @@ def marginal_contribution(
     ``cycles`` (``rs``, ``all``, ``eq``), ``model_blocks``, ``model_beats_eq``,
     ``eq_beats_model``, ``model_wins`` (the blocks where rules+search+model is cheaper than
     rules+search: function, block, baseline ``instrs``, cycles of both, chosen source),
-    ``seconds`` (per run). See the module docstring. ``cap=False``:
+    ``seconds`` (per run), ``search_budget_eq_s`` and ``rs_candidates_s`` (``B_eq`` and
+    ``t_c``). See the module docstring. ``cap=False``:
     the equal-budget run gets the extra search budget but no deadline (it then runs longer
     than the model run: the search budget does not bound verification)."""
 
@@ -134,6 +135,7 @@ def marginal_contribution(
                 ],
                 "seconds": times,
                 "search_budget_eq_s": budget_eq,
+                "rs_candidates_s": t_c,
                 "capped": cap,
             }
         )

@@ -353,7 +353,11 @@ passes (see report.json).
     default="holdout",
     show_default=True,
 )
-@click.option("--k", type=click.IntRange(1), default=32, show_default=True, help="Beams per block.")
+@click.option(
+    "--k",
+    type=click.IntRange(1),
+    help="Beams per block (default: MODEL_BEAMS, the service's, 32 unless configured).",
+)
 @click.option(
     "--samples",
     type=click.IntRange(0),
@@ -399,7 +403,7 @@ def eval_cmd(
     checkpoint: Path | None,
     real: Path | None,
     split: str,
-    k: int,
+    k: int | None,
     samples: int,
     temperature: float,
     witnesses: int,
@@ -417,6 +421,7 @@ def eval_cmd(
     if record and (split != "holdout" or limit is not None):
         raise click.BadParameter("--record needs the whole holdout split (no --limit)")
     settings = _settings()
+    k = k or settings.model_beams
     if record:
         _check_service_decoding(settings, k, samples, temperature)
     if checkpoint is None:
@@ -472,11 +477,9 @@ def eval_cmd(
 
 def _check_service_decoding(settings: Any, k: int, samples: int, temperature: float) -> None:
     """``--record`` writes the figures the service's learning phase reads, so they must
-    describe the decoding the service uses: `SERVICE_BEAMS` beams, MODEL_SAMPLES samples at
+    describe the decoding the service uses: MODEL_BEAMS beams, MODEL_SAMPLES samples at
     MODEL_TEMPERATURE. Raises click.BadParameter naming the difference."""
-    from tasmopt.model.source import SERVICE_BEAMS
-
-    want = {"--k": SERVICE_BEAMS, "--samples": settings.model_samples}
+    want = {"--k": settings.model_beams, "--samples": settings.model_samples}
     got = {"--k": k, "--samples": samples}
     if settings.model_samples:
         want["--temperature"], got["--temperature"] = settings.model_temperature, temperature
@@ -484,7 +487,7 @@ def _check_service_decoding(settings: Any, k: int, samples: int, temperature: fl
     if wrong:
         raise click.BadParameter(
             "--record stores the figures the service's learning phase reads, so decode as "
-            "the service does (beams: SERVICE_BEAMS; samples: MODEL_SAMPLES, "
+            "the service does (MODEL_BEAMS, MODEL_SAMPLES, "
             "MODEL_TEMPERATURE): " + "; ".join(wrong)
         )
 

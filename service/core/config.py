@@ -21,6 +21,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tasmopt.lower.validate import MAX_NESTING, MAX_OPS
+from tasmopt.model.config import SERVICE_BEAMS
 from tasmopt.tir.codec import MAX_DECODE_DEPTH
 
 __all__ = ["Settings"]
@@ -99,12 +100,19 @@ class Settings(BaseSettings):
     model_device: str = Field(
         "cpu", description="Torch device of the model source (``cpu``, ``cuda``, ``cuda:1``)."
     )
+    model_beams: int = Field(
+        SERVICE_BEAMS,
+        ge=1,
+        le=256,
+        description="Beams per block the model source decodes (its cost grows about "
+        "linearly with them).",
+    )
     model_samples: int = Field(
         0,
         ge=0,
         le=256,
         description="Hypotheses per block the model source draws by temperature sampling "
-        "after its 32 beams (diversity; seeded by the request's seed, so a compile repeats). "
+        "after its MODEL_BEAMS beams (diversity; seeded by the request's seed, so a compile repeats). "
         "0: beam search only.",
     )
     model_temperature: float = Field(

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.core.config import Settings
 from service.core.metrics import MODEL_LOAD_FAILURES
+from tasmopt.model.config import SERVICE_BEAMS
 from tasmopt.optimizer import default_sources
 from tasmopt.sources import SourceSet
 from tasmopt.store import (
@@ -77,12 +78,13 @@ def default_loader(
     checkpoint_dir: Path,
     device: str,
     *,
+    k: int = SERVICE_BEAMS,
     samples: int = 0,
     temperature: float = 1.0,
     min_instrs: int = 0,
 ) -> Any:
     """The loader hook: ``tasmopt.model.source.load_model_source``, imported on first use;
-    ``samples`` sampled hypotheses per block after the beams, at ``temperature``; blocks
+    ``k`` beams per block, ``samples`` sampled hypotheses per block after the beams, at ``temperature``; blocks
     shorter than ``min_instrs`` instructions are not decoded.
 
     Raises:
@@ -96,6 +98,7 @@ def default_loader(
     return load_model_source(
         checkpoint_dir,
         device=device,
+        k=k,
         samples=samples,
         temperature=temperature,
         min_instrs=min_instrs,
@@ -139,7 +142,7 @@ class ModelWatcher:
         loader: Loader | None = None,
     ) -> ModelWatcher:
         """The watcher of a process configured by ``settings`` (MODEL_STORE, MODEL_DEVICE,
-        MODEL_SAMPLES, MODEL_TEMPERATURE, MODEL_MIN_INSTRS, MODEL_POLL_S): the API's, a worker's, the embedded
+        MODEL_BEAMS, MODEL_SAMPLES, MODEL_TEMPERATURE, MODEL_MIN_INSTRS, MODEL_POLL_S): the API's, a worker's, the embedded
         deepening process's."""
         return cls(
             session_factory=session_factory,
@@ -148,6 +151,7 @@ class ModelWatcher:
             loader=loader
             or functools.partial(
                 default_loader,
+                k=settings.model_beams,
                 samples=settings.model_samples,
                 temperature=settings.model_temperature,
                 min_instrs=settings.model_min_instrs,

@@ -8,7 +8,11 @@ from typing import Any
 
 from tasmopt.isa import IsaVariant
 
-__all__ = ["ModelConfig"]
+__all__ = ["ModelConfig", "SERVICE_BEAMS"]
+
+#: Beams per block the model source decodes unless told otherwise (the service's MODEL_BEAMS
+#: default; design §3: K = 32).
+SERVICE_BEAMS = 32
 
 
 @dataclass

@@ -21,6 +21,7 @@ import torch
 
 from tasmopt.model.beam import beam_search, merged, sample
 from tasmopt.model.checkpoint import load_model, read_config
+from tasmopt.model.config import SERVICE_BEAMS
 from tasmopt.model.graph import batch_graphs
 from tasmopt.model.inputs import block_data
 from tasmopt.model.model import TasmModel
@@ -31,9 +32,6 @@ from tasmopt.tasm.program import Instr
 __all__ = ["ModelSource", "load_model_source", "SERVICE_BEAMS"]
 
 log = logging.getLogger(__name__)
-
-#: Beams per block of the model source the service loads (`load_model_source`'s default).
-SERVICE_BEAMS = 32
 
 
 class ModelSource:

@@ -148,6 +148,7 @@ def test_sampling_settings_reach_the_model_source(pg_engine, tmp_path, monkeypat
     )
     settings = Settings(
         model_store=tmp_path,
+        model_beams=8,
         model_samples=16,
         model_temperature=1.5,
         model_min_instrs=7,
@@ -156,9 +157,14 @@ def test_sampling_settings_reach_the_model_source(pg_engine, tmp_path, monkeypat
     w = ModelWatcher.from_settings(settings, make_sessionmaker(pg_engine))
     assert w.loader(tmp_path / "v1", "cpu") == "src"
     assert seen == [
-        (tmp_path / "v1", {"device": "cpu", "samples": 16, "temperature": 1.5, "min_instrs": 7})
+        (
+            tmp_path / "v1",
+            {"device": "cpu", "k": 8, "samples": 16, "temperature": 1.5, "min_instrs": 7},
+        )
     ]
     with pytest.raises(ValueError, match="model_samples"):
         Settings(model_samples=-1)
+    with pytest.raises(ValueError, match="model_beams"):
+        Settings(model_beams=0)
     with pytest.raises(ValueError, match="model_min_instrs"):
         Settings(model_min_instrs=-1)

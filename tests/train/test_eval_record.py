@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from tasmopt.cli import main
-from tasmopt.model.source import SERVICE_BEAMS
+from tasmopt.model.config import SERVICE_BEAMS
 
 CHECKPOINT = Path(__file__).resolve().parents[2] / "model_store" / "s1-corpus-v1"
 
@@ -18,6 +18,7 @@ CHECKPOINT = Path(__file__).resolve().parents[2] / "model_store" / "s1-corpus-v1
     ("env", "extra", "named"),
     [
         ({}, ["--k", str(SERVICE_BEAMS * 2)], "--k"),
+        ({"MODEL_BEAMS": "8"}, ["--k", str(SERVICE_BEAMS)], "--k"),
         ({}, ["--samples", "8"], "--samples"),
         ({"MODEL_SAMPLES": "8"}, [], "--samples"),
         ({"MODEL_SAMPLES": "8", "MODEL_TEMPERATURE": "1.5"}, ["--samples", "8"], "--temperature"),
@@ -37,11 +38,17 @@ def test_record_refuses_a_decoding_the_service_does_not_use(
     assert not (tmp_path / "report.json").exists()
 
 
-def test_record_accepts_the_service_decoding(tmp_path):
-    """The defaults are the service's decoding: the check lets them through (the empty pairs
-    directory then fails for its own reason)."""
+@pytest.mark.parametrize(
+    ("env", "extra"), [({}, []), ({"MODEL_BEAMS": "8"}, []), ({"MODEL_BEAMS": "8"}, ["--k", "8"])]
+)
+def test_record_accepts_the_service_decoding(tmp_path, monkeypatch, env, extra):
+    """The defaults are the service's decoding (--k defaults to MODEL_BEAMS): the check lets
+    them through (the empty pairs directory then fails for its own reason)."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
     res = CliRunner().invoke(
-        main, ["eval", "--checkpoint", str(CHECKPOINT), "--data", str(tmp_path), "--record"]
+        main,
+        ["eval", "--checkpoint", str(CHECKPOINT), "--data", str(tmp_path), "--record", *extra],
     )
     assert res.exit_code != 0
     assert "decode as the service does" not in res.output

@@ -19,11 +19,12 @@ batch of its blocks, the way `tasmopt.model.source.ModelSource` does for a reque
 
 ``--marginal N``: the model's marginal contribution on the N smallest real modules: cycles of
 rules+search, of rules+search+model, and of rules+search given the model's extra wall-clock
-time as search budget (equal budget), blocks the model won, seconds; ``--curve B...`` adds rules+search alone at those budgets
-(the cost curve: the model earns its time only where its run lies below it);
-``--min-instrs N``: the model decodes only blocks of at least N instructions. ``--stage3 STEPS``: the
-cost of one Stage 3 micro-finetune step; ``--stage2 STEPS``: of one Stage 2 step, split into
-sampling, verification and update.
+time as search budget (equal budget), blocks the model won, seconds; ``--curve B...`` adds
+rules+search alone at those budgets (the cost curve: the model earns its time only where its
+run lies below it); ``--min-instrs N``: the model decodes only blocks of at least N
+instructions; ``--beams K``: beams per block. ``--stage3 STEPS``: the cost of one Stage 3
+micro-finetune step; ``--stage2 STEPS``: of one Stage 2 step, split into sampling,
+verification and update.
 
 Without ``--checkpoint`` a randomly initialized model of the default size is timed (the
 cost does not depend on the weights, only on the hypotheses' lengths, which are bounded by
@@ -107,6 +108,17 @@ def peak_memory_mb(device: str) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def real_modules(smallest: int, names: list[str] | None = None) -> list[Path]:
+    """The ``smallest`` smallest real module files, or the modules ``names`` (file stems)."""
+    if not names:
+        return sorted(SHARED.glob("*.json"), key=lambda p: p.stat().st_size)[:smallest]
+    files = [SHARED / f"{n}.json" for n in names]
+    missing = [str(f) for f in files if not f.exists()]
+    if missing:
+        raise SystemExit(f"no such real module: {', '.join(missing)}")
+    return files
+
+
 def marginal(
     checkpoint: Path,
     modules: int,
@@ -125,15 +137,11 @@ def marginal(
     (file stems) instead of the smallest ones. ``min_instrs``: the model decodes only blocks
     of at least this many baseline instructions (MODEL_MIN_INSTRS). ``beams``: beams per block
     (default: the service's, SERVICE_BEAMS)."""
-    from tasmopt.model.source import SERVICE_BEAMS, load_model_source
+    from tasmopt.model.config import SERVICE_BEAMS
+    from tasmopt.model.source import load_model_source
     from tasmopt.train.marginal import marginal_contribution, marginal_markdown
 
-    files = sorted(SHARED.glob("*.json"), key=lambda p: p.stat().st_size)[:modules]
-    if names:
-        files = [SHARED / f"{n}.json" for n in names]
-        missing = [str(f) for f in files if not f.exists()]
-        if missing:
-            raise SystemExit(f"no such real module: {', '.join(missing)}")
+    files = real_modules(modules, names)
     rows = marginal_contribution(
         load_model_source(
             checkpoint,
@@ -159,10 +167,9 @@ def curve(
     (`tasmopt.train.marginal.search_curve`); prints budget, cycles, seconds."""
     from tasmopt.train.marginal import search_curve
 
-    files = sorted(SHARED.glob("*.json"), key=lambda p: p.stat().st_size)[:modules]
-    if names:
-        files = [SHARED / f"{n}.json" for n in names]
-    rows = search_curve(files, budgets, seed=seed, progress=sys.stderr.isatty())
+    rows = search_curve(
+        real_modules(modules, names), budgets, seed=seed, progress=sys.stderr.isatty()
+    )
     print("| search budget (s) | rules+search cycles | seconds |\n|---|---|---|")
     for r in rows:
         print(f"| {r['budget_s']:g} | {r['cycles']} | {r['seconds']:.1f} |")

@@ -112,8 +112,8 @@ class Settings(BaseSettings):
         ge=0,
         le=256,
         description="Hypotheses per block the model source draws by temperature sampling "
-        "after its MODEL_BEAMS beams (diversity; seeded by the request's seed, so a compile repeats). "
-        "0: beam search only.",
+        "after its MODEL_BEAMS beams (diversity; seeded by the request's seed, so a compile "
+        "repeats). 0: beam search only.",
     )
     model_temperature: float = Field(
         1.0, gt=0, le=4.0, description="Sampling temperature of MODEL_SAMPLES."

@@ -30,7 +30,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.core.config import Settings
 from service.core.metrics import MODEL_LOAD_FAILURES
-from tasmopt.model.config import SERVICE_BEAMS
 from tasmopt.optimizer import default_sources
 from tasmopt.sources import SourceSet
 from tasmopt.store import (
@@ -74,18 +73,10 @@ class ModelUnavailable(RuntimeError):
     """The model package is not installed (``tasmopt.model.source`` cannot be imported)."""
 
 
-def default_loader(
-    checkpoint_dir: Path,
-    device: str,
-    *,
-    k: int = SERVICE_BEAMS,
-    samples: int = 0,
-    temperature: float = 1.0,
-    min_instrs: int = 0,
-) -> Any:
+def default_loader(checkpoint_dir: Path, device: str, **options: Any) -> Any:
     """The loader hook: ``tasmopt.model.source.load_model_source``, imported on first use;
-    ``k`` beams per block, ``samples`` sampled hypotheses per block after the beams, at ``temperature``; blocks
-    shorter than ``min_instrs`` instructions are not decoded.
+    ``options`` are its keyword options (``k``, ``samples``, ``temperature``, ``min_instrs``:
+    see `tasmopt.model.source.ModelSource`).
 
     Raises:
         ModelUnavailable: ``tasmopt.model`` is not installed.
@@ -95,14 +86,7 @@ def default_loader(
         from tasmopt.model.source import load_model_source
     except ImportError as exc:
         raise ModelUnavailable(f"tasmopt.model is not available ({exc})") from None
-    return load_model_source(
-        checkpoint_dir,
-        device=device,
-        k=k,
-        samples=samples,
-        temperature=temperature,
-        min_instrs=min_instrs,
-    )
+    return load_model_source(checkpoint_dir, device=device, **options)
 
 
 @dataclass
@@ -142,8 +126,8 @@ class ModelWatcher:
         loader: Loader | None = None,
     ) -> ModelWatcher:
         """The watcher of a process configured by ``settings`` (MODEL_STORE, MODEL_DEVICE,
-        MODEL_BEAMS, MODEL_SAMPLES, MODEL_TEMPERATURE, MODEL_MIN_INSTRS, MODEL_POLL_S): the API's, a worker's, the embedded
-        deepening process's."""
+        MODEL_BEAMS, MODEL_SAMPLES, MODEL_TEMPERATURE, MODEL_MIN_INSTRS, MODEL_POLL_S): the
+        API's, a worker's, the embedded deepening process's."""
         return cls(
             session_factory=session_factory,
             model_store=settings.model_store,

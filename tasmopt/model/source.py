@@ -29,7 +29,7 @@ from tasmopt.report import CompileOptions
 from tasmopt.sources import BlockTask, CandidateSource
 from tasmopt.tasm.program import Instr
 
-__all__ = ["ModelSource", "load_model_source", "SERVICE_BEAMS"]
+__all__ = ["ModelSource", "load_model_source"]
 
 log = logging.getLogger(__name__)
 

@@ -19,11 +19,12 @@ Read the two together; ``seconds`` says how long each run took. A third reading 
 both: `search_curve` compiles the same modules with rules+search alone at several budgets
 (no deadline), and the model earns its time only where its run's (seconds, cycles) point
 lies below that curve. On the five modules above (search budget 0.5 s, model decoding
-blocks of >= 7 instructions) it does not: rules+search+model 9,324 cycles in 85 s with 32 beams
-and in 50 s with 8, rules+search alone 9,276 in 48 s at 1 s of budget and 9,221 in 88 s at 2 s.
-At 2 s (background deepening's budget) the model adds 3 cycles (9,218) for 48 s more; 4 s of
-search is worse (9,245 in 167 s: this machine runs the states budget slower than
-``STATES_PER_SECOND`` assumes, so the search's wall-clock guard cuts it). Every compile starts cold
+blocks of >= 7 instructions) it does not: rules+search+model 9,324 cycles in 85 s with 32
+beams and in 50 s with 8, rules+search alone 9,276 in 48 s at 1 s of budget and 9,221 in 88 s
+at 2 s. At 2 s (background deepening's budget) the model adds 3 cycles (9,218) for 48 s more;
+4 s of search is worse (9,245 in 167 s: this machine runs the states budget slower than
+``STATES_PER_SECOND`` assumes, so the search's wall-clock guard cuts it). Every compile starts
+cold
 (fresh search and model caches, no memoized verdicts) after one warm-up compile of the
 module, so that one-time costs (lowering, attestation, concolic caches) are not charged to
 whichever run comes first.

@@ -68,8 +68,8 @@ from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.tasm.parser import parse, parse_instructions
 from tasmopt.tasm.program import Instr, Program
-from tasmopt.vm.expr import ExprContext, Guard
-from tasmopt.vm.guards import passing_witness
+from tasmopt.vm.expr import ExprContext, Guard, Poly
+from tasmopt.vm.guards import passing_witness, singular_points
 from tasmopt.vm.scratch import Liveness, items_of_program
 from tasmopt.vm.stack_liveness import StackLiveness
 from tasmopt.vm.stack_liveness import of_program as stack_liveness
@@ -114,7 +114,7 @@ __all__ = [
 #: Version of what this module accepts. Bump it with every change that could accept a program
 #: an earlier version rejected (or the reverse): results proven by another version are not
 #: reused (the per-function result cache keys on it, `tasmopt.optimizer.keys`).
-VERIFIER_VERSION = "2026.11.26.2"
+VERIFIER_VERSION = "2026.11.28.1"
 
 #: Design §2: at least this many differential witnesses per check, each of which must run
 #: the baseline to its end (witnesses on which it fails do not count).
@@ -258,10 +258,13 @@ def rejection_class(reason: str | None) -> str:
 @dataclass
 class SymbolicComparison:
     """``status``: ``proven`` | ``testable`` (algebraic differences only) | ``different``
-    (a definite observable difference) | ``unprovable``."""
+    (a definite observable difference) | ``unprovable``. ``differing``: for ``testable``,
+    the baseline's and the candidate's values of every observable that differs as an
+    expression."""
 
     status: str
     reason: str | None = None
+    differing: tuple[Poly, ...] = ()
 
 
 #: Soundness target of the polynomial-identity argument: a false acceptance probability of
@@ -367,7 +370,18 @@ def compare_symbolic(
             f"{'unbounded' if worst is None else worst}, too high for a "
             f"polynomial-identity test on {witnesses} witnesses",
         )
-    return SymbolicComparison("testable", reason)
+    # The cells read are independent random values only where their addresses differ: the
+    # addresses' differences are compared like any other value (`ExprContext.alias_degree`).
+    cells = ctx.read_addresses([p for _, a, b in pairs for p in (a, b)])
+    alias = ctx.alias_degree(cells)
+    if alias is None or not degree_ok(worst + alias, witnesses):  # type: ignore[operator]  # worst is bounded here
+        return SymbolicComparison(
+            "unprovable",
+            f"{reason}: the RAM addresses read differ by a polynomial of degree "
+            f"{'unbounded' if alias is None else alias}: two cells may coincide on every "
+            "random witness and differ elsewhere",
+        )
+    return SymbolicComparison("testable", reason, tuple(p for _, a, b in pairs for p in (a, b)))
 
 
 # -- layer 2 ------------------------------------------------------------------------------
@@ -626,8 +640,52 @@ def check_block(check: BlockCheck) -> Verdict:
             f"only {random_field} passing witnesses with random field values; a "
             f"polynomial-identity test needs {MIN_RANDOM_FIELD}"
         )
+    if cmp.status == "testable":  # the degree bound is the proof; these attack it anyway
+        bad = _singular_witnesses(
+            ctx, set(sym_b.guards), cmp.differing, draw, compare, check.seed, start
+        )
+        if bad:
+            return _reject(bad)
     method = "symbolic" if cmp.status == "proven" else "differential"
     return Verdict(True, method, None, len(cand), heights)
+
+
+#: Singular-point witnesses per differential (``testable``) acceptance, and the solver's time
+#: for each (seconds).
+SINGULAR_WITNESSES = 6
+SINGULAR_SOLVE_S = 0.1
+
+
+def _singular_witnesses(
+    ctx: ExprContext,
+    guards: set[Guard],
+    differing: Sequence[Poly],
+    draw: Callable[[int], Witness],
+    compare: Callable[[int, Witness], str | None],
+    seed: int,
+    start: int,
+) -> str | None:
+    """Run both programs on witnesses solved to sit on the singular points of what differs
+    (`tasmopt.vm.guards.singular_points` of ``differing``: a power's base, an inverse's
+    operand, two read addresses equal, ...) and pass the baseline's ``guards``; the reason
+    of the first disagreement, else None. Points the solver cannot reach in
+    `SINGULAR_SOLVE_S` are skipped: the degree bound has already accepted; these only try
+    to break it."""
+    points = singular_points(ctx, differing, SINGULAR_WITNESSES)
+    rng = random.Random(seed * 104_729 + 3)
+    stop = current_deadline()
+    for k, q in enumerate(points):
+        if stop is not None and stop.expired:
+            return None  # already accepted by the degree bound; nothing more to try
+        solve_for = guards | {("zero", ctx.canonical_sign(q).id)}
+        budget = SINGULAR_SOLVE_S if stop is None else min(SINGULAR_SOLVE_S, stop.remaining())
+        found = passing_witness(ctx, solve_for, draw(start + 1000 + k), rng, time_budget_s=budget)
+        if found is None:
+            continue
+        bad = compare(start + 1000 + k, found)
+        if bad:
+            return f"singular point {ctx.describe(q)} = 0: {bad}"
+    return None
 
 
 def _agree(a: VmResult, b: VmResult) -> bool:

@@ -16,7 +16,7 @@ take few values, so random testing proves nothing about them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tasmopt.isa import P
@@ -219,6 +219,33 @@ class ExprContext:
         ``polys`` read, through opaque arguments too, in the order their atoms were made."""
         ids = sorted(a for a in self.atoms_of(polys) if self.atom_keys[a][:2] == ("var", "mem0"))
         return [self._by_id[self.atom_keys[a][2]] for a in ids]
+
+    def read_addresses(self, polys: Iterable[Poly]) -> list[Poly]:
+        """The addresses of every initial-RAM cell the *value* of ``polys`` depends on
+        (`depends_on`: the cells whose addresses hold cells too), in atom order."""
+        ids = sorted(a for a in self.depends_on(polys) if self.atom_keys[a][:2] == ("var", "mem0"))
+        return [self._by_id[self.atom_keys[a][2]] for a in ids]
+
+    def alias_degree(self, addresses: Sequence[Poly]) -> int | None:
+        """The sum over every pair of distinct ``addresses`` of the degree of their
+        difference (`degree`); None if one is unbounded.
+
+        A polynomial-identity test treats two initial-RAM cells as independent random
+        values. That holds at a random point only where their addresses differ there: a
+        nonzero difference of degree d vanishes with probability <= d/p (Schwartz–Zippel),
+        so the sum bounds the probability that two cells coincide on a random witness. An
+        unbounded difference (``x·((y+c)^(p-1) - 1)``: zero except at ``y = -c``) may
+        coincide on every random witness and differ at one point, where the two programs
+        read different cells: no random test can see it.
+        """
+        total = 0
+        for i, a in enumerate(addresses):
+            for b in addresses[i + 1 :]:
+                d = self.degree(self.sub(a, b))
+                if d is None:
+                    return None
+                total += d
+        return total
 
     def is_algebraic(self, polys: Iterable[Poly]) -> bool:
         """True if every atom reachable from ``polys`` is algebraic (see module docstring).

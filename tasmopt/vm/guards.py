@@ -42,7 +42,7 @@ from tasmopt.vm.evaluate import Assignment, Evaluator, Unevaluable
 from tasmopt.vm.expr import AtomKey, ExprContext, Guard, Poly
 from tasmopt.vm.witness import Witness
 
-__all__ = ["solve", "violated", "guard_polys", "passing_witness"]
+__all__ = ["solve", "violated", "guard_polys", "passing_witness", "singular_points"]
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +146,61 @@ def passing_witness(
         return w
     solved = solve(ctx, guards, w.assignment(), rng, time_budget_s=time_budget_s)
     return None if solved is None else w.with_assignment(solved)
+
+
+def singular_points(ctx: ExprContext, polys: Iterable[Poly], limit: int = 8) -> list[Poly]:
+    """Expressions whose roots are the *singular points* of ``polys``: where an opaque part
+    behaves unlike at a random point, so that two programs that agree on random witnesses
+    may still differ there. A witness on which one of them is zero (solve it with an extra
+    ``("zero", id)`` guard) exercises that point.
+
+    In order: the bases of powers (``(y+c)^(p-1)`` is 1 except at ``y = -c``; a monomial
+    with an exponent above 16 too), the operands of inverses, ``div_mod``, ``eq`` (its
+    difference) and ``lt`` (``a - b`` and ``a - b - 1``), then the differences of every two
+    initial-RAM cell addresses (two reads that coincide there). At most ``limit``
+    expressions, none constant, each of ``q`` and ``-q`` once; each atom reachable from ``polys`` (`ExprContext.depends_on`)
+    is looked at. Sources: design §2 (singular-point witnesses); Triton VM spec §5 for the
+    instructions' edge cases (``pow``, ``invert``, ``div_mod``, ``eq``, ``lt``).
+    """
+    polys = list(polys)
+    out: list[Poly] = []
+    seen: set[int] = set()
+
+    def add(q: Poly) -> None:
+        q = ctx.canonical_sign(q)  # q and -q have the same roots
+        if not q.is_const and q.id not in seen and len(out) < limit:
+            seen.add(q.id)
+            out.append(q)
+
+    atoms = sorted(ctx.depends_on(polys))
+    arg_lists = {
+        aid: [ctx._by_id[v] for t, v in ctx.atom_keys[aid][1:] if t == "p"]
+        for aid in atoms
+        if ctx.atom_keys[aid][0] != "var"
+    }
+    for aid in atoms:  # bases of powers first: the class the degree bound guards
+        if ctx.atom_keys[aid][0] in ("pow", "powv"):
+            add(arg_lists[aid][0])
+    for p in polys + [a for args in arg_lists.values() for a in args]:
+        for mono in p.terms:
+            for aid, e in mono:
+                if e > 16:
+                    add(ctx.atom(ctx.atom_keys[aid], algebraic=ctx.atom_algebraic[aid]))
+    for aid in atoms:
+        name, args = ctx.atom_keys[aid][0], arg_lists.get(aid, [])
+        if name in ("inv", "iszero"):
+            add(args[0])
+        elif name in ("div", "mod"):
+            add(args[1])
+            add(args[0])
+        elif name == "lt":
+            add(ctx.sub(args[0], args[1]))
+            add(ctx.sub(ctx.sub(args[0], args[1]), ctx.one))
+    cells = ctx.read_addresses(polys)
+    for i, a in enumerate(cells):
+        for b in cells[i + 1 :]:
+            add(ctx.sub(a, b))
+    return out
 
 
 # -- propagation --------------------------------------------------------------------------

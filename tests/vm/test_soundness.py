@@ -231,6 +231,102 @@ def test_reordering_possibly_aliasing_accesses_is_rejected():
     assert not check_block(BlockCheck(base, wrong)).equivalent
 
 
+# -- class 6: low-degree-looking reads at high-degree addresses (issue 33) ------------------
+# A flag f = (y + c)^(p-1) is 1 everywhere but at y = -c. Added into a RAM address, it makes a
+# candidate read the baseline's cell on every random witness and another cell at one point.
+# Both accepted mutants of the independent mutation test were of this shape.
+
+FLAG = "push 4294967295; dup 3; addi 7; pow; push 65536; swap 1; pow; push 65536; swap 1; pow"
+FLAG_DUPS = "push 4294967295; dup 3; addi 7; pow; push 65536; swap 1; pow; " + "; ".join(
+    ["dup 0; mul"] * 16
+)  # the same (y+7)^(p-1), the last 2^16 through dup'ed squarings
+READ_AT = "read_mem 1; pop 1; swap 2; pop 2"  # entry: st0 = address, st1 = x, st2 = y
+SHIFTED = "addi -1; dup 2; mul; add; " + READ_AT  # address + x * (f - 1)
+
+
+@pytest.mark.parametrize("flag", [FLAG, FLAG_DUPS], ids=["pow_chain", "dup_squarings"])
+def test_a_read_at_an_address_that_differs_at_one_root_is_rejected(flag):
+    base, wrong = block(READ_AT), block(flag + "; " + SHIFTED)
+    ram = {100: 11, 97: 22}
+    assert outcome(run_block(base, [100, 3, 5], ram=ram)) == outcome(
+        run_block(wrong, [100, 3, 5], ram=ram)
+    )  # agree on an ordinary input ...
+    assert outcome(run_block(base, [100, 3, P - 7], ram=ram)) != outcome(
+        run_block(wrong, [100, 3, P - 7], ram=ram)
+    )  # ... and read another cell at y = -7
+    v = check_block(BlockCheck(base, wrong))
+    assert not v.equivalent and "RAM addresses read differ" in (v.reason or "")
+
+
+def test_a_write_at_an_address_that_differs_at_one_root_is_rejected():
+    write_at = "dup 1; swap 1; write_mem 1; pop 1; pop 2"  # RAM[st0] = st1
+    base = block(write_at)
+    wrong = block(FLAG + "; addi -1; dup 2; mul; add; " + write_at)
+    assert outcome(run_block(base, [100, 3, P - 7])) != outcome(run_block(wrong, [100, 3, P - 7]))
+    assert not check_block(BlockCheck(base, wrong)).equivalent
+
+
+def test_a_value_that_differs_at_one_root_is_rejected():
+    base = block("pop 3; push 0")
+    wrong = block(FLAG + "; addi -1; swap 3; pop 3")  # f - 1: 0 except at y = -7
+    assert outcome(run_block(base, [1, 2, P - 7])) != outcome(run_block(wrong, [1, 2, P - 7]))
+    v = check_block(BlockCheck(base, wrong))
+    assert not v.equivalent and rejection_class(v.reason) in ("degree", "different")
+
+
+def test_alias_degree_follows_pow_chains_and_dups():
+    ctx = ExprContext()
+    y, a = ctx.var("s", 2), ctx.var("s", 0)
+    f = ctx.pow_const(ctx.pow_const(ctx.add(y, ctx.const(7)), 2**32 - 1), 2**32)
+    assert ctx.degree(f) == P - 1  # (2^32 - 1) * 2^32
+    sq = ctx.pow_const(ctx.add(y, ctx.const(7)), 2**32 - 1)
+    for _ in range(32):
+        sq = ctx.mul(sq, sq)  # dup 0; mul
+    assert sq is f and ctx.degree(sq) == P - 1
+    assert ctx.alias_degree([a, ctx.add(a, ctx.const(1))]) == 0  # never coincide
+    assert 1 <= ctx.alias_degree([a, ctx.var("s", 1)]) <= 2  # an upper bound
+    far = ctx.add(a, ctx.mul(ctx.var("s", 1), ctx.sub(f, ctx.one)))
+    assert not degree_ok(ctx.alias_degree([a, far]), 16)
+    assert ctx.alias_degree([a, ctx.op("powv", y, a, algebraic=False)]) is None
+
+
+def test_singular_witnesses_catch_the_flag_without_the_degree_bound(monkeypatch):
+    """Defence in depth: with the degree bound switched off, the singular-point witness
+    (the power's base solved to zero) still exposes the shifted read."""
+    import tasmopt.vm.equivalence as eq
+
+    monkeypatch.setattr(eq, "degree_ok", lambda degree, witnesses: True)
+    eq.clear_block_verdicts()
+    try:
+        v = check_block(BlockCheck(block(READ_AT), block(FLAG + "; " + SHIFTED), seed=3))
+    finally:
+        eq.clear_block_verdicts()
+    assert not v.equivalent and "singular point" in (v.reason or "")
+
+
+def test_singular_points_name_the_roots_that_matter():
+    from tasmopt.vm.guards import singular_points
+
+    ctx = ExprContext()
+    x, y = ctx.var("s", 0), ctx.var("s", 1)
+    big = ctx.pow_const(ctx.add(y, ctx.const(7)), P - 1)
+    inv = ctx.op("inv", ctx.sub(x, y), algebraic=True)
+    cell_a, cell_b = ctx.var("mem0", x.id), ctx.var("mem0", ctx.add(x, y).id)
+    pts = singular_points(ctx, [ctx.add(big, inv), ctx.add(cell_a, cell_b)])
+    roots = [ctx.canonical_sign(p) for p in (ctx.add(y, ctx.const(7)), ctx.sub(x, y), y)]
+    assert pts[0] is roots[0]  # the power's base first
+    assert roots[1] in pts  # the inverse's operand
+    assert roots[2] in pts  # the two read addresses x and x + y coincide at y = 0
+    assert all(not p.is_const for p in pts)
+
+
+def test_a_correct_read_rewrite_is_still_accepted():
+    """Twin: two reads of cells at distinct low-degree addresses, reordered, still pass."""
+    base = block("dup 0; read_mem 1; pop 1; dup 2; read_mem 1; pop 1; mul; swap 2; pop 2")
+    right = block("dup 1; read_mem 1; pop 1; dup 1; read_mem 1; pop 1; mul; swap 2; pop 2")
+    assert check_block(BlockCheck(base, right)).equivalent
+
+
 # -- class 5: blocks entered mid-way -----------------------------------------------------------
 
 

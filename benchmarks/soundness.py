@@ -14,7 +14,10 @@ plus guard-directed ones (the baseline's guards solved, `tasmopt.vm.guards` for 
 concolic runs for functions), and any observable difference counts. Mutations: change a
 constant, swap the operands of a non-commutative op, drop or duplicate an instruction,
 replace an op by a near one, shift a RAM address by one, reorder two memory or I/O ops,
-change a ``split``/``lt`` operand. Prints one summary line per unit and a total; exit status 1
+change a ``split``/``lt`` operand, and add a flag ``(v + c)^(p-1) - 1`` (zero except at one
+root, through a chain of ``pow``) into a RAM address or a value. Ground truth also runs
+witnesses solved onto the singular points of both runs (`tasmopt.vm.guards.singular_points`).
+Prints one summary line per unit and a total; exit status 1
 if any accepted mutant differs.
 
 ``--contract`` mutates the functions of corpus modules that own private scratch cells
@@ -59,7 +62,7 @@ from tasmopt.vm.equivalence import (
     observe,
 )
 from tasmopt.vm.expr import ExprContext
-from tasmopt.vm.guards import passing_witness
+from tasmopt.vm.guards import passing_witness, singular_points
 from tasmopt.vm.symbolic import run_symbolic
 from tasmopt.vm.witness import witness
 
@@ -135,6 +138,13 @@ def mutants(
         "addr", [i for i, x in enumerate(instrs) if x.name in ("read_mem", "write_mem")]
     ):
         yield "RAM address", instrs[:i] + [Instr("addi", 1)] + instrs[i:]
+    for i in sample(
+        "rare addr", [i for i, x in enumerate(instrs) if x.name in ("read_mem", "write_mem")]
+    ):  # address + (address + c)^(p-1) - 1: the address itself except at address = -c
+        yield "rare RAM address", instrs[:i] + rare_flag(rng) + [Instr("add")] + instrs[i:]
+    for i in sample("rare value", [i for i, x in enumerate(instrs) if x.name in ARITH]):
+        # the result + (result + c)^(p-1) - 1: the result itself except at result = -c
+        yield "rare value", instrs[: i + 1] + rare_flag(rng) + [Instr("add")] + instrs[i + 1 :]
     mem = [i for i, x in enumerate(instrs) if x.name in MEMORY_IO]
     pairs = [(a, b) for a, b in zip(mem, mem[1:])]
     rng.shuffle(pairs)
@@ -144,6 +154,26 @@ def mutants(
         yield "reorder memory/IO", out
     for i in sample("u32", [i for i, x in enumerate(instrs) if x.name in ("split", "lt")]):
         yield "split/lt operand", instrs[:i] + [Instr("addi", 1)] + instrs[i:]
+
+
+#: Instructions whose result a "rare value" mutant perturbs.
+ARITH = {"add", "addi", "mul", "invert", "xb_mul"}
+
+
+def rare_flag(rng: random.Random) -> list[Instr]:
+    """``_ v -> _ v ((v + c)^(p-1) - 1)``: a value that is 0 except at ``v = -c``, computed by a
+    chain of ``pow`` whose exponents multiply to p-1 (the class of the two accepted mutants
+    of the independent mutation test, issue 33)."""
+    c = rng.choice((1, 7, 12345, P - 2))
+    return [
+        Instr("dup", 0),
+        Instr("addi", c),
+        Instr("push", 2**32 - 1),
+        Instr("swap", 1),
+        Instr("pow"),
+        *[Instr("push", 65536), Instr("swap", 1), Instr("pow")] * 2,
+        Instr("addi", P - 1),
+    ]
 
 
 def block_differs(base: list[Instr], mut: list[Instr], seed: int, tries: int = 48) -> bool:
@@ -172,6 +202,17 @@ def block_differs(base: list[Instr], mut: list[Instr], seed: int, tries: int = 4
         rb = _run(pb, w, len(base) + 2)
         rm = _run(pm, w, len(mut) + 2)
         if observe(rb) != observe(rm):
+            return True
+    # singular points: the roots of power bases, inverse and comparison operands, and equal
+    # read addresses of everything either run leaves observable, solved with the guards
+    values = sym.top_down(len(sym.stack) + 16) + sym_m.top_down(len(sym_m.stack) + 16)
+    values += sym.outputs + sym_m.outputs + [v for _, v in sym.ram] + [v for _, v in sym_m.ram]
+    values += [a for a, _ in sym.ram] + [a for a, _ in sym_m.ram]
+    for k, q in enumerate(singular_points(ctx, values, limit=12)):
+        guards = set(sym.guards) | {("zero", ctx.canonical_sign(q).id)}
+        w = witness(tries + k, seed, depth=depth, inputs=inputs, digests=digests)
+        w = passing_witness(ctx, guards, w, rng, time_budget_s=0.2) or w
+        if observe(_run(pb, w, len(base) + 2)) != observe(_run(pm, w, len(mut) + 2)):
             return True
     return False
 

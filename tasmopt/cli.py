@@ -134,6 +134,9 @@ def cost_table(result: CompileResult) -> list[str]:
     head = ("function", "source", "baseline", "cycles", "saved", "padded height")
     rows = [head]
     for f in result.functions:
+        if not f.measured:  # no figures rather than zeros that read as measurements
+            rows.append((f.name, f.source, "-", "-", "not measured", ""))
+            continue
         rows.append(
             (
                 f.name,
@@ -146,7 +149,8 @@ def cost_table(result: CompileResult) -> list[str]:
         )
     total = result.baseline_cycles
     saved = (total - result.cycles) / total if total else 0.0
-    rows.append(("total", "", str(total), str(result.cycles), f"{100 * saved:.1f}%", ""))
+    label = f"total ({result.unmeasured} not measured)" if result.unmeasured else "total"
+    rows.append((label, "", str(total), str(result.cycles), f"{100 * saved:.1f}%", ""))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     notes = [f"{f.name}: {f.reason}" for f in result.functions if f.reason]

@@ -145,6 +145,10 @@ class FunctionReport:
             class (``guards``: too few witnesses pass the baseline's guards, ``degree``,
             ``different``, ``unprovable``, ``function``: whole-function re-verification).
         status: ``final`` or ``improving`` (see `Status`).
+        measured: False when nothing was measured: the deadline cut the function before its
+            baseline ran, or it lay outside ``CompileOptions.only``. Its costs (``cycles``,
+            ``baseline_cycles``, heights) are then 0 and mean nothing; ``reason`` says why,
+            and the API reports them as null.
         cache: how the result cache served it (see `CacheUse`).
         cache_key: its result-cache key (`tasmopt.optimizer.keys`); ``""`` when it has none
             (no cache consulted, TIR that cannot be lowered, missing from the baseline).
@@ -171,6 +175,7 @@ class FunctionReport:
     notes: list[str] = field(default_factory=list)
     rejections: dict[str, int] = field(default_factory=dict)
     status: Status = "final"
+    measured: bool = True
     cache: CacheUse = "off"
     cache_key: str = ""
 
@@ -356,11 +361,18 @@ class CompileResult:
 
     @property
     def cycles(self) -> int:
-        return sum(f.cycles for f in self.functions)
+        """Clock cycles summed over the *measured* functions (see `unmeasured`)."""
+        return sum(f.cycles for f in self.functions if f.measured)
 
     @property
     def baseline_cycles(self) -> int:
-        return sum(f.baseline_cycles for f in self.functions)
+        """The baseline's clock cycles summed over the same functions as `cycles`."""
+        return sum(f.baseline_cycles for f in self.functions if f.measured)
+
+    @property
+    def unmeasured(self) -> int:
+        """Functions whose costs were not measured (`FunctionReport.measured` False)."""
+        return sum(not f.measured for f in self.functions)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -371,6 +383,7 @@ class CompileResult:
             "model_version": self.model_version,
             "cycles": self.cycles,
             "baseline_cycles": self.baseline_cycles,
+            "unmeasured": self.unmeasured,
         }
 
 

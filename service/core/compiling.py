@@ -501,6 +501,18 @@ def _unlowerable_reason(unlowerable: list[tuple[str, list[str]]]) -> str | None:
     )
 
 
+#: A function's figures that are null in the response when it was not measured.
+_UNMEASURED_FIELDS = (
+    "cycles",
+    "baseline_cycles",
+    "cycle_reduction",
+    "heights",
+    "baseline_heights",
+    "padded_height",
+    "baseline_padded_height",
+)
+
+
 def to_response(served: Served, stored: Stored) -> CompileResponse:
     """Shape the response; every function and block carries the id of its stored row."""
     ids = [r["id"] for r in served.rows]
@@ -510,6 +522,9 @@ def to_response(served: Served, stored: Stored) -> CompileResponse:
         by_key = {(r["function"], r["block_index"]): r["id"] for r in served.rows}
         for fn in result.functions:
             d = fn.to_dict()
+            if not fn.measured:  # nothing ran: no figure, rather than a 0 that reads as one
+                for k in _UNMEASURED_FIELDS:
+                    d[k] = None
             d["build_result_id"] = by_key.get((fn.name, None))
             for b in d["blocks"]:
                 b["build_result_id"] = by_key.get((fn.name, b["index"]))
@@ -517,14 +532,16 @@ def to_response(served: Served, stored: Stored) -> CompileResponse:
     unlowerable = (
         [(f.name, f.unlowerable) for f in result.functions if f.unlowerable] if result else []
     )
+    measured = result is not None and result.unmeasured < len(result.functions)
     return CompileResponse.model_validate(
         {
             "request_id": served.request_id,
             "tasm": served.tasm,
             "tir_hash": served.tir_hash,
             "functions": functions,
-            "cycles": result.cycles if result is not None else None,
-            "baseline_cycles": result.baseline_cycles if result is not None else None,
+            "cycles": result.cycles if measured else None,
+            "baseline_cycles": result.baseline_cycles if measured else None,
+            "unmeasured": result.unmeasured if result is not None else 0,
             "model_version": result.model_version if result is not None else None,
             "timings": served.timings,
             "fallback": result is None or bool(unlowerable),

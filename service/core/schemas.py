@@ -141,13 +141,24 @@ class FunctionOut(BaseModel):
 
     name: str
     source: Source
-    cycles: int = Field(description="Clock cycles of a call, max over witnesses.")
-    baseline_cycles: int
-    cycle_reduction: float = Field(description="(baseline - cycles) / baseline.")
-    heights: dict[str, int] = Field({}, description="AET table heights, rows.")
-    baseline_heights: dict[str, int] = {}
-    padded_height: int = 0
-    baseline_padded_height: int = 0
+    cycles: int | None = Field(
+        description="Clock cycles of a call, max over witnesses; null if not measured "
+        "(`measured` false, `reason` says why)."
+    )
+    baseline_cycles: int | None = Field(description="The baseline's; null if not measured.")
+    cycle_reduction: float | None = Field(
+        description="(baseline - cycles) / baseline; null if not measured."
+    )
+    measured: bool = Field(
+        True,
+        description="False when the function was returned unchanged without running it "
+        "(the request's deadline cut it first, or it was outside `only`): its costs and "
+        "heights are null, never 0.",
+    )
+    heights: dict[str, int] | None = Field({}, description="AET table heights, rows.")
+    baseline_heights: dict[str, int] | None = {}
+    padded_height: int | None = 0
+    baseline_padded_height: int | None = 0
     halted: int = Field(
         0,
         description="Witnesses on which the baseline returned normally; "
@@ -190,8 +201,18 @@ class CompileResponse(BaseModel):
     tasm: str
     tir_hash: str
     functions: list[FunctionOut]
-    cycles: int | None = Field(description="Sum over functions; null if unknown (fallback).")
-    baseline_cycles: int | None
+    cycles: int | None = Field(
+        description="Sum over the measured functions; null if the optimizer failed "
+        "(fallback) or no function was measured."
+    )
+    baseline_cycles: int | None = Field(
+        description="The baseline's clock cycles over the same measured functions."
+    )
+    unmeasured: int = Field(
+        0,
+        description="Functions left out of `cycles` and `baseline_cycles` because they were "
+        "not measured (their `cycles` are null).",
+    )
     model_version: str | None = None
     timings: dict[str, float] = Field(
         description="Seconds per stage, `total` (the compile) and `persist` (the rows)."

@@ -380,6 +380,8 @@ def _settle(f: FunctionState, options: CompileOptions) -> CachedFunction | None:
         return None
     if f.skipped:
         rep.status = "improving"
+        rep.measured = False
+        rep.reason = rep.reason or "outside the request's functions (options.only): not measured"
         return None
     searched = options.search_budget_s >= options.final_budget_s
     rep.status = "improving" if f.cut is not None or (f.tasks and not searched) else "final"

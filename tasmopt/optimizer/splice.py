@@ -20,6 +20,7 @@ from tasmopt.module import ModuleText, label_lines
 from tasmopt.optimizer.state import FunctionState, apply_costs, out_of_time
 from tasmopt.report import (
     CompileOptions,
+    FunctionReport,
     Source,
 )
 from tasmopt.vm.equivalence import (
@@ -65,13 +66,17 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
             )
             if _unfinished(m.reason):
                 f.cut = f.cut or f"{out_of_time(options)}; not measured"
+                _unmeasured(rep, f.cut)
                 return
             rep.cycles = rep.baseline_cycles = m.baseline_cycles
             rep.halted = m.halted
             rep.heights = rep.baseline_heights = m.baseline_heights
             rep.padded_height = rep.baseline_padded_height = padded_height(m.baseline_heights)
-        elif f.reference is not None:
+        elif f.reference is None:
+            _unmeasured(rep, "no baseline program to run: not measured")
+        else:
             f.cut = f.cut or f"{out_of_time(options)}; not measured"
+            _unmeasured(rep, f.cut)
         return
     t = time.perf_counter()
     measured: FunctionVerdict | None = None
@@ -146,10 +151,18 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
         rep.fallback = True
         f.cut = f.cut or f"{late}; not measured"
         rep.reason = rep.reason or f"{late}; returned unchanged, not measured"
+        _unmeasured(rep, rep.reason)
         rep.latency_s = time.perf_counter() - t
         return
     apply_costs(rep, measured)
     rep.latency_s = time.perf_counter() - t
+
+
+def _unmeasured(rep: FunctionReport, why: str) -> None:
+    """Mark a function returned unchanged without a measurement: no costs, and why."""
+    rep.measured = False
+    rep.cycles = rep.baseline_cycles = 0
+    rep.reason = rep.reason or why
 
 
 def _unfinished(reason: str | None) -> bool:

@@ -107,8 +107,8 @@ def build_records(
                 "block_index": None,
                 "tasm": function_tasm(result, fn, index),
                 "valid": fn.mismatch is None and fn.source != "client",
-                "clock_cycles": fn.cycles,
-                "compiler_cycles": fn.baseline_cycles,
+                "clock_cycles": fn.cycles if fn.measured else None,  # NULL: unknown
+                "compiler_cycles": fn.baseline_cycles if fn.measured else None,
                 "table_heights": dict(fn.heights),
                 "padded_height": fn.padded_height or None,
                 "fallback_used": fn.fallback,

@@ -67,6 +67,34 @@ def test_a_deepened_result_is_served_on_the_next_request(cached_client, timelock
     assert DEEPEN.labels("queued")._value.get() == before
 
 
+def test_a_function_the_deadline_cut_reports_null_figures_not_zeros(
+    cached_client, timelock_request
+):
+    """Issue 34 item 2: a function returned unchanged without running it has no cycles: the
+    response says null (and why), the totals leave it out and count it as unmeasured."""
+    client = cached_client()
+    cut = client.post("/compile", json={**timelock_request, "options": {"deadline_ms": 1}})
+    assert cut.status_code == 200
+    body = cut.json()
+    (fn,) = body["functions"]
+    assert fn["measured"] is False and fn["fallback"]
+    for k in ("cycles", "baseline_cycles", "cycle_reduction", "padded_height", "heights"):
+        assert fn[k] is None, k
+    assert "not measured" in fn["reason"] or "returned unchanged" in fn["reason"]
+    assert body["unmeasured"] == 1
+    assert body["cycles"] is None and body["baseline_cycles"] is None
+    full = client.post(
+        "/compile",
+        json={**timelock_request, "options": {"deadline_ms": 20_000, "use_cache": False}},
+    ).json()
+    (fn,) = full["functions"]
+    assert fn["measured"] is True and fn["cycles"] > 0 and fn["baseline_cycles"] > 0
+    assert full["unmeasured"] == 0 and full["cycles"] == fn["cycles"]
+    schema = client.get("/openapi.json").json()["components"]["schemas"]
+    assert "null if not measured" in schema["FunctionOut"]["properties"]["cycles"]["description"]
+    assert "unmeasured" in schema["CompileResponse"]["properties"]
+
+
 def test_a_verifier_version_change_invalidates_the_cache(
     cached_client, timelock_request, pg_session, monkeypatch
 ):

@@ -141,6 +141,9 @@ class FunctionReport:
         own_cycles: the function's cycles with its callees' *baseline* code (its own
             saving alone); None when no callee was improved (then equal to ``cycles``).
         notes: what the optimizer left alone and why (blocks entered mid-way, ...).
+        rewrites: the function-level passes whose rewrite of it was kept, in the order
+            they ran (``inline``, ``loops``, ``dots``, ...; the stage names of
+            `tasmopt.optimizer.compile`'s timings).
         rejections: verifier rejections of this function's candidates, counted by reason
             class (``guards``: too few witnesses pass the baseline's guards, ``degree``,
             ``different``, ``unprovable``, ``function``: whole-function re-verification).
@@ -173,6 +176,7 @@ class FunctionReport:
     latency_s: float = 0.0
     own_cycles: int | None = None
     notes: list[str] = field(default_factory=list)
+    rewrites: list[str] = field(default_factory=list)
     rejections: dict[str, int] = field(default_factory=dict)
     status: Status = "final"
     measured: bool = True

@@ -175,6 +175,11 @@ class FunctionOut(BaseModel):
         "before inlining plus what inlining gained); null if no callee was improved.",
     )
     notes: list[str] = Field([], description="What was left alone and why.")
+    rewrites: list[str] = Field(
+        [],
+        description="Function-level passes whose rewrite was kept, in the order they ran "
+        "(inline, loops, dots, ...).",
+    )
     rejections: dict[str, int] = Field(
         {},
         description="Verifier rejections of candidates by "

@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,6 +127,7 @@ def adopt(f: FunctionState, lines: list[str], best: int, v: FunctionVerdict, not
     if rep.source in ("compiler", "client"):
         rep.source = "rules"
     rep.notes.append(f"{note}: {best} -> {v.cycles} cycles")
+    rep.rewrites.append(_STAGE.get() or "function")
     own = rep.own_cycles if rep.own_cycles is not None else rep.cycles
     rep.own_cycles = own - (best - v.cycles)
     apply_costs(rep, v)
@@ -138,14 +140,20 @@ def rewritable(f: FunctionState) -> bool:
     return not (f.passthrough or f.reference is None or f.cached is not None or f.skipped)
 
 
+#: The stage running now (`stage`), for `adopt`'s record of which pass rewrote a function.
+_STAGE: ContextVar[str | None] = ContextVar("tasmopt_stage", default=None)
+
+
 @contextmanager
 def stage(timings: dict[str, float], name: str) -> Iterator[None]:
     """Add the seconds spent in the ``with`` body to ``timings[name]`` (a stage may run in
-    pieces, e.g. ``verify``)."""
+    pieces, e.g. ``verify``); a rewrite kept by `adopt` inside is credited to ``name``."""
     t = time.perf_counter()
+    token = _STAGE.set(name)
     try:
         yield
     finally:
+        _STAGE.reset(token)
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - t
 
 

@@ -3,11 +3,19 @@ observable-behaviour contract of design §2 included), must still print what the
 program prints on the case's inputs and fail where it fails. The whole program runs, entry
 included: the strongest check that private scratch cells are dead where the analysis says
 (`tasmopt.vm.scratch`), and of the function-level passes (inlining, loops to
-``recurse_or_return``) on every program. About 5 minutes here, so marked slow."""
+``recurse_or_return``) on every program. Marked slow.
+
+CI runs every other program (sorted by path; about 9 minutes of CPU on 2 cores) and every case
+of those: the whole-compile fuzzer (``tests/test_fuzz.py``, ``benchmarks/fuzz.py``) drives each
+function-level pass on generated programs in the fast suite. ``TASMOPT_FULL_CORPUS=1`` runs
+all 54 programs (about 35 minutes of CPU). The cases of one program run on one xdist worker
+(the optimized program is compiled once per process).
+"""
 
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
 import test_corpus_programs as T
@@ -27,7 +35,18 @@ def optimized(program: str):
     return parse(r.tasm), r
 
 
-@pytest.mark.parametrize("c", T.CASES, ids=[c.id for c in T.CASES])
+#: Every other program (sorted), or all of them with ``TASMOPT_FULL_CORPUS=1``.
+PROGRAMS = sorted({c.program for c in T.CASES})[
+    :: 1 if os.environ.get("TASMOPT_FULL_CORPUS") == "1" else 2
+]
+CASES = [
+    pytest.param(c, id=c.id, marks=pytest.mark.xdist_group(c.program))
+    for c in T.CASES
+    if c.program in PROGRAMS or c.program == "ext/tests/t_xarith.tri"
+]
+
+
+@pytest.mark.parametrize("c", CASES)
 def test_optimized_program_behaves_the_same(c):
     prog, _ = optimized(c.program)
     got = T.run_on(prog, c)
@@ -39,6 +58,7 @@ def test_optimized_program_behaves_the_same(c):
         assert list(got.public_output) == list(c.expected)
 
 
+@pytest.mark.xdist_group("ext/tests/t_xarith.tri")
 def test_the_contract_removes_spill_traffic():
     # t_xarith uses ext.xarith.pow_u32, the corpus's heaviest spiller: optimized as a whole
     # program, it makes fewer RAM accesses (RAM table rows) on the test's input

@@ -8,10 +8,11 @@ never depends on them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,7 @@ FILE.json is one of:
 Examples:
   tasmopt compile examples/lock_generation.json
   tasmopt compile prog.json --baseline prog.tasm -o prog.opt.tasm
+  tasmopt compile corpus/hash/sponge.tri -I corpus --deadline-ms 2000
   tasmopt compile prog.json --json | jq '.functions[] | {name, cycles, baseline_cycles}'
 
 Stdout is TASM followed by the cost table as // comments (still valid TASM); -o writes
@@ -220,6 +222,15 @@ the TASM to a file and prints only the table. Exit status 1 on invalid input.
     help="Optimize a function whose baseline disagrees with our lowering on the baseline's "
     "own text (proven equivalent to it) instead of returning it unchanged (default: off).",
 )
+@click.option(
+    "--deadline-ms",
+    type=click.IntRange(1),
+    help="Answer within this many milliseconds with what is proven by then (functions cut "
+    "short keep their baseline; their figures say 'not measured'). Default: no deadline.",
+)
+@click.option(
+    "-q", "--quiet", is_flag=True, help="No progress bar (it shows only on a terminal anyway)."
+)
 def compile_cmd(
     file: Path,
     include: tuple[Path, ...],
@@ -234,6 +245,8 @@ def compile_cmd(
     inline: bool | None,
     rewrite_mismatched: bool | None,
     spill: str,
+    deadline_ms: int | None,
+    quiet: bool,
 ) -> None:
     """Optimize FILE.json (TIR) or FILE.tri (Trident source, through the frontend) and print
     the cheapest verified TASM with a cost table."""
@@ -252,8 +265,13 @@ def compile_cmd(
         inline=inline,
         rewrite_mismatched=rewrite_mismatched or None,
     )
+    if deadline_ms is not None:
+        from tasmopt.deadline import Deadline
+
+        opts = replace(opts, deadline=Deadline(deadline_ms / 1000))
     try:
-        result = compile_tir(tir, base, options=opts)
+        with _progress_bar(quiet):
+            result = compile_tir(tir, base, options=opts)
     except TasmSyntaxError as exc:
         where = baseline or f"{file} (baseline)"
         raise click.ClickException(f"{where}:{exc.line}:{exc.column}: {exc.reason}") from None
@@ -273,6 +291,30 @@ def compile_cmd(
     else:
         click.echo(result.tasm.rstrip("\n"))
         click.echo(table)
+
+
+@contextlib.contextmanager
+def _progress_bar(quiet: bool) -> Iterator[None]:
+    """A progress bar on stderr naming the compile's stage (`tasmopt.optimizer.progress`);
+    it appears after a second, and never with ``quiet`` or when stderr is not a terminal."""
+    from tasmopt.optimizer import progress
+
+    if quiet or not sys.stderr.isatty():
+        yield
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(desc="compile", unit=" stage", file=sys.stderr, delay=1.0, leave=False)
+
+    def tell(name: str) -> None:
+        bar.set_postfix_str(name, refresh=False)
+        bar.update(1)
+
+    try:
+        with progress(tell):
+            yield
+    finally:
+        bar.close()
 
 
 # -- tir --------------------------------------------------------------------------------------

@@ -41,6 +41,36 @@ def test_compile_prints_tasm_then_a_cost_table(runner):
     assert any(ln.startswith("// read: ") for ln in r.output.splitlines())
 
 
+def test_compile_under_a_deadline_says_what_it_did_not_measure(runner):
+    """``--deadline-ms``: a 1 ms deadline returns the baseline unchanged, and the cost table
+    says 'not measured' instead of printing zeros; without a terminal no progress bar."""
+    r = runner.invoke(
+        main, ["compile", str(EXAMPLES / "lock_timelock.json"), "--deadline-ms", "1", "-q"]
+    )
+    assert r.exit_code == 0, r.output
+    assert "not measured" in r.output and "total (1 not measured)" in r.output
+    assert "stage/s" not in r.output
+    full = runner.invoke(main, ["compile", str(EXAMPLES / "lock_timelock.json")])
+    assert "not measured" not in full.output
+    bad = runner.invoke(
+        main, ["compile", str(EXAMPLES / "lock_timelock.json"), "--deadline-ms", "0"]
+    )
+    assert bad.exit_code == 2 and "deadline-ms" in bad.output
+
+
+def test_the_optimizer_tells_a_progress_callback_each_stage(add_mul_tir):
+    from tasmopt.optimizer import compile as compile_tir
+    from tasmopt.optimizer import progress
+
+    seen: list[str] = []
+    with progress(seen.append):
+        compile_tir(add_mul_tir)
+    assert {"lower", "candidates", "verify", "splice", "inline"} <= set(seen)
+    told = len(seen)
+    compile_tir(add_mul_tir)  # outside the block: nothing more is told
+    assert len(seen) == told
+
+
 def test_compile_bare_tir_to_file_and_json(runner, tmp_path, add_mul_tir):
     src = tmp_path / "f.json"
     src.write_text(json.dumps(add_mul_tir))

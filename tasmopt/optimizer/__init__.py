@@ -75,6 +75,7 @@ from tasmopt.optimizer.state import (
     VerifyBackend,
     apply_costs,
     out_of_time,
+    progress,
     stage,
     verify_within,
 )
@@ -93,6 +94,7 @@ from tasmopt.vm.equivalence import (
 
 __all__ = [
     "compile",
+    "progress",
     "default_sources",
     "VerifyBackend",
     "REJECTION_CLASSES",

@@ -144,12 +144,31 @@ def rewritable(f: FunctionState) -> bool:
 _STAGE: ContextVar[str | None] = ContextVar("tasmopt_stage", default=None)
 
 
+#: Told each stage's name as it starts (`progress`): the CLI's progress bar.
+_PROGRESS: ContextVar[Callable[[str], None] | None] = ContextVar("tasmopt_progress", default=None)
+
+
+@contextmanager
+def progress(callback: Callable[[str], None]) -> Iterator[None]:
+    """Within the ``with`` body, `stage` calls ``callback(name)`` as each stage of a compile
+    starts (``lower``, ``candidates``, ``verify``, ``inline``, ``loops``, ...), in this
+    thread or context only. The callback must not raise."""
+    token = _PROGRESS.set(callback)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
 @contextmanager
 def stage(timings: dict[str, float], name: str) -> Iterator[None]:
     """Add the seconds spent in the ``with`` body to ``timings[name]`` (a stage may run in
     pieces, e.g. ``verify``); a rewrite kept by `adopt` inside is credited to ``name``."""
     t = time.perf_counter()
     token = _STAGE.set(name)
+    tell = _PROGRESS.get()
+    if tell is not None:
+        tell(name)
     try:
         yield
     finally:

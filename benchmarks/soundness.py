@@ -41,6 +41,7 @@ import logging
 import random
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -360,6 +361,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus-files", type=int, default=20, help="corpus entry files to compile")
     ap.add_argument("--per-kind", type=int, default=2, help="mutants of each kind per block")
     ap.add_argument("--max-units", type=int, default=0, help="blocks/functions at most (0: all)")
+    ap.add_argument(
+        "--max-mutants",
+        type=int,
+        default=0,
+        help="block mutants at most (0: all), the blocks taken in a seeded random order",
+    )
     ap.add_argument("--functions", action="store_true", help="also mutate whole functions")
     ap.add_argument(
         "--contract",
@@ -376,8 +383,9 @@ def main(argv: list[str] | None = None) -> int:
     units = list(real_blocks(args.data))
     if args.corpus.exists() and args.corpus_files:
         units += list(corpus_blocks(args.corpus, args.corpus_files))
-    if args.max_units:
+    if args.max_units or args.max_mutants:
         rng.shuffle(units)
+    if args.max_units:
         units = units[: args.max_units]
     stats = {
         "mutants": 0,
@@ -387,14 +395,20 @@ def main(argv: list[str] | None = None) -> int:
         "accepted": 0,
     }
     bad: list[str] = []
+    by_kind: Counter[str] = Counter()
+    different_by_kind: Counter[str] = Counter()
     for name, instrs in tqdm(units, desc="blocks", unit="block", file=sys.stderr):
         base = tuple(str(i) for i in instrs)
+        if args.max_mutants and stats["mutants"] >= args.max_mutants:
+            break
         for kind, mut in mutants(instrs, rng, args.per_kind):
             stats["mutants"] += 1
+            by_kind[kind] += 1
             v = check_block(BlockCheck(base, tuple(str(i) for i in mut), seed=args.seed))
             differs = block_differs(instrs, mut, seed=args.seed + 1000)
             stats["different"] += differs
             stats["accepted"] += v.equivalent
+            different_by_kind[kind] += differs
             if v.equivalent and differs:
                 stats["accepted_different"] += 1
                 bad.append(f"{name} [{kind}]: {' ; '.join(base)} => {' ; '.join(map(str, mut))}")
@@ -404,6 +418,10 @@ def main(argv: list[str] | None = None) -> int:
         f"blocks: {len(units)} blocks, {stats['mutants']} mutants, {stats['different']} truly "
         f"different, accepted-but-different {stats['accepted_different']}, "
         f"rejected-but-equivalent {stats['rejected_equivalent']}, accepted {stats['accepted']}"
+    )
+    print(
+        "mutants (truly different) by kind: "
+        + ", ".join(f"{k} {n} ({different_by_kind[k]})" for k, n in sorted(by_kind.items()))
     )
     if args.functions:
         fns = [(name, prog, frozenset()) for name, prog in real_functions(args.data)]

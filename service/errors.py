@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
+from typing import TypeVar, cast
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -31,6 +33,8 @@ from service.core.errors import (
 from service.core.schemas import ErrorResponse
 from tasmopt.errors import BaselineError, LoweringError, TasmSyntaxError, TirError
 from tasmopt.store.errors import Conflict, InvalidCheckpoint, NotFound
+
+_E = TypeVar("_E", bound=Exception)
 
 __all__ = [
     "ServiceError",
@@ -169,16 +173,24 @@ def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+def _on(app: FastAPI, exc_class: type[_E], handler: Callable[[Request, _E], JSONResponse]) -> None:
+    """Register ``handler`` for ``exc_class`` (Starlette types every handler as taking an
+    `Exception`; it calls each with an instance of its own class)."""
+    app.add_exception_handler(
+        exc_class, cast(Callable[[Request, Exception], JSONResponse], handler)
+    )
+
+
 def install(app: FastAPI) -> None:
     """Register every handler on `app`."""
-    app.add_exception_handler(ServiceError, _service_error)
-    app.add_exception_handler(TirError, _tir_error)
-    app.add_exception_handler(TasmSyntaxError, _tasm_error)
-    app.add_exception_handler(BaselineError, _baseline_error)
-    app.add_exception_handler(LoweringError, _lowering_error)
-    app.add_exception_handler(NotFound, _not_found)
-    app.add_exception_handler(Conflict, _conflict)
-    app.add_exception_handler(InvalidCheckpoint, _invalid_checkpoint)
-    app.add_exception_handler(HTTPException, _http_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
+    _on(app, ServiceError, _service_error)
+    _on(app, TirError, _tir_error)
+    _on(app, TasmSyntaxError, _tasm_error)
+    _on(app, BaselineError, _baseline_error)
+    _on(app, LoweringError, _lowering_error)
+    _on(app, NotFound, _not_found)
+    _on(app, Conflict, _conflict)
+    _on(app, InvalidCheckpoint, _invalid_checkpoint)
+    _on(app, HTTPException, _http_error)
+    _on(app, RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _internal_error)

@@ -117,7 +117,7 @@ def execute(
             baseline=ctx.baseline,
             slots=ctx.slots,
         )
-    except (ServiceError, *CLIENT_ERRORS, ValueError) as exc:
+    except (ServiceError, ValueError, *CLIENT_ERRORS) as exc:  # type: ignore[misc]  # CLIENT_ERRORS: exception classes
         code, message = error_code(exc)
         error = f"{code}: {message}"
         _finish_failed(ctx, job_id, backend, body, error)

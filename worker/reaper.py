@@ -79,7 +79,7 @@ def reap(connection: Redis, queue_names: list[str] | tuple[str, ...]) -> list[st
         registry = StartedJobRegistry(queue=queue)
         dead = []
         for member in connection.zrange(registry.key, 0, -1):
-            raw = member.decode() if isinstance(member, bytes) else member
+            raw = member.decode() if isinstance(member, bytes) else str(member)
             job_id = registry.parse_job_id(raw)
             try:
                 job = Job.fetch(job_id, connection=connection, serializer=JSONSerializer)

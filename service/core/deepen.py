@@ -156,9 +156,9 @@ def run_payload(
         payload["tir"], payload["baseline_tasm"], options=options, sources=sources, cache=cache
     )
     wanted = set(functions.values())
-    entries = [e for e in result.cache_entries if e.key in wanted]
-    stored = cache.put(entries)
-    by_key = {e.key: e.name for e in entries}
+    settled = [e for e in result.cache_entries if e.key in wanted]
+    stored = cache.put(settled)
+    by_key = {e.key: e.name for e in settled}
     out = {name: "cut" for name in functions}
     for key, outcome in stored.items():
         out[by_key[key]] = outcome

@@ -323,5 +323,5 @@ def _leading_reads(args: Sequence[A.Expr]) -> int:
     k = next((i for i, a in enumerate(args) if not _plain(a)), len(args))
     if k == 0 or k == len(args):
         return 0
-    span = sum(width(a.ty) for a in args)  # type: ignore[attr-defined]  # the checker typed every argument
-    return k if 0 < span <= CAPACITY and all(width(a.ty) > 0 for a in args) else 0  # type: ignore[attr-defined]  # the checker typed every argument
+    span = sum(width(a.ty) for a in args)
+    return k if 0 < span <= CAPACITY and all(width(a.ty) > 0 for a in args) else 0

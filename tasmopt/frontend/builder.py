@@ -167,7 +167,9 @@ class _FnBuilder(ExprBuilder):
         """A commutative operator's second operand is a one-element variable right under
         the first operand's value, read for the last time: use it in place."""
         ref = getattr(e, "ref", None)
-        return _scalar_ref(e) is not None and self.consume(ref, under=True)
+        return (
+            isinstance(ref, VarRef) and _scalar_ref(e) is not None and self.consume(ref, under=True)
+        )
 
     def goto(self, node: object) -> None:
         """Enter a statement or block tail: later eviction choices see its position, and
@@ -210,7 +212,7 @@ class _FnBuilder(ExprBuilder):
                 and ref.var is p
                 and ref.offset == 0
                 and ref.width == p.width
-                and len(a.segments) == 1
+                and len(getattr(a, "segments", ())) == 1
             ):
                 return False
         t = call.target

@@ -134,13 +134,14 @@ class BodyChecker(ExprChecker):
 
     @staticmethod
     def diverges(e: A.Expr) -> bool:
-        t = e.target if isinstance(e, A.CallExpr) else None
+        if not isinstance(e, A.CallExpr) or e.target is None:
+            return False
+        t = e.target
         return (
-            t is not None
-            and t.intrinsic is not None
+            t.intrinsic is not None
             and t.intrinsic.name == "assert"
             and len(e.args) == 1
-            and isinstance(e.args[0], A.BoolLit)  # type: ignore[union-attr]  # args checked non-empty just before
+            and isinstance(e.args[0], A.BoolLit)
             and not e.args[0].value
         )
 

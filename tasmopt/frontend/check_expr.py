@@ -182,7 +182,7 @@ class ExprChecker:
                 self.error(f"struct '{ty.name}' has no field '{seg}'", e.pos)
                 return None
             off, w, ty = off + slot[0], slot[1], slot[2]
-        return VarRef(var, off, w, ty)
+        return VarRef(var, off, w, ty)  # type: ignore[arg-type]  # a width: width_or defaults to 0, field slots are ints
 
     def const(self, e: A.PathExpr) -> ConstRef | None:
         segs = e.segments
@@ -259,7 +259,8 @@ class ExprChecker:
                 sig.module,
                 inst.name,
             )
-        bindings = dict(zip(sig.generics, sizes, strict=True))  # inside an opaque body
+        # inside an opaque body: a size may still be a parameter name (str) or unresolved
+        bindings: dict[str, int | str] = dict(zip(sig.generics, sizes, strict=True))  # type: ignore[arg-type]  # unresolved sizes stay as resolve_type expects them
         params = tuple(self.mc.resolve_type(p.type, bindings) or ERROR for p in sig.decl.params)
         ret = (self.mc.resolve_type(sig.decl.ret, bindings) or ERROR) if sig.decl.ret else UNIT
         return CallTarget("user", sig.name, params, ret, None, sig.module, sig.name)
@@ -345,7 +346,8 @@ class ExprChecker:
         lt, rt = self.expr(e.lhs), self.expr(e.rhs)  # type: ignore[arg-type]  # operands of a binary/index expression are Exprs
         op = e.op
         if ERROR in (lt, rt):
-            return {"==": BOOL, "<": BOOL, "/%": TupleTy((U32, U32))}.get(op, ERROR)
+            on_error: dict[str, Ty] = {"==": BOOL, "<": BOOL, "/%": TupleTy((U32, U32))}
+            return on_error.get(op, ERROR)
         if op in ("+", "*"):
             if lt == rt == FIELD:
                 return FIELD
@@ -375,7 +377,8 @@ class ExprChecker:
                 )
             return XFIELD
         if lt == rt == U32:
-            return {"<": BOOL, "&": U32, "^": U32, "/%": TupleTy((U32, U32))}[op]
+            u32_ops: dict[str, Ty] = {"<": BOOL, "&": U32, "^": U32, "/%": TupleTy((U32, U32))}
+            return u32_ops[op]
         return self.error(
             f"operator '{op}' needs U32 operands, found {show(lt)} and {show(rt)}",
             e.pos,

@@ -261,7 +261,7 @@ class ModuleChecker:
                 self.diags.error(f"duplicate parameter '{p.name}'", p.pos)
             ty = self.resolve_type(p.type, generics)
             params.append((p.name, ty if ty is not None else FIELD))
-        ret = UNIT
+        ret: Ty = UNIT
         if it.ret is not None:
             ret = self.resolve_type(it.ret, generics) or UNIT
         intrinsic = self.intrinsic_attr(it)

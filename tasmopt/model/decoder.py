@@ -21,6 +21,7 @@ Shapes: B rows (blocks x beams), T positions, S memory tokens, H heads, hs = d /
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import nn
@@ -177,11 +178,15 @@ class Decoder(nn.Module):
         self.blocks = nn.ModuleList(_Block(config) for _ in range(config.dec_layers))
         self.ln_f = nn.LayerNorm(config.d_model)
 
+    def _blocks(self) -> list[_Block]:
+        """The decoder blocks, typed (iterating an ``nn.ModuleList`` gives untyped modules)."""
+        return cast("list[_Block]", list(self.blocks))
+
     def forward(
         self, x: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor
     ) -> torch.Tensor:
         mask = memory_mask[:, None, None, :]  # (B, 1, 1, S)
-        for block in self.blocks:
+        for block in self._blocks():
             ck, cv = block.cross_attn.keys_values(memory)
             x = block(x, ck, cv, mask)
         return self.ln_f(x)
@@ -196,7 +201,7 @@ class Decoder(nn.Module):
         hs = c.d_model // c.dec_heads
         shape = (b, c.dec_heads, max_len, hs)
         ks, vs, cks, cvs = [], [], [], []
-        for block in self.blocks:
+        for block in self._blocks():
             ks.append(memory.new_zeros(shape))
             vs.append(memory.new_zeros(shape))
             ck, cv = block.cross_attn.keys_values(memory)  # (B, H, S, hs)
@@ -205,7 +210,7 @@ class Decoder(nn.Module):
         return KVCache(ks, vs, cks, cvs, memory_mask[:, None, None, :], 0, beams)
 
     def step(self, x: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        for i, block in enumerate(self.blocks):
+        for i, block in enumerate(self._blocks()):
             x = block.step(x, cache, i)
         cache.t += 1
         return self.ln_f(x)

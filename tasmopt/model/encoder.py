@@ -56,25 +56,35 @@ class EncodedGraphs:
     def select(self, rows: torch.Tensor, blocks: torch.Tensor) -> EncodedGraphs:
         """The outputs of some rows (per-row fields) of some graphs (``memory``,
         ``memory_mask``), after `repeat`: beam search drops finished blocks with it."""
+
+        def rows_of(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.index_select(0, rows)
+
         return EncodedGraphs(
             self.memory.index_select(0, blocks),
             self.memory_mask.index_select(0, blocks),
-            *(
-                None if t is None else t.index_select(0, rows)
-                for t in (self.context, self.imm, self.imm_mask, self.base_tokens, self.base_emb)
-            ),
+            self.context.index_select(0, rows),
+            self.imm.index_select(0, rows),
+            self.imm_mask.index_select(0, rows),
+            rows_of(self.base_tokens),
+            rows_of(self.base_emb),
         )
 
     def repeat(self, k: int) -> EncodedGraphs:
         """Per-row outputs for ``k`` beams per graph (G -> G*k rows, a graph's consecutive).
         ``memory``/``memory_mask`` stay per graph: the decoder's cache shares them."""
+
+        def each(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.repeat_interleave(k, dim=0)
+
         return EncodedGraphs(
             self.memory,
             self.memory_mask,
-            *(
-                None if t is None else t.repeat_interleave(k, dim=0)
-                for t in (self.context, self.imm, self.imm_mask, self.base_tokens, self.base_emb)
-            ),
+            self.context.repeat_interleave(k, dim=0),
+            self.imm.repeat_interleave(k, dim=0),
+            self.imm_mask.repeat_interleave(k, dim=0),
+            each(self.base_tokens),
+            each(self.base_emb),
         )
 
 

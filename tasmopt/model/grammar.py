@@ -126,16 +126,18 @@ class GrammarTables:
         assert len(POINTER_KINDS) * MAX_POINTERS == int((ptr_slot >= 0).sum())
         # the largest fall / rise that is allowed in *every* state: ``pop n`` (needs only
         # the n elements above the exit depth) and ``divine n`` (needs nothing)
-        pops = [t.arg for t in vocab.tokens if t.name == "pop"]
-        divines = [t.arg for t in vocab.tokens if t.name == "divine"]
+        pops = [t.arg for t in vocab.tokens if t.name == "pop" and t.arg is not None]
+        divines = [t.arg for t in vocab.tokens if t.name == "divine" and t.arg is not None]
         return cls(delta, need, instr, ptr_slot, gather, fresh, max(pops), max(divines))
 
     def to(self, device: torch.device | str) -> GrammarTables:
         return GrammarTables(
-            *(
-                t.to(device)
-                for t in (self.delta, self.need, self.instr, self.ptr_slot, self.gather, self.fresh)
-            ),
+            self.delta.to(device),
+            self.need.to(device),
+            self.instr.to(device),
+            self.ptr_slot.to(device),
+            self.gather.to(device),
+            self.fresh.to(device),
             self.max_drop,
             self.max_rise,
         )

@@ -211,7 +211,7 @@ def tir_graph(
     dst: list[int] = []
     etype: list[int] = []
     eattr: list[tuple[float, float]] = []
-    seen: set[tuple[int, int, int]] = set()
+    seen: set[tuple[int, int, int, int, int]] = set()
 
     def edge(u: int, v: int, t: int, slot: float = 0.0, ctx: float = 0.0) -> None:
         key = (u, v, t, round(slot * 16), int(ctx))

@@ -157,13 +157,13 @@ class ModelSource:
                 break  # decoding is batched: the request's deadline is looked at per batch
             chunk = items[s : s + self.max_blocks]
             batch = batch_graphs([d for _, d, _ in chunk]).to(self.device)
-            imms = [m for _, _, m in chunk]
-            hyps = beam_search(self.model, batch, imms, k=self.k, stop=stop)
+            chunk_imms = [m for _, _, m in chunk]
+            hyps = beam_search(self.model, batch, chunk_imms, k=self.k, stop=stop)
             if self.samples:
                 extra = sample(
                     self.model,
                     batch,
-                    imms,
+                    chunk_imms,
                     k=self.samples,
                     temperature=self.temperature,
                     generator=generator,

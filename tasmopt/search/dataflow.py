@@ -190,19 +190,21 @@ def extract(
             entry[:0] = list(reversed(deeper))
 
     for ins in instrs:
-        name, arg = ins.name, ins.arg
+        name = ins.name
+        # straight-line code: every argument is an int (labels belong to control flow)
+        arg = ins.arg if isinstance(ins.arg, int) else 0
         if name not in table or table[name].is_control_flow:
             raise UnsupportedBlock(f"{name} is not straight-line code")
-        d = table[name].stack_delta(arg if isinstance(arg, int) else None)
+        d = table[name].stack_delta(ins.arg if isinstance(ins.arg, int) else None)
         if d < 0:
             low = min(low, delta + d)
         delta += d
         if name == "push":
-            v = const_value.get(arg)  # type: ignore[arg-type]  # push arguments are ints
+            v = const_value.get(arg)
             if v is None:
                 v = fresh()
-                const_value[arg] = v  # type: ignore[index]  # push arguments are ints
-                constants[v] = arg  # type: ignore[assignment]  # push arguments are ints
+                const_value[arg] = v
+                constants[v] = arg
                 node = Node(len(nodes), Instr("push", arg), (), (v,))
                 nodes.append(node)
                 producer[v] = (node.id, 0)
@@ -235,7 +237,7 @@ def extract(
             ):  # at a computed address: may overwrite any cell
                 known.clear()
             spec = table[name]
-            narg = arg if isinstance(arg, int) else None
+            narg = ins.arg if isinstance(ins.arg, int) else None
             reach, through = _REACH.get(name, (spec.pops(narg), {}))
             n_out = reach + d
             ensure(reach)

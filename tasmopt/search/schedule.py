@@ -24,6 +24,7 @@ import random
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tasmopt.deadline import Deadline
 from tasmopt.isa import names_where
@@ -154,7 +155,7 @@ def exact(
     or the budget ran out first. ``shuffles`` limits the data-movement instructions used
     (e.g. without ``pick``/``place``, which TIR cannot express)."""
     p = _problem(df)
-    start = (p.entry, frozenset())
+    start: tuple[Any, frozenset[int]] = (p.entry, frozenset())
     goal_done = frozenset(n.id for n in p.nodes)
     prev: dict[tuple, tuple[tuple, Instr] | None] = {start: None}
     frontier = deque([start])
@@ -220,7 +221,7 @@ def _moves(p: _Problem, stack: tuple[int, ...], done: frozenset[int]):
             v = s.pop()
             s.insert(len(s) - i, v)
             yield Instr("place", i), (tuple(s), done)
-    surplus = Counter()
+    surplus: Counter[int] = Counter()
     for k in range(1, min(5, n - p.low) + 1):
         v = stack[n - k]
         surplus[v] += 1

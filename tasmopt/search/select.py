@@ -24,6 +24,7 @@ computed values.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import permutations
 
 from tasmopt.isa import IsaVariant, instruction_set, names_where
@@ -199,7 +200,7 @@ def _dataflow(
     ctx: ExprContext,
     run: SymbolicRun,
     final: list[Poly],
-    steps: list[tuple[str, tuple[Ref, ...]]],
+    steps: Sequence[tuple[str, tuple[Ref, ...]]],
     results: list[Poly],
     length: int,
 ) -> Dataflow:
@@ -244,9 +245,9 @@ def _dataflow(
     by_poly = {results[k].id: outs[-1][k] for k in range(3)}
     final_ids: list[int] = []
     for p in final:
-        k = _var_index(ctx, p)
-        if k is not None:
-            final_ids.append(k)
+        var = _var_index(ctx, p)
+        if var is not None:
+            final_ids.append(var)
         elif p.id in by_poly:
             final_ids.append(by_poly[p.id])
         else:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from typing import Any
 
 from tasmopt.deadline import Deadline
 from tasmopt.isa import IsaVariant, instruction_set, names_where
@@ -25,7 +26,7 @@ from tasmopt.vm.equivalence import BlockCheck, check_block, compare_symbolic
 from tasmopt.vm.expr import ExprContext
 from tasmopt.vm.guards import passing_witness
 from tasmopt.vm.symbolic import run_symbolic
-from tasmopt.vm.witness import witness
+from tasmopt.vm.witness import Witness, witness
 
 __all__ = ["stoke"]
 
@@ -54,7 +55,7 @@ def _observe(
     from tasmopt.vm.simulator import run
 
     prog = Program.from_items(list(instrs) + [Instr("halt")], isa)
-    out = []
+    out: list[tuple[Any, ...]] = []
     for w in tests:
         r = run(prog, w.vm_input(), step_limit=len(instrs) + 2, measure=False)
         if r.error is not None:
@@ -108,7 +109,8 @@ def _mutate(prog: list[Instr], pool: list[Instr], rng: random.Random) -> list[In
             assert legal is not None
             lo = max(legal.start, 1 if ins.name == "swap" else 0)  # swap 0 is a nop
             hi = legal.stop - 1
-            out[i] = Instr(ins.name, max(lo, min(hi, ins.arg + rng.choice((-1, 1)))))
+            arg = ins.arg if isinstance(ins.arg, int) else lo  # shuffles carry an index
+            out[i] = Instr(ins.name, max(lo, min(hi, arg + rng.choice((-1, 1)))))
     return out
 
 
@@ -191,7 +193,7 @@ def _cases(ctx: ExprContext, guards: set[tuple], count: int, seed: int, **shape)
     values fail them; `tasmopt.vm.guards`). A chain steered by inputs that all crash the
     baseline drifts toward short crashing programs."""
     rng = random.Random(seed + 7919)
-    out = []
+    out: list[Witness] = []
     for i in range(3, 3 + 4 * count):
         if len(out) == count:
             break

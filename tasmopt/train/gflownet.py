@@ -338,9 +338,10 @@ def train_stage2(
             log_r.append(math.log(value))
         sampled = len(log_r)
         for i in picked if cfg.anchors else ():
-            if anchors[i] is not None:
+            anchor = anchors[i]
+            if anchor is not None:
                 traj_data.append(inputs[i][0])
-                traj_tokens.append(anchors[i])
+                traj_tokens.append(anchor)
                 log_r.append(
                     math.log(design_reward(True, rows[i].target_cycles, rows[i].baseline_cycles))
                 )

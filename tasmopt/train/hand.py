@@ -39,6 +39,7 @@ from pathlib import Path
 
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.frontend import compile_modules
+from tasmopt.isa import IsaVariant
 from tasmopt.lower.triton import lower
 from tasmopt.module import ModuleText, label_lines
 from tasmopt.report import CompileOptions
@@ -65,7 +66,7 @@ __all__ = [
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "corpus"
 HAND_DIR = CORPUS / "hand"
-ISA = "release"
+ISA: IsaVariant = "release"
 #: The optimizer measures a whole function with ``check_function(reference, candidate,
 #: seed=options.seed + 2, witnesses=options.witnesses)`` (`tasmopt.optimizer`); with the
 #: default `CompileOptions` that is seed 2 and 16 witnesses. ``cycles`` in results.json is

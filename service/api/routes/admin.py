@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import uuid
 from pathlib import Path as FsPath
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
 
@@ -190,7 +190,7 @@ def finetune(
     from worker.jobs import finetune_job
 
     job_id = str(uuid.uuid4())
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "trigger": "admin",
         "min_results": settings.finetune_min_results,
         "max_age_h": settings.finetune_max_age_h,
@@ -224,7 +224,7 @@ def finetune(
     if backend == "thread":
         thread = runner.fallback if isinstance(runner, RqRunner) else runner
         thread.submit(uuid.UUID(job_id), lambda: finetune_job(**kwargs))
-    return FinetuneAccepted(job_id=job_id, backend=backend, action_id=action_id)  # type: ignore[arg-type]  # runner backends are the schema's literals
+    return FinetuneAccepted(job_id=job_id, backend=backend, action_id=action_id)
 
 
 @router.get("/actions", response_model=list[AdminActionPublic])

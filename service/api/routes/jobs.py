@@ -74,7 +74,7 @@ def submit_compile_job(
     backend = runners.submit(job_id, body.model_dump(mode="json", exclude_unset=True), ctx, runner)
     url = request.url_for("get_compile_job", job_id=str(job_id)).path
     response.headers["Location"] = url
-    return JobAccepted(id=job_id, status="queued", backend=backend, status_url=url)  # type: ignore[arg-type]  # runner backends are the schema's literals
+    return JobAccepted(id=job_id, status="queued", backend=backend, status_url=url)
 
 
 @router.get(
@@ -95,7 +95,7 @@ def get_compile_job(job_id: uuid.UUID, factory: FactoryDep, runner: RunnerDep) -
     return JobStatusOut(
         id=view.id,
         status=view.status,
-        backend=view.backend,  # type: ignore[arg-type]  # runner backends are the schema's literals
+        backend=view.backend,
         created_at=view.created_at,
         started_at=view.started_at,
         finished_at=view.finished_at,

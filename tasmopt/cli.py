@@ -231,6 +231,14 @@ the TASM to a file and prints only the table. Exit status 1 on invalid input.
 @click.option(
     "-q", "--quiet", is_flag=True, help="No progress bar (it shows only on a terminal anyway)."
 )
+@click.option(
+    "--skip",
+    "skip",
+    multiple=True,
+    metavar="PASS",
+    help="Do not run this function-level pass (repeatable), e.g. --skip dots. An unknown "
+    "name lists them all.",
+)
 def compile_cmd(
     file: Path,
     include: tuple[Path, ...],
@@ -247,6 +255,7 @@ def compile_cmd(
     spill: str,
     deadline_ms: int | None,
     quiet: bool,
+    skip: tuple[str, ...],
 ) -> None:
     """Optimize FILE.json (TIR) or FILE.tri (Trident source, through the frontend) and print
     the cheapest verified TASM with a cost table."""
@@ -265,6 +274,16 @@ def compile_cmd(
         inline=inline,
         rewrite_mismatched=rewrite_mismatched or None,
     )
+    if skip:
+        from tasmopt.optimizer import PASSES
+
+        unknown = sorted(set(skip) - set(PASSES))
+        if unknown:
+            raise click.BadParameter(
+                f"unknown pass {', '.join(unknown)}; one of {', '.join(PASSES)}",
+                param_hint="--skip",
+            )
+        opts = replace(opts, skip=frozenset(skip))
     if deadline_ms is not None:
         from tasmopt.deadline import Deadline
 

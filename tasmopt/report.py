@@ -254,6 +254,11 @@ class CompileOptions:
             of being returned unchanged (`tasmopt.optimizer.client_text`). Off by default:
             design §1 returns such a function unchanged (an upstream bug the user should
             see, not a program to polish); the event is logged and counted either way.
+        passes: the function-level passes to run (names of `tasmopt.optimizer.PASSES`);
+            None: all of them.
+        skip: function-level passes not to run (applied after ``passes``).
+        pass_budget_s: seconds a function-level pass may use at most, by name (each runs
+            under a deadline of that length, within the request's); absent: no own limit.
     """
 
     isa: IsaVariant = "release"
@@ -270,6 +275,9 @@ class CompileOptions:
     use_cache: bool = True
     inline: bool = True
     rewrite_mismatched: bool = False
+    passes: frozenset[str] | None = None
+    skip: frozenset[str] = frozenset()
+    pass_budget_s: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
 
 
 #: Design §4 reward of a rejected candidate (a valid one earns ``1 + relative saving``).

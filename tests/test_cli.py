@@ -58,6 +58,13 @@ def test_compile_under_a_deadline_says_what_it_did_not_measure(runner):
     assert bad.exit_code == 2 and "deadline-ms" in bad.output
 
 
+def test_compile_skips_a_pass_by_name_and_names_the_passes_on_a_typo(runner):
+    ok = runner.invoke(main, ["compile", str(EXAMPLES / "lock_timelock.json"), "--skip", "inline"])
+    assert ok.exit_code == 0, ok.output
+    bad = runner.invoke(main, ["compile", str(EXAMPLES / "lock_timelock.json"), "--skip", "nope"])
+    assert bad.exit_code == 2 and "unknown pass nope" in bad.output and "dots" in bad.output
+
+
 def test_the_optimizer_tells_a_progress_callback_each_stage(add_mul_tir):
     from tasmopt.optimizer import compile as compile_tir
     from tasmopt.optimizer import progress

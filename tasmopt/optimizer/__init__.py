@@ -1,99 +1,94 @@
 """`compile`: TIR in, the cheapest verified TASM out, with a per-function cost report (design §1).
 
-Stages (each timed in `CompileResult.timings`, seconds):
+A compile runs the steps `PIPELINE` declares, in order (`tasmopt.optimizer.pipeline`: each
+step says what it reads and may rewrite, which steps must come before it, and whether it can
+lengthen the program; `validate` checks the order when this module loads). Each step is
+timed in `CompileResult.timings` (seconds) under its name:
 
-1. ``decode`` — JSON -> ops, validation (`TirError` names the op path).
-2. ``lower`` — our baseline lowering; the client's ``baseline_tasm`` split by function.
-   Where the client sent a baseline that disagrees with our lowering on a witness, that
-   function is returned exactly as the client sent it and the mismatch is reported.
-3. ``candidates`` — every registered source proposes rewrites of every block (one batch).
-4. ``verify`` — every candidate is checked against its baseline block (`verify` backend:
-   in-process by default, the RQ worker pool in production).
-5. ``rank`` — per block, the best accepted candidate: valid, cycles <= baseline, no table
-   taller; ranked by cycles, then the sum of the other tables, then size.
-6. ``splice`` — blocks spliced back; each changed function is re-verified as a whole on
-   fresh witnesses against its baseline and falls back to the baseline if anything fails.
-7. ``inline``, ``unroll``, ``early_exit``, ``branches``, ``loops``, ``pointers``,
-   ``shortcuts``, ``hot``, ``reverse``, ``layouts``, ``absorb``, ``dots`` and ``checks`` —
-   the function-level passes (`tasmopt.optimizer.inline`, `.unroll`, `.early_exit`,
-   `.branches`, `.loops`, `.pointers` (also ``layouts``), `.shortcuts`, `.hot`, `.reverse`,
-   `.absorb`, `.dots`, `.checks`): a
-   function keeps a rewrite only when it is proven, cheaper in cycles and no table grows
-   (those that lengthen the program to save cycles: no table that grows with execution, nor
-   the padded height).
+1. ``decode``, ``lower``, ``cache``, ``prepare`` — the TIR validated (`TirError` names the op
+   path), our lowering and the client's text split by function (a function whose client
+   text disagrees with our lowering is returned as sent and the mismatch reported), known
+   functions answered from the result cache, the rewritable blocks.
+2. The block stage: ``candidates`` (every candidate source proposes for every block, within
+   `CANDIDATE_SHARE` of the time left), ``verify`` (every candidate checked against its
+   block), ``rank`` (per block the best accepted candidate: valid, cycles <= baseline, no
+   table taller), ``splice`` (blocks spliced back, each changed function proven and measured
+   as a whole, falling back to its baseline if anything fails).
+3. The function-level passes (``client``, ``conditions``, ``inline``, ``unroll``,
+   ``early_exit``, ``branches``, ``loops``, ``pointers``, ``shortcuts``, ``hot``,
+   ``reverse``, ``layouts``, ``absorb``, ``dots``, ``checks``): a function keeps a rewrite
+   only when it is proven, cheaper in cycles and no table grows (those that lengthen the
+   program: no table that grows with execution, nor the padded height). They run with
+   ``rules`` among the sources and ``options.inline``; `CompileOptions.passes`, ``skip`` and
+   ``pass_budget_s`` select them and bound their time.
+4. ``settle`` (timed as ``splice``) — statuses and result-cache entries, the module
+   assembled, the costs measured as returned.
 
 The verifier is the authority: nothing reaches the output unless it was proven equivalent
-to the baseline (or is the baseline).
-
-With a result cache (`FunctionCache`), functions answered before in the same context
-(`tasmopt.optimizer.keys`) are served from it after ``lower`` and skip every later stage;
+to the baseline (or is the baseline). With a result cache (`FunctionCache`), functions
+answered before in the same context (`tasmopt.optimizer.keys`) skip every later step;
 `CompileResult.cache_entries` holds what this run computed for the caller to store. With a
-deadline, the candidate sources get at most `CANDIDATE_SHARE` of the time left, so that the
-proofs and measurements after them still fit; whatever the deadline cuts keeps its baseline
-and is reported ``improving``.
+deadline, whatever it cuts keeps its baseline and is reported ``improving``.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import logging
-from dataclasses import replace
 from typing import Any
 
-from tasmopt.deadline import Deadline
-from tasmopt.errors import TasmSyntaxError
-from tasmopt.lower.blocks import split_functions
-from tasmopt.module import ModuleText
 from tasmopt.optimizer.absorb import absorb_stage
 from tasmopt.optimizer.branches import branch_stage
-from tasmopt.optimizer.candidates import build_checks, candidate_logprobs, propose
 from tasmopt.optimizer.checks import check_stage
-from tasmopt.optimizer.client_text import client_stage
 from tasmopt.optimizer.conditions import condition_stage
-from tasmopt.optimizer.contract import private_by_function
 from tasmopt.optimizer.dots import dot_stage
 from tasmopt.optimizer.early_exit import early_exit_stage
 from tasmopt.optimizer.hot import hot_stage
 from tasmopt.optimizer.inline import inline_stage
 from tasmopt.optimizer.loops import loop_stage
-from tasmopt.optimizer.pointers import layout_stage, pointer_stage
-from tasmopt.optimizer.prepare import (
-    cached_answers,
-    decode_checked,
-    entry_hazard,
-    lower_module,
-    prepare_functions,
+from tasmopt.optimizer.pipeline import (
+    PipelineError,
+    Run,
+    Step,
+    execute,
+    function_pass,
+    selected,
+    validate,
 )
-from tasmopt.optimizer.rank import rank
+from tasmopt.optimizer.pointers import layout_stage, pointer_stage
+from tasmopt.optimizer.prepare import entry_hazard
 from tasmopt.optimizer.recheck import recheck
 from tasmopt.optimizer.reverse import reverse_stage
 from tasmopt.optimizer.shortcuts import shortcut_stage
-from tasmopt.optimizer.splice import assemble, finish_function, measure_with_callees
-from tasmopt.optimizer.state import (
-    FunctionState,
-    VerifyBackend,
-    apply_costs,
-    out_of_time,
-    progress,
-    stage,
-    verify_within,
+from tasmopt.optimizer.state import VerifyBackend, progress
+from tasmopt.optimizer.steps import (
+    CANDIDATE_SHARE,
+    cache_step,
+    candidates_step,
+    client_step,
+    decode_step,
+    lower_step,
+    prepare_step,
+    rank_step,
+    result_of,
+    settle_step,
+    splice_step,
+    uses_cache,
+    verify_step,
 )
 from tasmopt.optimizer.unroll import unroll_stage
-from tasmopt.report import CachedFunction, CompileOptions, CompileResult, FunctionCache
+from tasmopt.report import CompileOptions, CompileResult, FunctionCache
 from tasmopt.rules import RulesSource
 from tasmopt.search.source import SearchSource
 from tasmopt.sources import SourceSet
-from tasmopt.tir.codec import tir_hash
-from tasmopt.vm.equivalence import (
-    REJECTION_CLASSES,
-    Verdict,
-    check_blocks,
-    check_function,
-)
+from tasmopt.vm.equivalence import REJECTION_CLASSES, check_blocks
 
 __all__ = [
     "compile",
+    "PIPELINE",
+    "PASSES",
+    "Step",
+    "PipelineError",
+    "describe",
     "progress",
     "default_sources",
     "VerifyBackend",
@@ -103,11 +98,199 @@ __all__ = [
     "recheck",
 ]
 
-log = logging.getLogger(__name__)
+_BODIES = "the function's sections as they stand (spliced blocks, earlier passes' rewrites)"
 
-#: Share of the time left before a deadline that the candidate sources may use (the rest is
-#: for verification, the whole-function proofs and the measurements).
-CANDIDATE_SHARE = 0.5
+#: The compile, step by step (see the module docstring). ``after`` is checked, not commented.
+PIPELINE: tuple[Step, ...] = (
+    Step("decode", decode_step, "the request's TIR", "nothing", kind="front"),
+    Step("lower", lower_step, "the ops; the client's TASM", "nothing", ("decode",), kind="front"),
+    Step(
+        "cache",
+        cache_step,
+        "the functions' call closures",
+        "answers known functions",
+        ("lower",),
+        kind="front",
+        when=uses_cache,
+    ),
+    Step(
+        "prepare",
+        prepare_step,
+        "our lowering, the client's text",
+        "nothing (finds the blocks)",
+        ("lower",),
+        kind="front",
+        timed=None,
+    ),
+    Step(
+        "candidates",
+        candidates_step,
+        "every block",
+        "nothing (proposals)",
+        ("prepare",),
+        why="at most CANDIDATE_SHARE of the time left: the proofs after it must fit",
+        kind="block",
+    ),
+    Step(
+        "verify", verify_step, "every proposal", "nothing (verdicts)", ("candidates",), kind="block"
+    ),
+    Step("rank", rank_step, "the verdicts", "the blocks chosen", ("verify",), kind="block"),
+    Step(
+        "splice",
+        splice_step,
+        "the blocks chosen",
+        "functions: blocks spliced in where the whole is proven",
+        ("rank",),
+        kind="block",
+    ),
+    Step(
+        "client",
+        client_step,
+        "mismatched functions' client text",
+        "those functions; the text the later passes work on",
+        ("splice",),
+        when=lambda r: r.options.rewrite_mismatched,
+    ),
+    Step(
+        "conditions",
+        function_pass(condition_stage),
+        "every path of a function",
+        "branches decided by earlier ones",
+        ("splice",),
+    ),
+    Step(
+        "inline",
+        function_pass(inline_stage),
+        "calls of small callees",
+        "callers (callees inlined)",
+        ("splice",),
+        why="callees as they will be returned: after the block stage",
+        lengthens=True,
+    ),
+    Step(
+        "unroll",
+        function_pass(unroll_stage),
+        "counted loops with a constant trip count",
+        "their call sites (copies of the body)",
+        ("splice",),
+        lengthens=True,
+    ),
+    Step(
+        "early_exit",
+        function_pass(early_exit_stage),
+        "counted loops whose body is one guarded branch",
+        "the loop (leaves once the guard fails)",
+        ("splice",),
+    ),
+    Step(
+        "branches",
+        function_pass(branch_stage),
+        "small pure if/else",
+        "the branch (a select)",
+        ("early_exit",),
+        why="early_exit needs the guarded call that branches would remove",
+    ),
+    Step(
+        "loops",
+        function_pass(loop_stage),
+        "counted loops ending in recurse_or_return",
+        "the loop (induction variable for the counter)",
+        ("splice",),
+    ),
+    Step(
+        "pointers",
+        function_pass(pointer_stage),
+        "loops walking RAM",
+        "the loop (pointers carried on the stack)",
+        ("loops",),
+    ),
+    Step(
+        "shortcuts",
+        function_pass(shortcut_stage),
+        "calls of one-instruction sections",
+        "the calls (the instruction in place)",
+        ("inline", "unroll", "early_exit", "branches", "loops", "pointers"),
+        why="the idioms of the passes before it need the calls",
+    ),
+    Step(
+        "hot",
+        function_pass(hot_stage),
+        "loop bodies as returned",
+        "loop bodies (searched again, deeper)",
+        ("loops", "pointers", "shortcuts"),
+    ),
+    Step(
+        "reverse",
+        function_pass(reverse_stage),
+        "loops walking RAM downward",
+        "the loop (walks it upward)",
+        ("hot",),
+        why="against the deepest bodies",
+    ),
+    Step(
+        "layouts",
+        function_pass(layout_stage),
+        "recurse_or_return loops",
+        "the op-stack layout the loop carries",
+        ("pointers", "hot", "reverse"),
+        why="the loops' final bodies",
+    ),
+    Step(
+        "absorb",
+        function_pass(absorb_stage),
+        "loops absorbing RAM words into the sponge",
+        "the loop (sponge_absorb_mem)",
+        ("pointers", "layouts"),
+        why="the pointer loops' final bodies",
+    ),
+    Step(
+        "dots",
+        function_pass(dot_stage),
+        "inner-product loops",
+        "the loop (xx_dot_step / xb_dot_step)",
+        ("pointers", "layouts"),
+        why="the pointer loops' final bodies",
+    ),
+    Step(
+        "checks",
+        function_pass(check_stage),
+        "zero checks",
+        "the checks (cheaper forms)",
+        ("hot", "absorb", "dots"),
+        why="after every search of the bodies",
+    ),
+    Step(
+        "settle",
+        settle_step,
+        _BODIES,
+        "nothing (assembles, measures as returned)",
+        ("splice",),
+        kind="finish",
+        timed="splice",
+    ),
+)
+validate(PIPELINE)
+
+#: The function-level passes, in pipeline order (what `CompileOptions.passes` and ``skip``
+#: select).
+PASSES: tuple[str, ...] = tuple(s.name for s in PIPELINE if s.kind == "pass")
+
+
+def describe(options: CompileOptions | None = None) -> list[str]:
+    """One line per step: on/off, its kind and name, what it reads and rewrites, what it
+    comes after; on/off as ``options`` (default: the defaults) select it, without a result
+    cache."""
+    options = options or CompileOptions()
+    probe = Run(None, None, options, check_blocks, SourceSet([]), None)  # no cache
+    out = []
+    for s in PIPELINE:
+        on = "on " if selected(s, options) and (s.when is None or s.when(probe)) else "off"
+        after = f" (after {', '.join(s.after)})" if s.after else ""
+        longer = "; may lengthen" if s.lengthens else ""
+        out.append(
+            f"{on} {s.kind:6s} {s.name:10s} reads {s.reads}; rewrites {s.rewrites}{longer}{after}"
+        )
+    return out
 
 
 @functools.cache
@@ -153,261 +336,19 @@ def compile(
         TasmSyntaxError: ``baseline_tasm`` does not parse outside functions whose TIR cannot
             be lowered anyway (line and column in the client's text).
         BaselineError: ``baseline_tasm`` defines none of the TIR's functions.
+        ValueError: ``options.passes`` or ``options.skip`` names no function-level pass.
     """
     options = options or CompileOptions()
     verify = verify or check_blocks
     sources = sources if sources is not None else default_sources()
-    if options.deadline is None:
-        return _compile(tir, baseline_tasm, options, verify, sources, cache)
-    with options.deadline.active():  # for the verifier's guard solving deep below
-        return _compile(tir, baseline_tasm, options, verify, sources, cache)
-
-
-def _compile(
-    tir: Any,
-    baseline_tasm: str | None,
-    options: CompileOptions,
-    verify: VerifyBackend,
-    sources: SourceSet,
-    cache: FunctionCache | None,
-) -> CompileResult:
-    timings: dict[str, float] = {}
-    with stage(timings, "decode"):
-        ops = decode_checked(tir, options)
-        request_hash = tir_hash(ops)
-    with stage(timings, "lower"):
-        low, ours, client = lower_module(ops, baseline_tasm, options)
-        labels = {name: f.label for name, f in ours.functions.items()}
-        private = private_by_function(ours, client, options.isa)  # once per request
-    keys: dict[str, str] = {}
-    hits: dict[str, CachedFunction] = {}
-    if cache is not None and options.use_cache:
-        with stage(timings, "cache"):
-            keys, hits = cached_answers(cache, ops, low, ours, client, options, private)
-    fns = prepare_functions(low, ours, client, options, timings, keys, hits, private)
-    chunks = {c.name: c.ops for c in split_functions(ops)}
-    for f in fns:
-        f.report.tir_hash = tir_hash(chunks.get(f.name, ()))
-    tasks = [t for f in fns for t in f.tasks]
-    with stage(timings, "candidates"):
-        proposals: dict[str, Any] = {}
-        if tasks and out_of_time(options) is None:
-            share = _candidate_deadline(options)
-            proposals = propose(tasks, replace(options, deadline=share), sources)
-            if share is not None and share.expired:
-                for f in fns:
-                    if f.tasks:
-                        f.cut = f.cut or "candidate sources stopped by the deadline"
-    with stage(timings, "verify"):
-        checks, owners = build_checks(tasks, proposals, options)
-        verdicts = verify_within(verify, checks, options)
-        for (ti, _), v in zip(owners, verdicts, strict=False):
-            if not v.equivalent and (v.reason or "").startswith("unverified"):
-                for f in fns:
-                    if tasks[ti] in f.tasks:
-                        f.cut = f.cut or "checks left unverified at the deadline"
-        if len(verdicts) != len(checks):
-            log.error(
-                "verify backend returned %d verdicts for %d checks", len(verdicts), len(checks)
-            )
-            verdicts = [Verdict(False, "rejected", "no verdict")] * len(checks)
-    model = sources.get("model") if "model" in proposals else None
-    model_version = getattr(model, "version", None)
-    with stage(timings, "rank"):
-        logprobs = candidate_logprobs(tasks, proposals, sources)
-        rank(fns, tasks, owners, checks, verdicts, logprobs, model_version)
-    with stage(timings, "splice"):
-        for f in fns:
-            finish_function(f, ours, options)
-    passes = ours  # the text the function-level passes work on
-    with stage(timings, "client"):
-        if options.rewrite_mismatched and options.inline and "rules" in options.sources:
-            passes = client_stage(fns, ours, client, options, sources, verify)
-    with stage(timings, "conditions"):
-        if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
-            condition_stage(fns, passes, client, options, sources, verify)
-    with stage(timings, "inline"):
-        if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
-            inline_stage(fns, passes, client, options, sources, verify)
-    with stage(timings, "unroll"):
-        if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
-            unroll_stage(fns, passes, client, options, sources, verify)
-    with stage(timings, "early_exit"):
-        if options.inline and "rules" in options.sources:  # before branches: needs the call
-            early_exit_stage(fns, passes, client, options, sources, verify)
-    with stage(timings, "branches"):
-        if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
-            branch_stage(fns, passes, client, options, sources, verify)
-    with stage(timings, "loops"):
-        if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
-            loop_stage(fns, passes, client, options, sources, verify)
-    with stage(timings, "pointers"):
-        if options.inline and "rules" in options.sources:  # a rewrite rule, at function level
-            pointer_stage(fns, passes, client, options, sources, verify)
-    with stage(timings, "shortcuts"):
-        if options.inline and "rules" in options.sources:  # last: the idioms above need the calls
-            shortcut_stage(fns, passes, client, options, sources, verify)
-    with stage(timings, "hot"):
-        if options.inline and "rules" in options.sources:  # last: the loop bodies as returned
-            hot_stage(fns, passes, client, options, sources, verify)
-    with stage(timings, "reverse"):
-        if options.inline and "rules" in options.sources:  # last: against the deepest bodies
-            reverse_stage(fns, passes, client, options, sources, verify)
-    with stage(timings, "layouts"):
-        if options.inline and "rules" in options.sources:  # the loops' final bodies
-            layout_stage(fns, passes, client, options, sources, verify)
-    with stage(timings, "absorb"):
-        if options.inline and "rules" in options.sources:  # the pointer loops' final bodies
-            absorb_stage(fns, passes, client, options, sources, verify)
-    with stage(timings, "dots"):
-        if options.inline and "rules" in options.sources:  # the pointer loops' final bodies
-            dot_stage(fns, passes, client, options, sources, verify)
-    with stage(timings, "checks"):
-        if options.inline and "rules" in options.sources:  # after every search of the bodies
-            check_stage(fns, passes, client, options, sources, verify)
-    with stage(timings, "splice"):
-        entries = [_settle(f, options) for f in fns]
-        text = assemble(fns, low, ours, client)
-        out = ModuleText.from_text(text, labels)
-        for f in fns:
-            if f.name in out.functions:
-                f.report.tasm = out.section_lines(f.name)
-        measure_with_callees(fns, out, options)
-        _costs_as_returned(fns, entries, out, client if client is not None else ours, options)
-    reference_text = baseline_tasm if baseline_tasm is not None else low.text()
-    return CompileResult(
-        text,
-        [f.report for f in fns],
-        request_hash,
-        reference_text,
-        timings,
-        model_version=model_version,
-        cache_entries=[e for e in entries if e is not None] if keys else [],
-        trajectories=[t for f in fns for t in f.trajectories],
-    )
-
-
-#: Cost fields of a `FunctionReport` that depend on the callees' returned code.
-_CALL_COSTS = (
-    "cycles",
-    "baseline_cycles",
-    "halted",
-    "heights",
-    "baseline_heights",
-    "padded_height",
-    "baseline_padded_height",
-    "own_cycles",
-)
-
-
-def _costs_as_returned(
-    fns: list[FunctionState],
-    entries: list[CachedFunction | None],
-    out: ModuleText,
-    reference: ModuleText,
-    options: CompileOptions,
-) -> None:
-    """Cache entries keep the costs as returned (callees' returned code included) with a
-    hash of the closure they were measured on; a hit reuses them where the closure returned
-    now is the same, else it is measured again as returned against its reference (the
-    ``reference`` module's closure: the client's text, or our lowering), and where time or
-    witnesses do not allow that, it reports its own costs (callees at their baseline code)
-    and says so."""
-    for f, entry in zip(fns, entries, strict=True):
-        if f.name not in out.functions or (entry is None and f.cached is None):
-            continue  # nothing to keep or reuse (a compile without a cache stops here)
-        closure = hashlib.sha256(out.closure_text(f.name)[0].encode()).hexdigest()
-        if entry is not None:
-            entry.report["as_returned"] = {
-                "closure": closure,
-                **{k: getattr(f.report, k) for k in _CALL_COSTS},
-            }
-        elif f.cached is not None:
-            kept = f.cached.report.get("as_returned")
-            if kept is not None and kept.get("closure") == closure:
-                for k in _CALL_COSTS:
-                    setattr(f.report, k, kept[k])
-            elif out.closure(f.name)[1:] and not _measure_hit(f, out, reference, options):
-                f.report.own_cycles = f.report.cycles
-                f.report.notes.append(
-                    "costs measured with the callees' baseline code (cached before the callees "
-                    "were improved)"
-                )
-
-
-def _measure_hit(
-    f: FunctionState, out: ModuleText, reference: ModuleText, options: CompileOptions
-) -> bool:
-    """Measure a cache hit as returned (its callees' code as returned now) against its
-    reference; True when the costs were set."""
-    if out_of_time(options) is not None or f.name not in reference.functions:
-        return False
-    try:
-        ref = reference.harness(f.name, options.isa)
-        final = out.harness(f.name, options.isa)
-    except TasmSyntaxError:
-        return False
-    v = check_function(
-        ref,
-        final,
-        witnesses=options.witnesses,
-        seed=options.seed + 2,
-        deadline=options.deadline,
-        private_cells=f.private,
-    )
-    if not v.equivalent:
-        if v.witness >= 0:  # every function was proven: this would be a verifier bug
-            log.error("function %s differs from its reference as returned: %s", f.name, v.reason)
-        return False
-    rep = f.report
-    rep.own_cycles = rep.cycles if rep.cycles != v.cycles else None
-    apply_costs(rep, v)
-    return True
-
-
-def _candidate_deadline(options: CompileOptions) -> Deadline | None:
-    dl = options.deadline
-    if dl is None or dl.remaining() == float("inf"):
-        return dl
-    return Deadline(dl.remaining() * CANDIDATE_SHARE, within=dl)
-
-
-def _settle(f: FunctionState, options: CompileOptions) -> CachedFunction | None:
-    """Set the function's `Status`; return the cache entry of a result computed in full, or
-    a placeholder (`CachedFunction.measured` False) for one the deadline cut (None for one
-    served from the cache, outside ``options.only``, or with no key). An entry's report is
-    its own measurement (callees at their baseline code)."""
-    rep = f.report
-    if f.cached is not None:
-        return None
-    if f.skipped:
-        rep.status = "improving"
-        rep.measured = False
-        rep.reason = rep.reason or "outside the request's functions (options.only): not measured"
-        return None
-    searched = options.search_budget_s >= options.final_budget_s
-    rep.status = "improving" if f.cut is not None or (f.tasks and not searched) else "final"
-    if f.key is None:
-        return None
-    if f.cut is not None and f.new_lines is None:  # a placeholder, until deepening measures it
-        return CachedFunction(
-            key=f.key,
-            name=f.name,
-            lines=None,
-            report={**rep.to_dict(), "cache": "off", "latency_s": 0.0},
-            final=False,
-            budget_s=0.0,
-            source=rep.source,
-            measured=False,
+    unknown = (set(options.passes or ()) | set(options.skip)) - set(PASSES)
+    if unknown:
+        raise ValueError(
+            f"unknown function-level pass(es) {', '.join(sorted(unknown))}: "
+            f"one of {', '.join(PASSES)}"
         )
-    if f.reference is None:
-        return None
-    return CachedFunction(
-        key=f.key,
-        name=f.name,
-        lines=list(f.new_lines) if f.new_lines is not None else None,
-        report={**rep.to_dict(), "cache": "off", "latency_s": 0.0},
-        final=rep.status == "final",
-        budget_s=options.search_budget_s,
-        source=rep.source,
-    )
+    run = Run(tir, baseline_tasm, options, verify, sources, cache)
+    if options.deadline is None:
+        return result_of(execute(run, PIPELINE))
+    with options.deadline.active():  # for the verifier's guard solving deep below
+        return result_of(execute(run, PIPELINE))

@@ -21,8 +21,7 @@ from tasmopt.tir.codec import decode
 from tasmopt.vm.equivalence import check_function, padded_height
 
 # The closing count sums what the per-module tests saw in this process: under pytest-xdist the
-# whole module runs on one worker (``--dist loadgroup``).
-pytestmark = pytest.mark.xdist_group("real_data")
+# whole module runs on one worker (``--dist loadfile``, pyproject.toml).
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "trident-std"
 MODULES = sorted(DATA.glob("*.json"))

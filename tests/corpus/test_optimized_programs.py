@@ -8,8 +8,8 @@ included: the strongest check that private scratch cells are dead where the anal
 CI runs every other program (sorted by path; about 9 minutes of CPU on 2 cores) and every case
 of those: the whole-compile fuzzer (``tests/test_fuzz.py``, ``benchmarks/fuzz.py``) drives each
 function-level pass on generated programs in the fast suite. ``TASMOPT_FULL_CORPUS=1`` runs
-all 54 programs (about 35 minutes of CPU). The cases of one program run on one xdist worker
-(the optimized program is compiled once per process).
+all 54 programs (about 35 minutes of CPU). The slow suite runs with ``--dist load`` (.ci/run):
+the cases spread over both workers, a program shared by two cases may be compiled on each.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ PROGRAMS = sorted({c.program for c in T.CASES})[
     :: 1 if os.environ.get("TASMOPT_FULL_CORPUS") == "1" else 2
 ]
 CASES = [
-    pytest.param(c, id=c.id, marks=pytest.mark.xdist_group(c.program))
+    pytest.param(c, id=c.id)
     for c in T.CASES
     if c.program in PROGRAMS or c.program == "ext/tests/t_xarith.tri"
 ]
@@ -58,7 +58,6 @@ def test_optimized_program_behaves_the_same(c):
         assert list(got.public_output) == list(c.expected)
 
 
-@pytest.mark.xdist_group("ext/tests/t_xarith.tri")
 def test_the_contract_removes_spill_traffic():
     # t_xarith uses ext.xarith.pow_u32, the corpus's heaviest spiller: optimized as a whole
     # program, it makes fewer RAM accesses (RAM table rows) on the test's input

@@ -16,8 +16,9 @@ sponge; extension-field arithmetic; ``divine``.
 (`tasmopt.optimizer.compile`, rules and search), and runs the optimized TASM and the
 unoptimized lowering of the same TIR (the reference) in the simulator on random inputs and
 on inputs that take the rare paths (the program's magic values, lengths 0 and 1, aliasing
-addresses). Observable: the public output, whether the run fails, and RAM below the
-compiler's scratch region (design §2; the scratch cells from 2^29 up are private). A
+addresses). Observable: whether the run fails and, for a run that halts, the public output
+and RAM below the compiler's scratch region (design §2; the scratch cells from 2^29 up are
+private; a failing run's partial output proves nothing). A
 difference is a `Finding`; `minimize` deletes statements while the difference stays.
 """
 
@@ -569,10 +570,13 @@ def input_sets(
 
 
 def _observe(result: Any) -> tuple[Any, ...]:
-    ram = getattr(result, "ram", {}) or {}
-    cells = tuple(sorted((a, v) for a, v in dict(ram).items() if a < SCRATCH_START))
-    failed = result.error is not None
-    return (failed, tuple(result.public_output), cells)
+    """What a run shows (design §2): whether it failed; for a run that halts, its public
+    output and RAM below the scratch region. A failing run's partial output is not
+    observable (a failed execution has no proof)."""
+    if result.error is not None:
+        return (True,)
+    cells = tuple(sorted((a, v) for a, v in result.ram.items() if a < SCRATCH_START))
+    return (False, tuple(result.public_output), cells)
 
 
 def compile_program(prog: FuzzProgram) -> tuple[Any, ...]:
@@ -638,9 +642,10 @@ def minimize(
     still_fails: Callable[[FuzzProgram], bool] | None = None,
     options: CompileOptions | None = None,
 ) -> FuzzProgram:
-    """Delete ``main``'s statements one at a time (then helpers are left as they are) while
-    the program still compiles and ``still_fails`` (default: `check` finds a difference on
-    the finding's inputs or its own) holds; the smallest such program."""
+    """Delete ``main``'s statements one at a time (helpers are left as they are) while
+    ``still_fails`` holds (default: the program compiles and `check` finds a difference on
+    its generated inputs, which depend only on the seed and the input reads, kept); the
+    smallest such program."""
 
     def default(p: FuzzProgram) -> bool:
         o = check(p, options)

@@ -147,7 +147,6 @@ def function_pass(fn: FunctionPass) -> Callable[[Run], None]:
         assert r.text is not None, "function passes run after the block stage"
         fn(r.fns, r.text, r.client, r.options, r.sources, r.verify)
 
-    run.__name__ = run.__qualname__ = getattr(fn, "__name__", "function_pass")
     return run
 
 
@@ -188,12 +187,10 @@ def execute(r: Run, steps: Sequence[Step]) -> Run:
     for s in steps:
         if not selected(s, r.options) or (s.when is not None and not s.when(r)):
             continue
-        budget = r.options.pass_budget_s.get(s.name) if s.kind == "pass" else None
+        options = r.options
+        budget = options.pass_budget_s.get(s.name) if s.kind == "pass" else None
         if budget is not None:
-            r.options, saved = (
-                replace(r.options, deadline=Deadline(budget, within=r.options.deadline)),
-                r.options,
-            )
+            r.options = replace(options, deadline=Deadline(budget, within=options.deadline))
         try:
             if s.timed is None:
                 s.run(r)
@@ -201,6 +198,5 @@ def execute(r: Run, steps: Sequence[Step]) -> Run:
                 with stage(r.timings, s.timed or s.name):
                     s.run(r)
         finally:
-            if budget is not None:
-                r.options = saved
+            r.options = options
     return r

@@ -31,7 +31,7 @@ from tasmopt.vm.equivalence import (
     padded_height,
 )
 
-__all__ = ["finish_function", "measure_with_callees", "assemble"]
+__all__ = ["finish_function", "measure_with_callees", "assemble", "mark_unmeasured"]
 
 log = logging.getLogger(__name__)
 
@@ -66,17 +66,17 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
             )
             if _unfinished(m.reason):
                 f.cut = f.cut or f"{out_of_time(options)}; not measured"
-                _unmeasured(rep, f.cut)
+                mark_unmeasured(rep, f.cut)
                 return
             rep.cycles = rep.baseline_cycles = m.baseline_cycles
             rep.halted = m.halted
             rep.heights = rep.baseline_heights = m.baseline_heights
             rep.padded_height = rep.baseline_padded_height = padded_height(m.baseline_heights)
         elif f.reference is None:
-            _unmeasured(rep, "no baseline program to run: not measured")
+            mark_unmeasured(rep, "no baseline program to run: not measured")
         else:
             f.cut = f.cut or f"{out_of_time(options)}; not measured"
-            _unmeasured(rep, f.cut)
+            mark_unmeasured(rep, f.cut)
         return
     t = time.perf_counter()
     measured: FunctionVerdict | None = None
@@ -150,15 +150,14 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
     if measured is None:
         rep.fallback = True
         f.cut = f.cut or f"{late}; not measured"
-        rep.reason = rep.reason or f"{late}; returned unchanged, not measured"
-        _unmeasured(rep, rep.reason)
+        mark_unmeasured(rep, f"{late}; returned unchanged, not measured")
         rep.latency_s = time.perf_counter() - t
         return
     apply_costs(rep, measured)
     rep.latency_s = time.perf_counter() - t
 
 
-def _unmeasured(rep: FunctionReport, why: str) -> None:
+def mark_unmeasured(rep: FunctionReport, why: str) -> None:
     """Mark a function returned unchanged without a measurement: no costs, and why."""
     rep.measured = False
     rep.cycles = rep.baseline_cycles = 0

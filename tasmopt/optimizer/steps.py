@@ -26,7 +26,12 @@ from tasmopt.optimizer.prepare import (
     prepare_functions,
 )
 from tasmopt.optimizer.rank import rank
-from tasmopt.optimizer.splice import assemble, finish_function, measure_with_callees
+from tasmopt.optimizer.splice import (
+    assemble,
+    finish_function,
+    mark_unmeasured,
+    measure_with_callees,
+)
 from tasmopt.optimizer.state import (
     FunctionState,
     apply_costs,
@@ -270,8 +275,7 @@ def _settle(f: FunctionState, options: CompileOptions) -> CachedFunction | None:
         return None
     if f.skipped:
         rep.status = "improving"
-        rep.measured = False
-        rep.reason = rep.reason or "outside the request's functions (options.only): not measured"
+        mark_unmeasured(rep, "outside the request's functions (options.only): not measured")
         return None
     searched = options.search_budget_s >= options.final_budget_s
     rep.status = "improving" if f.cut is not None or (f.tasks and not searched) else "final"

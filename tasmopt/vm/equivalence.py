@@ -372,8 +372,8 @@ def compare_symbolic(
         )
     # The cells read are independent random values only where their addresses differ: the
     # addresses' differences are compared like any other value (`ExprContext.alias_degree`).
-    cells = ctx.read_addresses([p for _, a, b in pairs for p in (a, b)])
-    alias = ctx.alias_degree(cells)
+    values = tuple(p for _, a, b in pairs for p in (a, b))
+    alias = ctx.alias_degree(ctx.read_addresses(values))
     if alias is None or not degree_ok(worst + alias, witnesses):  # type: ignore[operator]  # worst is bounded here
         return SymbolicComparison(
             "unprovable",
@@ -381,7 +381,7 @@ def compare_symbolic(
             f"{'unbounded' if alias is None else alias}: two cells may coincide on every "
             "random witness and differ elsewhere",
         )
-    return SymbolicComparison("testable", reason, tuple(p for _, a, b in pairs for p in (a, b)))
+    return SymbolicComparison("testable", reason, values)
 
 
 # -- layer 2 ------------------------------------------------------------------------------

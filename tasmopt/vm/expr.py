@@ -217,13 +217,15 @@ class ExprContext:
     def cells(self, polys: Iterable[Poly]) -> list[Poly]:
         """The addresses of the initial-RAM cells (``mem0`` variables) whose values
         ``polys`` read, through opaque arguments too, in the order their atoms were made."""
-        ids = sorted(a for a in self.atoms_of(polys) if self.atom_keys[a][:2] == ("var", "mem0"))
-        return [self._by_id[self.atom_keys[a][2]] for a in ids]
+        return self._addresses(self.atoms_of(polys))
 
     def read_addresses(self, polys: Iterable[Poly]) -> list[Poly]:
         """The addresses of every initial-RAM cell the *value* of ``polys`` depends on
         (`depends_on`: the cells whose addresses hold cells too), in atom order."""
-        ids = sorted(a for a in self.depends_on(polys) if self.atom_keys[a][:2] == ("var", "mem0"))
+        return self._addresses(self.depends_on(polys))
+
+    def _addresses(self, atoms: Iterable[int]) -> list[Poly]:
+        ids = sorted(a for a in atoms if self.atom_keys[a][:2] == ("var", "mem0"))
         return [self._by_id[self.atom_keys[a][2]] for a in ids]
 
     def alias_degree(self, addresses: Sequence[Poly]) -> int | None:

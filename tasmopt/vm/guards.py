@@ -158,8 +158,8 @@ def singular_points(ctx: ExprContext, polys: Iterable[Poly], limit: int = 8) -> 
     with an exponent above 16 too), the operands of inverses, ``div_mod``, ``eq`` (its
     difference) and ``lt`` (``a - b`` and ``a - b - 1``), then the differences of every two
     initial-RAM cell addresses (two reads that coincide there). At most ``limit``
-    expressions, none constant, each of ``q`` and ``-q`` once; each atom reachable from ``polys`` (`ExprContext.depends_on`)
-    is looked at. Sources: design §2 (singular-point witnesses); Triton VM spec §5 for the
+    expressions, none constant, each of ``q`` and ``-q`` once; every atom reachable from
+    ``polys`` (`ExprContext.depends_on`) is looked at. Sources: design §2 (singular-point witnesses); Triton VM spec §5 for the
     instructions' edge cases (``pow``, ``invert``, ``div_mod``, ``eq``, ``lt``).
     """
     polys = list(polys)
@@ -185,7 +185,7 @@ def singular_points(ctx: ExprContext, polys: Iterable[Poly], limit: int = 8) -> 
         for mono in p.terms:
             for aid, e in mono:
                 if e > 16:
-                    add(ctx.atom(ctx.atom_keys[aid], algebraic=ctx.atom_algebraic[aid]))
+                    add(ctx.poly({((aid, 1),): 1}))  # the atom itself
     for aid in atoms:
         name, args = ctx.atom_keys[aid][0], arg_lists.get(aid, [])
         if name in ("inv", "iszero"):

@@ -378,6 +378,16 @@ def pytest_configure(config: pytest.Config) -> None:
             + ", ".join(str(p) for p in missing)
             + ". Clone or link it there (TASMOPT_TRIDENT_STD may point at trident-std)."
         )
+    mutant = os.environ.get("TASMOPT_MUTANT")
+    if mutant:  # benchmarks/proof_mutants.py: one proof check dropped for this whole run
+        from tasmopt.mutants import apply
+
+        apply(mutant)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    mutant = os.environ.get("TASMOPT_MUTANT")
+    return f"tasmopt mutant: {mutant}" if mutant else None
 
 
 @pytest.fixture(scope="session")

@@ -379,8 +379,9 @@ def test_the_optimizer_walks_pointers_in_memset_and_keeps_behaviour(n):
 
 def test_a_wrong_conjugation_is_caught_by_the_function_check(monkeypatch):
     """If a call site applied T as if the loop's entry condition were not on top (offset 0
-    instead of 1: an off-by-one), the loop would start from the wrong pointers: the
-    witnesses must reject it and the function keep its code. (Restoring with T instead of
+    instead of 1: an off-by-one), the loop would start from the wrong pointers: the proof
+    refuses it (`guarded_enter_ok`), and with that obligation dropped the witnesses must
+    reject it and the function keep its code. (Restoring with T instead of
     T^-1 is no test here: sum drops st5 and st6 after the loop, so that one is equivalent.)"""
     real = pointers.change_code
 
@@ -388,6 +389,11 @@ def test_a_wrong_conjugation_is_caught_by_the_function_check(monkeypatch):
         return real(change, 0)
 
     monkeypatch.setattr(pointers, "change_code", shallow)
+    # the proof refuses it first (T under the condition is not T) ...
+    (loop,) = find_pointer_loops(SUM.splitlines())
+    assert all(pointers.prove_change(c) is not None for c in loop.changes if c.moves_test)
+    # ... and with that obligation dropped, the function check on witnesses still does
+    monkeypatch.setattr(pointers, "guarded_enter_ok", lambda *a: True)
     r = compile_tir(
         _module("array/reduce.tri"), options=CompileOptions(sources=("rules", "search"))
     )
@@ -547,7 +553,8 @@ def test_the_optimizer_carries_eval_rams_accumulator_on_top_and_keeps_behaviour(
 
 def test_a_wrong_layout_is_caught_by_the_function_check(monkeypatch):
     """A call site that exchanged the wrong pair (st0 with st_k+1, the body right) starts
-    the loop from a wrong state: the witnesses reject it and eval_ram keeps its code."""
+    the loop from a wrong state: the proof refuses it, and with that obligation dropped the
+    witnesses reject it and eval_ram keeps its code."""
     real = pointers.change_code
 
     def off_by_one(change, offset=0):
@@ -556,6 +563,8 @@ def test_a_wrong_layout_is_caught_by_the_function_check(monkeypatch):
         return real(change, offset)
 
     monkeypatch.setattr(pointers, "change_code", off_by_one)
+    assert pointers.prove_change(Change(None, swap=1)) == "T under a skiz condition is not T"
+    monkeypatch.setattr(pointers, "guarded_enter_ok", lambda *a: True)  # the proof dropped
     mods = compile_modules(ROOT / "corpus" / "field" / "poly.tri", [ROOT / "corpus"])
     opts = CompileOptions(sources=("rules", "search"), only=frozenset({"eval_ram"}))
     f = next(x for x in compile_tir(mods[-1].ops, options=opts).functions if x.name == "eval_ram")

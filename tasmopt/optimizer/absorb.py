@@ -51,7 +51,14 @@ from dataclasses import dataclass
 
 from tasmopt.isa import IsaVariant, P, names_where
 from tasmopt.module import ModuleText
-from tasmopt.optimizer.conjugate import Conjugated, call_sites, conjugate, conjugate_stage, parsed
+from tasmopt.optimizer.conjugate import (
+    Conjugated,
+    call_sites,
+    conjugate,
+    conjugate_stage,
+    guarded_enter_ok,
+    parsed,
+)
 from tasmopt.optimizer.loops import I_SLOT, N_SLOT, _at, loop_sections
 from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
@@ -132,7 +139,7 @@ def _body_ok(body: Sequence[Instr], offset: int, isa: IsaVariant) -> bool:
     if any(_at(old, k) is not want.get(k, s[k]) for k in range(depth)):
         return False
     new = run_symbolic(parsed(enter(offset) + new_body() + leave(), isa), ctx, isa)
-    return _same(old, new, depth)
+    return _same(old, new, depth) and guarded_enter_ok(enter(offset), enter(offset, 1), isa)
 
 
 @functools.cache

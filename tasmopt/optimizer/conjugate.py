@@ -4,7 +4,9 @@
 Such a pass proves, for one loop ``L: B  recurse_or_return``, a layout change ``T`` (code run
 before each ``call L``, and before the ``skiz`` that guards it), its inverse ``T^-1`` (run
 after the call) and a new body ``B'``; this module finds the call sites where ``T`` can go,
-writes the rewrite and runs the pass over a module. The proofs stay with the passes.
+writes the rewrite and runs the pass over a module, and proves the one obligation every such
+pass shares (`guarded_enter_ok`: ``T`` written for a guarded site is ``T``); the other proofs
+stay with the passes.
 """
 
 from __future__ import annotations
@@ -12,17 +14,28 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant
 from tasmopt.module import ModuleText, line_kind
 from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
-from tasmopt.optimizer.reverse import _before
+from tasmopt.optimizer.loops import _at
+from tasmopt.optimizer.reverse import _before, _quiet
 from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tasm.program import Instr
+from tasmopt.vm.expr import ExprContext
+from tasmopt.vm.symbolic import run_symbolic
 
-__all__ = ["Conjugated", "parsed", "call_sites", "conjugate", "conjugate_stage"]
+__all__ = [
+    "Conjugated",
+    "parsed",
+    "call_sites",
+    "guarded_enter_ok",
+    "conjugate",
+    "conjugate_stage",
+]
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,27 @@ class Conjugated:
 def parsed(lines: Sequence[str], isa: IsaVariant) -> list[Instr]:
     """Instruction text (one per item) parsed, for the passes' symbolic runs."""
     return parse_instructions("\n".join(lines), isa)
+
+
+def guarded_enter_ok(enter: Sequence[str], guarded: Sequence[str], isa: IsaVariant) -> bool:
+    """``guarded`` is ``enter`` (``T``) for a site whose ``skiz`` condition lies on top: it
+    leaves the condition (st0) on top, and ``guarded; pop 1`` (the call taken: ``skiz``
+    pops the condition) equals ``pop 1; enter`` on every state (symbolic run, exact), both
+    with no effect and no failure. The pass's own proof covers ``enter``; without this, a
+    guarded site would run code nobody proved (and a ``skiz`` could pop the wrong value)."""
+    ctx = ExprContext()
+    try:
+        g = run_symbolic(parsed(guarded, isa), ctx, isa)
+        a = run_symbolic(parsed([*guarded, "pop 1"], isa), ctx, isa)
+        b = run_symbolic(parsed(["pop 1", *enter], isa), ctx, isa)
+    except (TasmSyntaxError, ValueError):
+        return False
+    if not (_quiet(g) and _quiet(a) and _quiet(b)) or a.delta != b.delta:
+        return False
+    if _at(g, 0) is not ctx.var("s", 0):
+        return False  # the skiz would pop something else
+    depth = max(a.base, b.base) + abs(a.delta) + 1
+    return all(_at(a, k) is _at(b, k) for k in range(depth))
 
 
 def call_sites(lines: Sequence[str], label: str) -> tuple[tuple[int, bool], ...]:

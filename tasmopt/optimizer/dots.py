@@ -48,7 +48,14 @@ from itertools import permutations
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText
-from tasmopt.optimizer.conjugate import Conjugated, call_sites, conjugate, conjugate_stage, parsed
+from tasmopt.optimizer.conjugate import (
+    Conjugated,
+    call_sites,
+    conjugate,
+    conjugate_stage,
+    guarded_enter_ok,
+    parsed,
+)
 from tasmopt.optimizer.loops import (
     I_SLOT,
     N_SLOT,
@@ -254,7 +261,7 @@ def _proven(
             return False
         if any(_at(run, k) is not c2.var("s", k + under) for k in range(deep)):
             return False
-    return True
+    return guarded_enter_ok(enter, enter_under, isa)
 
 
 def find_dot_loops(

@@ -51,6 +51,7 @@ from dataclasses import dataclass, replace
 
 from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.module import ModuleText, line_kind
+from tasmopt.optimizer.conjugate import guarded_enter_ok
 from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
 from tasmopt.optimizer.loops import (
     I_SLOT,
@@ -284,8 +285,9 @@ def _walk(i: int, w: int, c: int) -> list[str]:
 def prove_change(change: Change, isa: IsaVariant = "release") -> str | None:
     """Why ``change`` is not a test-preserving bijection (module docstring), or None when
     symbolic execution shows that ``T; T^-1`` and ``T^-1; T`` leave every element in place
-    with no effect or failure and that ``T`` maps ``st5 - st6`` to ``k * (st5 - st6)`` for
-    its nonzero constant scale ``k``."""
+    with no effect or failure, that ``T`` maps ``st5 - st6`` to ``k * (st5 - st6)`` for
+    its nonzero constant scale ``k``, and that ``T`` written for a guarded site (the ``skiz``
+    condition on top) is ``T`` below it (`guarded_enter_ok`)."""
     try:
         fwd, back = change_code(change)
     except ValueError as exc:
@@ -317,6 +319,12 @@ def prove_change(change: Change, isa: IsaVariant = "release") -> str | None:
     k = change.test_scale
     if kept is not ctx.mul(ctx.const(k), diff) or k % P == 0:
         return "changes whether st5 == st6"
+    try:
+        guarded, _ = change_code(change, 1)
+    except ValueError:
+        return None  # no guarded site can take it: `rewrite_pointer_loop` refuses one
+    if not guarded_enter_ok(fwd, guarded, isa):
+        return "T under a skiz condition is not T"
     return None
 
 

@@ -74,8 +74,18 @@ def _syntactic(ctx: ExprContext, facts: Sequence[Fact], cond: Poly) -> bool | No
     return None
 
 
+#: z3's work limit per query (its ``rlimit`` units, about 100 ms on one core of the CI
+#: machine): the answer depends on the query, not on how busy the machine is.
+RLIMIT = 75_000
+
+
 def decide(
-    ctx: ExprContext, facts: Sequence[Fact], cond: Poly, *, timeout_ms: int = 100
+    ctx: ExprContext,
+    facts: Sequence[Fact],
+    cond: Poly,
+    *,
+    timeout_ms: int = 400,
+    rlimit: int = RLIMIT,
 ) -> bool | None:
     """Is ``cond`` forced by ``facts``? False: zero in every state satisfying them; True:
     nonzero in every such state; None: not proven either way (module docstring).
@@ -84,7 +94,10 @@ def decide(
         ctx: the context ``cond`` and the facts' expressions live in.
         facts: the path's facts, ``(expression, is_zero)``.
         cond: the condition, e.g. the value a ``skiz`` pops.
-        timeout_ms: z3's limit per query (two queries at most), milliseconds.
+        timeout_ms: z3's wall-clock limit per query (two queries at most), milliseconds: a
+            safety net on a machine so busy that ``rlimit`` takes longer.
+        rlimit: z3's work limit per query (`RLIMIT`), which normally stops it first, so
+            that a busy machine does not change the answer.
     """
     got = _syntactic(ctx, facts, cond)
     if got is not None or not facts:
@@ -102,6 +115,7 @@ def decide(
     for value, query in ((False, c != 0), (True, c == 0)):
         solver = z3.Solver()
         solver.set("timeout", timeout_ms)
+        solver.set("rlimit", rlimit)
         solver.add(*known, *enc.side, query)
         if solver.check() == z3.unsat:
             return value

@@ -4,7 +4,10 @@ killer tests (`tasmopt.mutants.KILLERS`: its adversarial and proof-level tests, 
 end-to-end compiles that the witness check backs) run against the mutant in a fresh pytest
 process (``TASMOPT_MUTANT``, applied by ``tests/conftest.py``). A mutant is *killed* when a
 test fails (or the run errors or times out), and *survives* when every test passes: that
-check is one nobody attacks. Each pass's killers first run unmutated and must pass.
+check is one nobody attacks, unless `tasmopt.mutants.EQUIVALENT` says why no input can tell it
+from the original (another check refuses every input it does, or the input cannot occur in
+TASM that parses): then it is *equivalent*. Each pass's killers first run unmutated and must
+pass.
 
 Prints one line per survivor and a table per pass (mutants, killed, survived); with
 ``--out`` writes every mutant's outcome as JSON. Exit status 1 if a mutant survives.
@@ -30,7 +33,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from tasmopt.mutants import KILLERS, OBLIGATIONS, Mutant, mutants
+from tasmopt.mutants import EQUIVALENT, KILLERS, OBLIGATIONS, Mutant, mutants
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -89,7 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     def one(m: Mutant) -> tuple[Mutant, str, str]:
-        return (m, *run_killers(m.pass_name, m.id, args.timeout))
+        outcome, detail = run_killers(m.pass_name, m.id, args.timeout)
+        if m.id in EQUIVALENT:  # no input tells it from the original: says why
+            if outcome == "survived":
+                return m, "equivalent", EQUIVALENT[m.id][1]
+            detail = f"listed as equivalent but {outcome}: {detail}"
+        return m, outcome, detail
 
     results = []
     with ThreadPoolExecutor(args.jobs) as pool:
@@ -99,23 +107,22 @@ def main(argv: list[str] | None = None) -> int:
             results.append((m, outcome, detail))
             if outcome == "survived":
                 tqdm.write(f"SURVIVED {m.id} (line {m.line}): {m.what}")
+            elif detail.startswith("listed as equivalent"):
+                tqdm.write(f"NOT EQUIVALENT {m.id}: {detail}")
 
     by_pass: dict[str, Counter[str]] = {}
     for m, outcome, _ in results:
         by_pass.setdefault(m.pass_name, Counter())[outcome] += 1
-    print(
-        f"\n{'pass':12s} {'mutants':>8s} {'killed':>7s} {'error':>6s} {'timeout':>8s} {'survived':>9s}"
-    )
+    cols = ("killed", "error", "timeout", "equivalent", "survived")
+    print(f"\n{'pass':12s} {'mutants':>8s}" + "".join(f" {c:>10s}" for c in cols))
     for n in names:
         c = by_pass.get(n, Counter())
-        print(
-            f"{n:12s} {sum(c.values()):8d} {c['killed']:7d} {c['error']:6d} {c['timeout']:8d}"
-            f" {c['survived']:9d}"
-        )
+        print(f"{n:12s} {sum(c.values()):8d}" + "".join(f" {c[k]:10d}" for k in cols))
     total = Counter(o for _, o, _ in results)
     print(
-        f"{'all':12s} {len(results):8d} {total['killed']:7d} {total['error']:6d}"
-        f" {total['timeout']:8d} {total['survived']:9d}   ({time.perf_counter() - t0:.0f} s)"
+        f"{'all':12s} {len(results):8d}"
+        + "".join(f" {total[k]:10d}" for k in cols)
+        + f"   ({time.perf_counter() - t0:.0f} s)"
     )
     if args.out:
         args.out.write_text(

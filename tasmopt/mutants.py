@@ -146,7 +146,308 @@ KILLERS: dict[str, tuple[tuple[str, ...], str]] = {
 
 #: Mutants no input can tell from the original, each with the check it drops (a part of
 #: `Mutant.what`) and why: ``{id: (check, reason)}``. Kept current by a test.
-EQUIVALENT: dict[str, tuple[str, str]] = {}
+EQUIVALENT: dict[str, tuple[str, str]] = {
+    "tasmopt.optimizer.loops:no_fall_through#0": (
+        "if k == 0",
+        "for the first section the slice before it is empty, so `bool(prev)` already answers False",
+    ),
+    "tasmopt.optimizer.loops:entered_sections#0": (
+        "drop k == 0",
+        "no_fall_through (the next operand) is False for the first section",
+    ),
+    "tasmopt.optimizer.conjugate:call_sites#1": (
+        "drop line_kind(ln) != 'call'",
+        "only a `call` names a label in TASM, and `call L x` does not parse",
+    ),
+    "tasmopt.optimizer.conjugate:call_sites#2": (
+        "drop len(words) != 2",
+        "only a `call` names a label in TASM, and `call L x` does not parse",
+    ),
+    "tasmopt.optimizer.conjugate:call_sites#3": (
+        "never:",
+        "only a `call` names a label in TASM, and `call L x` does not parse",
+    ),
+    "tasmopt.optimizer.conjugate:call_sites#5": (
+        "drop earlier is None",
+        "a guarded site's skiz always has a line before it: at least the function's label",
+    ),
+    "tasmopt.optimizer.loops:_paths#3": (
+        "drop nxt.name == 'call'",
+        "no instruction but `call` has a label argument, so `nxt.arg in helpers` already fails",
+    ),
+    "tasmopt.optimizer.loops:_paths#4": (
+        "drop isinstance(nxt.arg, str)",
+        "an int argument is never a helper's label",
+    ),
+    "tasmopt.optimizer.loops:_path_facts#0": (
+        "drop before.unsupported",
+        "the code is straight-line here (control flow is refused or cut off before the run), and every other instruction runs symbolically",
+    ),
+    "tasmopt.optimizer.loops:_path_facts#3": (
+        "drop run.unsupported",
+        "the code is straight-line here (control flow is refused or cut off before the run), and every other instruction runs symbolically",
+    ),
+    "tasmopt.optimizer.loops:_path_facts#8": (
+        "_GUARD_KINDS",
+        "every guard kind the symbolic VM records is in _GUARD_KINDS; the check fails closed on a kind added later",
+    ),
+    "tasmopt.optimizer.loops:_site_run#0": (
+        "kind not in table",
+        "a line that parses is an instruction of the table; a label stops the prefix first",
+    ),
+    "tasmopt.optimizer.loops:_site_run#2": (
+        "if not prefix",
+        "an empty prefix leaves st0 an entry variable: _site_ok, _site_counts_n and _constant_counter all refuse it",
+    ),
+    "tasmopt.optimizer.loops:_site_run#3": (
+        "run.unsupported",
+        "control flow stops the prefix before the run",
+    ),
+    "tasmopt.optimizer.loops:loop_shapes#0": (
+        "if k == 0",
+        "no_fall_through refuses the first section further down",
+    ),
+    "tasmopt.optimizer.early_exit:_guard_only#1": (
+        "drop run.unsupported",
+        "the ISA pre-check before the run refuses control flow, the only instructions that do not run symbolically",
+    ),
+    "tasmopt.optimizer.early_exit:_guard_only#2": (
+        "drop run.delta != 1",
+        "the next check (every entry element one deeper) fails for any other delta",
+    ),
+    "tasmopt.optimizer.early_exit:_guard_only#3": (
+        "drop run.outputs",
+        "the ISA pre-check refuses every instruction with a side effect (output, RAM, input, sponge) before the run",
+    ),
+    "tasmopt.optimizer.early_exit:_guard_only#4": (
+        "drop run.ram",
+        "the ISA pre-check refuses every instruction with a side effect before the run",
+    ),
+    "tasmopt.optimizer.early_exit:_guard_only#5": (
+        "never:",
+        "the ISA pre-check and the shift check below refuse everything this one does",
+    ),
+    "tasmopt.optimizer.early_exit:_guard_only#6": (
+        "drop run.sponge",
+        "the ISA pre-check refuses every instruction with a side effect before the run",
+    ),
+    "tasmopt.optimizer.early_exit:_guard_only#7": (
+        "drop any(run.consumed",
+        "the ISA pre-check refuses every instruction with a side effect before the run",
+    ),
+    "tasmopt.optimizer.early_exit:_guard_only#8": (
+        "never:",
+        "the ISA pre-check refuses every instruction with a side effect before the run",
+    ),
+    "tasmopt.optimizer.early_exit:_guard_only#10": (
+        "_GUARD_KINDS",
+        "every guard kind the symbolic VM records is in _GUARD_KINDS; the check fails closed on a kind added later",
+    ),
+    "tasmopt.optimizer.early_exit:_sites#1": (
+        "drop line_kind(ln) != 'call'",
+        "only a `call` names a label in TASM, and `call L x` does not parse",
+    ),
+    "tasmopt.optimizer.early_exit:_sites#2": (
+        "drop len(words) != 2",
+        "only a `call` names a label in TASM, and `call L x` does not parse",
+    ),
+    "tasmopt.optimizer.early_exit:_sites#3": (
+        "never:",
+        "only a `call` names a label in TASM, and `call L x` does not parse",
+    ),
+    "tasmopt.optimizer.early_exit:_sites#4": (
+        "if nxt is None",
+        "a `call` is never the last line of a function's text: each section ends in a terminator",
+    ),
+    "tasmopt.optimizer.early_exit:_sites#6": (
+        "drop len(after) != 2",
+        "`pop` takes exactly one numeric argument in TASM that parses",
+    ),
+    "tasmopt.optimizer.early_exit:_sites#7": (
+        "drop not after[1].isdigit()",
+        "`pop` takes exactly one numeric argument in TASM that parses",
+    ),
+    "tasmopt.optimizer.early_exit:_sites#8": (
+        "drop after[1] == '0'",
+        "`pop 0` is no instruction (pop takes 1 to 5)",
+    ),
+    "tasmopt.optimizer.pointers:prove_change#0": (
+        "drop run.unsupported",
+        "T and T^-1 are straight-line stack code (change_code)",
+    ),
+    "tasmopt.optimizer.pointers:prove_change#10": (
+        "never: if run.unsupported is not None",
+        "T is straight-line stack code (change_code)",
+    ),
+    "tasmopt.optimizer.pointers:prove_change#12": (
+        "drop k % P == 0",
+        "change_code raises for a test scale of 0 first",
+    ),
+    "tasmopt.optimizer.pointers:_site_insertion#0": (
+        "drop kind not in table",
+        "a line before a call is an instruction of the table, or a label (which ends the search first)",
+    ),
+    "tasmopt.optimizer.pointers:find_pointer_loops#0": (
+        "is_control_flow",
+        "_changes extracts the body's dataflow, which refuses control flow: no change, no loop",
+    ),
+    "tasmopt.optimizer.pointers:find_pointer_loops#1": (
+        "drop not sites",
+        "a loop no call reaches: rewriting it changes no execution",
+    ),
+    "tasmopt.optimizer.absorb:_same#5": (
+        "drop a.delta == b.delta",
+        "the stack comparison that follows sees any other stack delta",
+    ),
+    "tasmopt.optimizer.absorb:_same#6": (
+        "drop a.guards == b.guards",
+        "_body_ok allows the old body no guard but sponge_initialized, and guarded_enter_ok and _new_body_ok allow the templates none",
+    ),
+    "tasmopt.optimizer.absorb:_body_ok#0": (
+        "drop old.delta != 0",
+        "a pre-check of what _same establishes (delta, sponge, guards, stack)",
+    ),
+    "tasmopt.optimizer.absorb:_body_ok#1": (
+        "drop old.sponge is None",
+        "a pre-check of what _same establishes (the new body absorbs: the sponges differ)",
+    ),
+    "tasmopt.optimizer.absorb:_body_ok#2": (
+        "drop old.guards",
+        "a pre-check of what _same establishes (the guards compared)",
+    ),
+    "tasmopt.optimizer.absorb:_body_ok#3": (
+        "never:",
+        "a pre-check of what _same establishes (delta, sponge, guards)",
+    ),
+    "tasmopt.optimizer.absorb:_body_ok#4": (
+        "never:",
+        "a pre-check of what _same establishes (the stacks compared)",
+    ),
+    "tasmopt.optimizer.absorb:_new_body_ok#0": (
+        "drop run.unsupported",
+        "the templates are straight-line",
+    ),
+    "tasmopt.optimizer.absorb:_new_body_ok#1": (
+        "drop run.delta != 0",
+        "the stack comparison that follows sees any other stack delta",
+    ),
+    "tasmopt.optimizer.absorb:_new_body_ok#8": (
+        "drop both.unsupported",
+        "the templates are straight-line",
+    ),
+    "tasmopt.optimizer.absorb:_new_body_ok#9": (
+        "drop both.delta != -under",
+        "the stack comparison that follows sees any other stack delta",
+    ),
+    "tasmopt.optimizer.absorb:find_absorptions#1": (
+        "_ABSORB_MEM",
+        "a re-entry guard: a loop already in the new shape would go through the same proofs",
+    ),
+    "tasmopt.optimizer.dots:_proven#2": (
+        "drop lhs.delta == rhs.delta",
+        "the stack comparison that follows sees any other stack delta",
+    ),
+    "tasmopt.optimizer.dots:_proven#8": (
+        "drop run.unsupported",
+        "the templates are straight-line",
+    ),
+    "tasmopt.optimizer.dots:_proven#9": (
+        "drop run.delta != -under",
+        "the stack comparison that follows sees any other stack delta",
+    ),
+    "tasmopt.optimizer.dots:find_dot_loops#0": (
+        "_DOTS",
+        "a re-entry guard: a loop already in the new shape would go through the same proofs",
+    ),
+    "tasmopt.optimizer.reverse:_swap_ends_ok#0": (
+        "drop run.unsupported",
+        "the template is straight-line",
+    ),
+    "tasmopt.optimizer.reverse:_swap_ends_ok#1": (
+        "drop run.delta != 0",
+        "the stack comparison that follows sees any other stack delta",
+    ),
+    "tasmopt.optimizer.reverse:_walk_ends_ok#1": (
+        "drop run.delta != 0",
+        "the stack comparison that follows sees any other stack delta",
+    ),
+    "tasmopt.optimizer.reverse:_reductions#1": (
+        "drop run.delta != 0",
+        "the element checks below (st6 kept, every changed element a constant step or the accumulator) fail for any other delta",
+    ),
+    "tasmopt.optimizer.reverse:_factor#0": (
+        "never:",
+        "the closing check (a * D is p) fails for a term without the accumulator",
+    ),
+    "tasmopt.optimizer.reverse:_dead_after#1": (
+        "if kind == ':'",
+        "a label line does not parse as an instruction: refused just below",
+    ),
+    "tasmopt.optimizer.reverse:_dead_after#2": (
+        "is_control_flow",
+        "the symbolic run stops at control flow: `run.unsupported` refuses it below",
+    ),
+    "tasmopt.optimizer.branches:_pure#0": (
+        "drop len(body) <= MAX_BODY",
+        "a size limit, not a proof: prove_select is exact for bodies of any length",
+    ),
+    "tasmopt.optimizer.branches:_one_pure#0": (
+        "if text.endswith(':')",
+        "a label does not parse as an instruction: refused just below",
+    ),
+    "tasmopt.optimizer.branches:_one_pure#1": (
+        "drop len(ins) == 1",
+        "the text is one line: one instruction or a parse error",
+    ),
+    "tasmopt.optimizer.branches:_boolean_before#0": (
+        "drop not prev",
+        "a skiz is never the first line of a function: its label is",
+    ),
+    "tasmopt.optimizer.branches:_boolean_before#1": (
+        "drop line_kind(lines[prev[-1]]) == ':'",
+        "a label's text is no boolean instruction: refused just below",
+    ),
+    "tasmopt.optimizer.branches:_boolean_before#2": (
+        "never:",
+        "a skiz has a line before it, and a label's text is no boolean instruction",
+    ),
+    "tasmopt.optimizer.branches:_then_leaves_zero#0": (
+        "drop run.unsupported",
+        "the path is pure straight-line code (_pure)",
+    ),
+    "tasmopt.optimizer.shortcuts:shortcut_calls#0": (
+        "if k == 0",
+        "a call of a one-instruction section is that instruction, the entry's too; the entry section is never removed (no_fall_through is False for it)",
+    ),
+    "tasmopt.optimizer.shortcuts:shortcut_calls#4": (
+        "if not single and (not whole)",
+        "an early exit: with nothing to replace, `done` stays empty and the function returns None below",
+    ),
+    "tasmopt.optimizer.inline:straight_body#1": (
+        "drop parts[1]",
+        "helpers are reached only by call, and a main body with a call is refused by the loop below",
+    ),
+    "tasmopt.optimizer.inline:straight_body#3": (
+        "drop n is None",
+        "`None not in table` refuses it in the next operand",
+    ),
+    "tasmopt.optimizer.inline:straight_body#4": (
+        "drop n not in table",
+        "the main body holds no labels (inline_parts), so every line's kind is an instruction",
+    ),
+    "tasmopt.optimizer.inline:straight_body#6": (
+        "drop table[n].may_skip_next",
+        "skiz is control flow: refused by the operand before",
+    ),
+    "tasmopt.optimizer.inline:_Run.attempt#0": (
+        "if not spans",
+        "an early exit: with nothing inlined the candidate is the function itself, which refusal never keeps (not fewer cycles)",
+    ),
+    "tasmopt.optimizer.inline:_Run.attempt#1": (
+        "if ref_sites != sites",
+        "an early exit: check_aligned refuses a candidate whose call skeleton differs from the reference's",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -235,7 +536,7 @@ def _returns_bool(fn: ast.FunctionDef) -> bool:
 # A mutation: (node, how) where how is "never" (the if's test becomes False), ("drop", k)
 # (operand k of the test's `or`, or conjunct k of its `not (and)`, or of a returned `and`),
 # or "true" (a returned check becomes True).
-_Edit = tuple[ast.AST, Any]
+_Edit = tuple[ast.If | ast.Return, Any]
 
 
 def _edits(fn: ast.FunctionDef) -> list[_Edit]:
@@ -269,23 +570,25 @@ def _edits(fn: ast.FunctionDef) -> list[_Edit]:
     return sorted(out, key=lambda e: (e[0].lineno, e[0].col_offset, str(e[1])))
 
 
-def _describe(node: ast.AST, how: Any) -> str:
+def _describe(node: ast.If | ast.Return, how: Any) -> str:
+    """What the mutant drops, then where: ``"drop `b` from: if a or b"``, shortened."""
     if isinstance(node, ast.If):
-        text = ast.unparse(node.test)
+        where = f"if {ast.unparse(node.test)}"
         if how == "never":
-            shown = f"if {text}: (never)"
+            shown = f"never: {where}"
         else:
             t = node.test
             ops = t.operand.values if isinstance(t, ast.UnaryOp) else t.values  # type: ignore[attr-defined]
-            shown = f"if {text}: (without {ast.unparse(ops[how[1]])})"
+            shown = f"drop {ast.unparse(ops[how[1]])} from: {where}"
     else:
-        assert isinstance(node, ast.Return) and node.value is not None
-        text = ast.unparse(node.value)
+        assert node.value is not None
+        where = f"return {ast.unparse(node.value)}"
         if how == "true":
-            shown = f"return {text} (-> True)"
+            shown = f"True for: {where}"
         else:
-            shown = f"return {text} (without {ast.unparse(node.value.values[how[1]])})"  # type: ignore[attr-defined]
-    return shown if len(shown) <= 160 else shown[:157] + "..."
+            dropped = ast.unparse(node.value.values[how[1]])  # type: ignore[attr-defined]
+            shown = f"drop {dropped} from: {where}"
+    return shown if len(shown) <= 200 else shown[:197] + "..."
 
 
 def mutants(passes: tuple[str, ...] | None = None) -> list[Mutant]:
@@ -307,7 +610,7 @@ def mutants(passes: tuple[str, ...] | None = None) -> list[Mutant]:
     return out
 
 
-def _mutate(node: ast.AST, how: Any) -> None:
+def _mutate(node: ast.If | ast.Return, how: Any) -> None:
     if isinstance(node, ast.If):
         if how == "never":
             node.test = ast.Constant(False)

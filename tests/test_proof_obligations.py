@@ -317,6 +317,9 @@ def test_dots_proof_refuses_a_broken_plan():
     }
     for why, plan in broken.items():
         assert not dots._proven(body, plan, depth, "release"), why
+    cut = [*body, *parsed(["skiz"], "release")]  # the symbolic runs stop at the skiz
+    assert dots._plan(cut, "release") is None
+    assert not dots._proven(cut, (step, (enter, under), leave, new_body), depth, "release")
     noisy = [*body, *parsed(["push 0", "write_io 1"], "release")]
     plan = (step, (enter, under), leave, new_body)
     assert not dots._proven(noisy, plan, depth, "release"), "the old body writes output"
@@ -467,8 +470,9 @@ def test_a_then_body_that_leaves_no_zero_is_no_if_else():
     from tasmopt.optimizer.branches import find_branches
 
     assert len(find_branches(lines(IF_ELSE))) == 1
-    other = IF_ELSE.replace("    pop 1\n    push 0\n    return", "    pop 1\n    dup 2\n    return")
-    assert find_branches(lines(other)) == []
+    for then in ("pop 1\n    dup 2", "pop 1\n    pop 1"):  # a copy of an input; nothing
+        other = IF_ELSE.replace("    pop 1\n    push 0\n    return", f"    {then}\n    return")
+        assert find_branches(lines(other)) == [], then
 
 
 # -- conditions ------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ OBLIGATIONS: dict[str, tuple[str, ...]] = {
         f"{_O}loops:entered_sections",
         f"{_O}conjugate:call_sites",
         f"{_O}conjugate:guarded_enter_ok",
+        f"{_O}conjugate:_quiet",
     ),
     "loops": tuple(
         f"{_O}loops:{f}"
@@ -91,7 +92,6 @@ OBLIGATIONS: dict[str, tuple[str, ...]] = {
         for f in (
             "_swap_ends_ok",
             "_walk_ends_ok",
-            "_quiet",
             "_reductions",
             "_factor",
             "_dead_after",
@@ -147,6 +147,70 @@ KILLERS: dict[str, tuple[tuple[str, ...], str]] = {
 #: Mutants no input can tell from the original, each with the check it drops (a part of
 #: `Mutant.what`) and why: ``{id: (check, reason)}``. Kept current by a test.
 EQUIVALENT: dict[str, tuple[str, str]] = {
+    "tasmopt.optimizer.conjugate:guarded_enter_ok#1": (
+        "drop a.delta != b.delta",
+        "the stacks are compared below to a depth past both deltas: another delta shows there as a different element",
+    ),
+    "tasmopt.optimizer.conjugate:_quiet#0": (
+        "drop run.unsupported is None",
+        "every caller refuses control flow (the only code that does not run symbolically) before, or runs fixed straight-line templates",
+    ),
+    "tasmopt.optimizer.pointers:prove_change#1": (
+        "drop run.delta != 0",
+        "the restore check below compares every element: another delta shows there",
+    ),
+    "tasmopt.optimizer.pointers:prove_change#2": (
+        "never: if run.unsupported is not None or run.delta != 0",
+        "T is straight-line (change_code) and the restore check below compares every element",
+    ),
+    "tasmopt.optimizer.reverse:_walk_ends_ok#0": (
+        "drop run.unsupported is not None",
+        "the template is straight-line",
+    ),
+    "tasmopt.optimizer.reverse:_dead_after#3": (
+        "drop run.unsupported is not None",
+        "control flow after the call is refused before the run (the check above)",
+    ),
+    "tasmopt.optimizer.reverse:_sites#1": (
+        "drop line_kind(ln) != 'call'",
+        "only a `call` names a label in TASM, and `call L x` does not parse",
+    ),
+    "tasmopt.optimizer.reverse:_sites#2": (
+        "drop len(words) != 2",
+        "only a `call` names a label in TASM, and `call L x` does not parse",
+    ),
+    "tasmopt.optimizer.reverse:find_reversals#0": (
+        "is_control_flow",
+        "_reductions refuses a body whose symbolic run stops at control flow (`_quiet`)",
+    ),
+    "tasmopt.optimizer.checks:zero_checks#1": (
+        "drop line_kind(lines[code[0]]) != ':'",
+        "without its label first, the helper's label built from the first line is no label, and the closing fall-through check refuses the result",
+    ),
+    "tasmopt.optimizer.conditions:known_branches#3": (
+        "steps > MAX_STEPS",
+        "a work limit, not a proof: without it the exploration runs longer and answers the same",
+    ),
+    "tasmopt.optimizer.conditions:known_branches#4": (
+        "deadline.expired",
+        "the request's deadline, not a proof: without it the exploration answers the same, later",
+    ),
+    "tasmopt.optimizer.conditions:known_branches#8": (
+        "p.run.unsupported",
+        "only control flow does not run symbolically, and it is handled before",
+    ),
+    "tasmopt.optimizer.conditions:known_branches#12": (
+        "drop not isinstance(ins.arg, str)",
+        "an int argument is never one of the labels",
+    ),
+    "tasmopt.optimizer.conditions:known_branches#15": (
+        "len(p.ret) >= MAX_DEPTH",
+        "a work limit, not a proof: without it the exploration runs longer and answers the same (MAX_STEPS still bounds a call cycle)",
+    ),
+    "tasmopt.optimizer.conditions:known_branches#17": (
+        "paths > MAX_PATHS",
+        "a work limit, not a proof: without it the exploration runs longer and answers the same",
+    ),
     "tasmopt.optimizer.loops:no_fall_through#0": (
         "if k == 0",
         "for the first section the slice before it is empty, so `bool(prev)` already answers False",

@@ -60,6 +60,23 @@ def test_two_labels_in_a_row_fall_through():
     assert not loops.no_fall_through(lines, sections, 2)  # __a is empty: __b is reached
 
 
+def test_guarded_enter_ok_needs_the_condition_on_top_and_no_effect():
+    from tasmopt.optimizer.conjugate import guarded_enter_ok
+
+    assert guarded_enter_ok([], [], "release")
+    from tasmopt.optimizer.pointers import change_code
+
+    swap = Change(None, swap=2)  # st0 <-> st2, and its version under a condition
+    assert guarded_enter_ok(change_code(swap)[0], change_code(swap, 1)[0], "release")
+    assert not guarded_enter_ok(change_code(swap)[0], change_code(swap)[0], "release")
+    # the condition dropped and a 0 pushed in its place: the rest agrees, the skiz would not
+    assert not guarded_enter_ok([], ["pop 1", "push 0"], "release")
+    out = ["push 0", "write_io 1"]
+    assert not guarded_enter_ok(out, out, "release"), "T writes output"
+    fails = ["dup 1", "assert"]
+    assert not guarded_enter_ok(["dup 0", "assert"], fails, "release"), "T may fail"
+
+
 def test_call_sites_refuse_a_skiz_after_a_label_or_a_second_skiz():
     body = ["__l:", "    push 1", "    recurse_or_return"]
     for before in (["__f:", "    skiz"], ["__f:", "    push 1", "    skiz", "    skiz"]):
@@ -307,6 +324,12 @@ def test_dots_proof_refuses_a_broken_plan():
             ("pick 5", "addi -1", "place 5", *leave),
             new_body,
         ),
+        "T moves the loop's bound st6 (T^-1 moves it back)": (
+            step,
+            ((*enter, "pick 6", "addi 1", "place 6"), (*under, "pick 7", "addi 1", "place 7")),
+            ("pick 6", "addi -1", "place 6", *leave),
+            new_body,
+        ),
         "T^-1 swaps two elements": (step, (enter, under), (*leave, "swap 1"), new_body),
         "the guarded T is another T": (
             step,
@@ -365,7 +388,13 @@ def test_absorb_proof_refuses_broken_templates(monkeypatch):
 def test_find_absorptions_needs_the_templates_proven(monkeypatch):
     lines = absorb_text().splitlines()
     assert absorb.find_absorptions(lines)
-    monkeypatch.setattr(absorb, "new_body", lambda: ["push 0", "write_io 1"])
+    real_new = absorb.new_body
+    # reads a scratch element: right on the first iteration (T zeroes them), wrong after it
+    monkeypatch.setattr(
+        absorb,
+        "new_body",
+        lambda: ["pick 5", "dup 2", "add", "place 5", "dup 1", "add", *real_new()],
+    )
     absorb._new_body_ok.cache_clear()
     try:
         assert absorb.find_absorptions(lines) == []
@@ -396,6 +425,13 @@ def test_absorb_body_ok_refuses_bodies_one_check_rejects():
             *(["pick 2", "place 1"] * under),
         ]
         assert not absorb._body_ok(body, offset, "release"), "the guarded T differs"
+        absorb.enter = lambda off, under=0: [
+            *real_enter(off, under),
+            f"pick {12 + under}",
+            "addi 1",
+            f"place {12 + under}",
+        ]
+        assert not absorb._body_ok(body, offset, "release"), "T changes st12, T^-1 does not undo"
         absorb.enter = lambda off, under=0: real_enter(off + 1, under)
         assert not absorb._body_ok(body, offset, "release"), "T reads the words one off"
     finally:
@@ -484,6 +520,12 @@ def test_known_branches_gives_up_where_code_runs_off_a_section():
     assert known_branches(["__f:", "    push 1", "    pop 1"]) is None  # no return
     skiz_last = ["__f:", "    push 0", "    skiz", "__g:", "    push 1", "    return"]
     assert known_branches(skiz_last) is None  # what the skiz skips lies in __g
+
+
+def test_known_branches_needs_a_labelled_function():
+    from tasmopt.optimizer.conditions import known_branches
+
+    assert known_branches(["    push 1", "    skiz", "    push 2", "    return"]) is None
 
 
 def test_reachable_sections_of_a_cycle_are_found_once():

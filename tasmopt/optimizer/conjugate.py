@@ -12,21 +12,20 @@ stay with the passes.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant
 from tasmopt.module import ModuleText, line_kind
-from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
+from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits, deeper
 from tasmopt.optimizer.loops import _at
-from tasmopt.optimizer.reverse import _before, _quiet
 from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet
 from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tasm.program import Instr
 from tasmopt.vm.expr import ExprContext
-from tasmopt.vm.symbolic import run_symbolic
+from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
 
 __all__ = [
     "Conjugated",
@@ -47,8 +46,10 @@ class Conjugated:
         sites: line index of each ``call L`` with True where ``skiz`` guards it
             (`call_sites`).
         enter: ``T`` for an unguarded and for a guarded site (the condition back on top).
-        leave: ``T^-1``. body: ``B'`` without the loop's ``recurse_or_return``.
+        leave: ``T^-1`` (none: nothing after the call). body: ``B'`` without the loop's
+            ``recurse_or_return``; None keeps ``B``.
         note: what the adoption note says of the rewrite, e.g. ``xx_dot_step``.
+        tail: code put before the loop's ``recurse_or_return``, after the body.
     """
 
     label: str
@@ -57,8 +58,26 @@ class Conjugated:
     sites: tuple[tuple[int, bool], ...]
     enter: tuple[tuple[str, ...], tuple[str, ...]]
     leave: tuple[str, ...]
-    body: tuple[str, ...]
+    body: tuple[str, ...] | None
     note: str
+    tail: tuple[str, ...] = field(default=(), kw_only=True)
+
+
+def _before(lines: Sequence[str], i: int) -> int | None:
+    """Index of the last non-blank line before line ``i`` (a label counts), None if none."""
+    return next((j for j in range(i - 1, -1, -1) if line_kind(lines[j])), None)
+
+
+def _quiet(run: SymbolicRun) -> bool:
+    """No effect but RAM reads, no failure guard, no unsupported instruction."""
+    return (
+        run.unsupported is None
+        and not run.outputs
+        and not run.ram
+        and run.sponge is None
+        and not any(run.consumed.values())
+        and not run.guards
+    )
 
 
 def parsed(lines: Sequence[str], isa: IsaVariant) -> list[Instr]:
@@ -110,20 +129,30 @@ def call_sites(lines: Sequence[str], label: str) -> tuple[tuple[int, bool], ...]
     return tuple(out)
 
 
-def conjugate(lines: Sequence[str], loop: Conjugated) -> tuple[list[str], list[tuple[int, int]]]:
-    """``lines`` with ``T`` before every site, ``T^-1`` after it and ``B'`` as the body, and
-    the spans of the new call-site lines (the body is not searched again)."""
+def conjugate(
+    lines: Sequence[str], loop: Conjugated, *, search_body: bool = False
+) -> tuple[list[str], list[tuple[int, int]]]:
+    """``lines`` with ``T`` before every site, ``T^-1`` after it, ``B'`` as the body and the
+    tail before the loop's last instruction, and the spans of the new lines for the block
+    sources: the call sites' and the tail's; the new body's too with ``search_body`` (a
+    body that replaces ``B`` is otherwise not searched again)."""
     edits: list[tuple[int, int, list[str]]] = []
     for i, guarded in loop.sites:
         at = _before(lines, i) if guarded else i
         assert at is not None  # a guarded site has its skiz before it
         edits.append((at, at, [INDENT + x for x in loop.enter[int(guarded)]]))
-        edits.append((i + 1, i + 1, [INDENT + x for x in loop.leave]))
+        if loop.leave:
+            edits.append((i + 1, i + 1, [INDENT + x for x in loop.leave]))
     ret = next(
         j for j in range(loop.end - 1, loop.start, -1) if line_kind(lines[j]) not in (None, ":")
     )
-    edits.append((loop.start + 1, ret, [INDENT + x for x in loop.body]))
+    if loop.body is not None:
+        edits.append((loop.start + 1, ret, [INDENT + x for x in (*loop.body, *loop.tail)]))
+    elif loop.tail:
+        edits.append((ret, ret, [INDENT + x for x in loop.tail]))
     out, spans = apply_edits(lines, edits)
+    if search_body:
+        return out, spans
     head = f"{loop.label}:"
     return out, [(a, b) for a, b in spans if out[a - 1].split("//", 1)[0].strip() != head]
 
@@ -137,21 +166,25 @@ def conjugate_stage(
     verify: VerifyBackend,
     find: Callable[[Sequence[str], IsaVariant, frozenset[str]], Sequence[Conjugated]],
     name: str,
+    *,
+    deep: bool = False,
 ) -> None:
     """Rewrite every loop ``find(lines, isa, others_call)`` returns in every function worked
     on in this run (the call sites searched again by the block sources); a function keeps
     its result so far unless the rewritten one is equivalent on the verifier's witnesses,
     takes fewer cycles and raises no table that grows with execution nor the padded height,
     its own or a caller's (``T`` and ``T^-1`` lengthen the program: `refusal` with
-    ``longer``). Notes read ``<name> <label> ...``."""
+    ``longer``). Notes read ``<name> <label> ...``. With ``deep``, the new code is searched
+    with a loop body's budget (`deeper`: it runs once per iteration)."""
     run = _Run(fns, ours, client, options, sources, verify)
     isa = options.isa
+    search = deeper(options) if deep else options
     for f in run.workable(fns):
         for cur, loop in run.untried(f, lambda lines, others: find(lines, isa, others)):
             best = run.measure(f, cur)
             if best is None:
                 break
             cand, sites = conjugate(cur, loop)
-            cand = _reoptimize(f, cand, sites, options, sources, verify)
+            cand = _reoptimize(f, cand, sites, search, sources, verify)
             what = f"{name} {loop.label}"
             run.keep(f, cand, best, what, f"{what} ({loop.note})", longer=True)

@@ -50,6 +50,7 @@ from tasmopt.isa import IsaVariant, P, instruction_set, names_where
 from tasmopt.module import ModuleText
 from tasmopt.optimizer.conjugate import (
     Conjugated,
+    _quiet,
     call_sites,
     conjugate,
     conjugate_stage,
@@ -64,7 +65,6 @@ from tasmopt.optimizer.loops import (
     loop_sections,
     permutation_program,
 )
-from tasmopt.optimizer.reverse import _quiet
 from tasmopt.optimizer.state import FunctionState, VerifyBackend
 from tasmopt.report import CompileOptions
 from tasmopt.sources import SourceSet

@@ -51,8 +51,8 @@ from dataclasses import dataclass, replace
 
 from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.module import ModuleText, line_kind
-from tasmopt.optimizer.conjugate import guarded_enter_ok
-from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits
+from tasmopt.optimizer.conjugate import Conjugated, conjugate, guarded_enter_ok
+from tasmopt.optimizer.inline import _reoptimize, _Run
 from tasmopt.optimizer.loops import (
     I_SLOT,
     N_SLOT,
@@ -459,25 +459,31 @@ def rewrite_pointer_loop(
     isa: IsaVariant = "release",
     body: Sequence[str] | None = None,
 ) -> tuple[list[str], list[tuple[int, int]]]:
-    """The function's lines with ``loop`` conjugated by ``change`` (module docstring), and
-    the line spans of the new straight-line code (for the block sources to optimize).
-    ``body``: the new body's instructions, already proven equal to ``T^-1; B; T`` by the
-    caller (default: that text itself). Raises ValueError when a site's ``T`` would pass
-    st15."""
-    edits: list[tuple[int, int, list[str]]] = []
+    """The function's lines with ``loop`` conjugated by ``change`` (module docstring, written
+    by `conjugate`), and the line spans of the new straight-line code, the new body's too
+    (for the block sources to optimize). ``body``: the new body's instructions, already
+    proven equal to ``T^-1; B; T`` by the caller (default: that text itself). Raises
+    ValueError when a site's ``T`` would pass st15."""
     new_body = list(body) if body is not None else _conjugated(loop, change)
-    body = [*new_body, "recurse_or_return"]
-    edits.append((loop.start + 1, loop.end, [INDENT + t for t in body]))
+    sites = []
     for s in loop.sites:
         where = _site_insertion(lines, s, isa)
         if where is None:
             raise ValueError(f"call of {loop.label} at line {s} is guarded by a skip")
-        at, offset = where
-        t_site, _ = change_code(change, offset)
-        _, t_inv = change_code(change)
-        edits.append((at, at, [INDENT + t for t in t_site]))
-        edits.append((s + 1, s + 1, [INDENT + t for t in t_inv]))
-    return apply_edits(lines, edits)
+        sites.append((s, where[1] == 1))
+    fwd, back = change_code(change)
+    guarded = change_code(change, 1)[0] if any(g for _, g in sites) else fwd
+    conj = Conjugated(
+        loop.label,
+        loop.start,
+        loop.end,
+        tuple(sites),
+        (tuple(fwd), tuple(guarded)),
+        tuple(back),
+        tuple(new_body),
+        str(change),
+    )
+    return conjugate(lines, conj, search_body=True)
 
 
 def _conjugated(loop: PointerLoop, change: Change) -> list[str]:

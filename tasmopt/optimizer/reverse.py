@@ -57,7 +57,13 @@ from dataclasses import dataclass
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.module import ModuleText, line_kind
-from tasmopt.optimizer.inline import INDENT, _reoptimize, _Run, apply_edits, deeper
+from tasmopt.optimizer.conjugate import (
+    Conjugated,
+    _before,
+    _quiet,
+    conjugate,
+    conjugate_stage,
+)
 from tasmopt.optimizer.loops import (
     _POLY_GUARDS,
     I_SLOT,
@@ -73,7 +79,7 @@ from tasmopt.tasm.parser import parse_instructions
 from tasmopt.tasm.program import Instr
 from tasmopt.vm.expr import ExprContext, Poly
 from tasmopt.vm.guards import guard_polys
-from tasmopt.vm.symbolic import SymbolicRun, run_symbolic
+from tasmopt.vm.symbolic import run_symbolic
 
 __all__ = ["Reversal", "find_reversals", "reverse", "reverse_stage", "swap_ends", "walk_ends"]
 
@@ -82,19 +88,16 @@ STEPS = tuple(d for k in range(1, 6) for d in (k, -k))
 
 
 @dataclass(frozen=True)
-class Reversal:
-    """A reduction loop that qualifies (module docstring).
+class Reversal(Conjugated):
+    """A reduction loop that qualifies (module docstring), as the change `conjugate` writes:
+    ``R`` (and the walkers' update) at each site, no ``T^-1`` (st5, st6 and the walkers are
+    dead after the call), ``B`` kept, ``st5 -= 2d`` (and each walker's) as its tail.
 
     Attributes:
-        label: ``L``. ret: line index of its ``recurse_or_return``. step: ``d``.
-        sites: line index of each ``call L`` with True where ``skiz`` guards it.
-        walkers: see below.
+        step: ``d``. walkers: see below.
     """
 
-    label: str
-    ret: int
-    step: int
-    sites: tuple[tuple[int, bool], ...]
+    step: int = 0
     #: ``(depth, d_w)``: elements the body steps by their own constant beside st5 (a second
     #: array read at the same index); at the call site each becomes its last value
     walkers: tuple[tuple[int, int], ...] = ()
@@ -155,18 +158,6 @@ def _walk_ends_ok(
     }
     depth = max([run.base, b + 1, *want])
     return all(_at(run, k) is want.get(k, ctx.var("s", k)) for k in range(depth))
-
-
-def _quiet(run: SymbolicRun) -> bool:
-    """No effect but RAM reads, no failure guard, no unsupported instruction."""
-    return (
-        run.unsupported is None
-        and not run.outputs
-        and not run.ram
-        and run.sponge is None
-        and not any(run.consumed.values())
-        and not run.guards
-    )
 
 
 def _reductions(
@@ -268,7 +259,7 @@ def find_reversals(
     ``others_call``: labels other functions call."""
     table = instruction_set(isa)
     out = []
-    for label, _, _, ret, body in loop_sections(lines, isa, others_call):
+    for label, start, end, _, body in loop_sections(lines, isa, others_call):
         if any(table[x.name].is_control_flow for x in body):
             continue
         for step, walkers in _reductions(body, isa):
@@ -277,7 +268,27 @@ def find_reversals(
                 _swap_ends_ok(step, int(g), isa) and _walk_ends_ok(step, walkers, int(g), isa)
                 for _, g in sites
             ):
-                out.append(Reversal(label, ret, step, sites, walkers))
+                enter = tuple(
+                    tuple(walk_ends(step, walkers, g) + swap_ends(step, g)) for g in (0, 1)
+                )
+                back = [f"pick {I_SLOT}", f"addi {-2 * step}", f"place {I_SLOT}"]
+                for w, dw in walkers:
+                    back += [f"pick {w}", f"addi {-2 * dw}", f"place {w}"]
+                out.append(
+                    Reversal(
+                        label,
+                        start,
+                        end,
+                        sites,
+                        (enter[0], enter[1]),
+                        (),
+                        None,
+                        "walks down",
+                        step,
+                        walkers,
+                        tail=tuple(back),
+                    )
+                )
                 break
     return out
 
@@ -305,25 +316,9 @@ def _sites(
     return tuple(out)
 
 
-def _before(lines: Sequence[str], i: int) -> int | None:
-    """Index of the last non-blank line before line ``i`` (a label counts), None if none."""
-    return next((j for j in range(i - 1, -1, -1) if line_kind(lines[j])), None)
-
-
 def reverse(lines: Sequence[str], rev: Reversal) -> tuple[list[str], list[tuple[int, int]]]:
     """``lines`` with ``rev`` applied (module docstring), and the spans of the new lines."""
-    edits: list[tuple[int, int, list[str]]] = []
-    for i, guarded in rev.sites:
-        at = _before(lines, i) if guarded else i
-        assert at is not None  # a guarded site has its skiz before it
-        g = int(guarded)
-        code = walk_ends(rev.step, rev.walkers, g) + swap_ends(rev.step, g)
-        edits.append((at, at, [INDENT + x for x in code]))
-    back = [f"pick {I_SLOT}", f"addi {-2 * rev.step}", f"place {I_SLOT}"]
-    for w, dw in rev.walkers:
-        back += [f"pick {w}", f"addi {-2 * dw}", f"place {w}"]
-    edits.append((rev.ret, rev.ret, [INDENT + x for x in back]))
-    return apply_edits(lines, edits)
+    return conjugate(lines, rev)
 
 
 def reverse_stage(
@@ -334,25 +329,10 @@ def reverse_stage(
     sources: SourceSet,
     verify: VerifyBackend,
 ) -> None:
-    """Reverse the qualifying loops of every function worked on in this run; a function
-    keeps its result so far unless the rewritten one is equivalent on the verifier's
-    witnesses, takes fewer cycles and raises no execution table nor the padded height."""
-    run = _Run(fns, ours, client, options, sources, verify)
-    # the new body runs once per iteration: searched like the `hot` pass's loop bodies
-    deep = deeper(options)
-    isa = options.isa
-    for f in run.workable(fns):
-        for cur, rev in run.untried(f, lambda lines, others: find_reversals(lines, isa, others)):
-            best = run.measure(f, cur)
-            if best is None:
-                break
-            cand, spans = reverse(cur, rev)
-            cand = _reoptimize(f, cand, spans, deep, sources, verify)
-            run.keep(
-                f,
-                cand,
-                best,
-                f"reverse {rev.label}",
-                f"reverse {rev.label} (walks down)",
-                longer=True,  # R at the call site
-            )
+    """Reverse the qualifying loops of every function worked on in this run
+    (`conjugate_stage`: kept only when equivalent on the verifier's witnesses, cheaper in
+    cycles, no execution table nor the padded height raised; the new code searched with a
+    loop body's budget, like the ``hot`` pass's)."""
+    conjugate_stage(
+        fns, ours, client, options, sources, verify, find_reversals, "reverse", deep=True
+    )

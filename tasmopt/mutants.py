@@ -634,24 +634,28 @@ def _edits(fn: ast.FunctionDef) -> list[_Edit]:
     return sorted(out, key=lambda e: (e[0].lineno, e[0].col_offset, str(e[1])))
 
 
+def _operands(node: ast.If | ast.Return) -> list[ast.expr]:
+    """The operands a ``("drop", k)`` mutant picks from: of the test's ``or`` or
+    ``not (and)``, or of the returned ``and``."""
+    e = node.test if isinstance(node, ast.If) else node.value
+    if isinstance(e, ast.UnaryOp):
+        e = e.operand
+    assert isinstance(e, ast.BoolOp)
+    return e.values
+
+
 def _describe(node: ast.If | ast.Return, how: Any) -> str:
     """What the mutant drops, then where: ``"drop `b` from: if a or b"``, shortened."""
     if isinstance(node, ast.If):
         where = f"if {ast.unparse(node.test)}"
-        if how == "never":
-            shown = f"never: {where}"
-        else:
-            t = node.test
-            ops = t.operand.values if isinstance(t, ast.UnaryOp) else t.values  # type: ignore[attr-defined]
-            shown = f"drop {ast.unparse(ops[how[1]])} from: {where}"
+        first = "never" if how == "never" else None
     else:
         assert node.value is not None
         where = f"return {ast.unparse(node.value)}"
-        if how == "true":
-            shown = f"True for: {where}"
-        else:
-            dropped = ast.unparse(node.value.values[how[1]])  # type: ignore[attr-defined]
-            shown = f"drop {dropped} from: {where}"
+        first = "True for" if how == "true" else None
+    if first is None:
+        first = f"drop {ast.unparse(_operands(node)[how[1]])} from"
+    shown = f"{first}: {where}"
     return shown if len(shown) <= 200 else shown[:197] + "..."
 
 

@@ -43,70 +43,59 @@ __all__ = [
     "obligation_functions",
 ]
 
-_O = "tasmopt.optimizer."
+
+def _in(module: str, *functions: str) -> tuple[str, ...]:
+    """``tasmopt.optimizer.<module>:<function>`` for each of ``functions``."""
+    return tuple(f"tasmopt.optimizer.{module}:{f}" for f in functions)
+
 
 #: Per pass, its proof obligations: ``module:function`` (``module:Class.method``).
 OBLIGATIONS: dict[str, tuple[str, ...]] = {
     # what every loop pass builds on: a section entered only by call from its function,
     # and the call sites where T can go
     "sections": (
-        f"{_O}loops:no_fall_through",
-        f"{_O}loops:entered_sections",
-        f"{_O}conjugate:call_sites",
-        f"{_O}conjugate:guarded_enter_ok",
-        f"{_O}conjugate:_quiet",
+        *_in("loops", "no_fall_through", "entered_sections"),
+        *_in("conjugate", "call_sites", "guarded_enter_ok", "_quiet"),
     ),
-    "loops": tuple(
-        f"{_O}loops:{f}"
-        for f in (
-            "_paths",
-            "_body_facts",
-            "_path_facts",
-            "_unskippable",
-            "_site_ok",
-            "_site_counts_n",
-            "_site_run",
-            "loop_shapes",
-        )
+    "loops": _in(
+        "loops",
+        "_paths",
+        "_body_facts",
+        "_path_facts",
+        "_unskippable",
+        "_site_ok",
+        "_site_counts_n",
+        "_site_run",
+        "loop_shapes",
     ),
-    "unroll": (f"{_O}unroll:_constant_counter", f"{_O}unroll:find_unrollings"),
-    "early_exit": tuple(
-        f"{_O}early_exit:{f}" for f in ("_guard_only", "_sites", "find_guarded_loops")
+    "unroll": _in("unroll", "_constant_counter", "find_unrollings"),
+    "early_exit": _in("early_exit", "_guard_only", "_sites", "find_guarded_loops"),
+    "branches": _in(
+        "branches",
+        "_pure",
+        "_one_pure",
+        "_boolean_before",
+        "_then_leaves_zero",
+        "find_branches",
+        "prove_select",
     ),
-    "branches": tuple(
-        f"{_O}branches:{f}"
-        for f in (
-            "_pure",
-            "_one_pure",
-            "_boolean_before",
-            "_then_leaves_zero",
-            "find_branches",
-            "prove_select",
-        )
+    "pointers": _in("pointers", "prove_change", "_site_insertion", "find_pointer_loops"),
+    "reverse": _in(
+        "reverse",
+        "_swap_ends_ok",
+        "_walk_ends_ok",
+        "_reductions",
+        "_factor",
+        "_dead_after",
+        "_sites",
+        "find_reversals",
     ),
-    "pointers": tuple(
-        f"{_O}pointers:{f}" for f in ("prove_change", "_site_insertion", "find_pointer_loops")
-    ),
-    "reverse": tuple(
-        f"{_O}reverse:{f}"
-        for f in (
-            "_swap_ends_ok",
-            "_walk_ends_ok",
-            "_reductions",
-            "_factor",
-            "_dead_after",
-            "_sites",
-            "find_reversals",
-        )
-    ),
-    "absorb": tuple(
-        f"{_O}absorb:{f}" for f in ("_same", "_body_ok", "_new_body_ok", "find_absorptions")
-    ),
-    "dots": (f"{_O}dots:_proven", f"{_O}dots:find_dot_loops"),
-    "shortcuts": (f"{_O}shortcuts:shortcut_calls",),
-    "checks": (f"{_O}checks:zero_checks",),
-    "conditions": (f"{_O}conditions:known_branches", f"{_O}conditions:_reachable"),
-    "inline": (f"{_O}inline:straight_body", f"{_O}inline:_Run.attempt"),
+    "absorb": _in("absorb", "_same", "_body_ok", "_new_body_ok", "find_absorptions"),
+    "dots": _in("dots", "_proven", "find_dot_loops"),
+    "shortcuts": _in("shortcuts", "shortcut_calls"),
+    "checks": _in("checks", "zero_checks"),
+    "conditions": _in("conditions", "known_branches", "_reachable"),
+    "inline": _in("inline", "straight_body", "_Run.attempt"),
 }
 
 #: End-to-end tests of a whole compile: their wrong rewrites are caught by the function

@@ -268,9 +268,8 @@ def find_reversals(
                 _swap_ends_ok(step, int(g), isa) and _walk_ends_ok(step, walkers, int(g), isa)
                 for _, g in sites
             ):
-                enter = tuple(
-                    tuple(walk_ends(step, walkers, g) + swap_ends(step, g)) for g in (0, 1)
-                )
+                enter = tuple(walk_ends(step, walkers) + swap_ends(step))
+                guarded = tuple(walk_ends(step, walkers, 1) + swap_ends(step, 1))
                 back = [f"pick {I_SLOT}", f"addi {-2 * step}", f"place {I_SLOT}"]
                 for w, dw in walkers:
                     back += [f"pick {w}", f"addi {-2 * dw}", f"place {w}"]
@@ -280,7 +279,7 @@ def find_reversals(
                         start,
                         end,
                         sites,
-                        (enter[0], enter[1]),
+                        (enter, guarded),
                         (),
                         None,
                         "walks down",

@@ -16,7 +16,7 @@ from tasmopt.optimizer.inline import _Run, inline_calls, inline_parts, straight_
 from tasmopt.optimizer.prepare import decode_tir
 from tasmopt.optimizer.state import FunctionState
 from tasmopt.report import CompileOptions, FunctionReport
-from tasmopt.tasm.parser import parse
+from tasmopt.tasm.parser import parse, parse_instructions
 from tasmopt.vm.simulator import run
 from tasmopt.vm.witness import VmInput
 
@@ -286,3 +286,78 @@ def test_a_callee_entered_mid_way_is_not_inlined():
     text = ["__g:", "    push 1", "__g_inner:", "    add", "    return"]
     assert inline_parts(text, "x") is None
     assert straight_body(text) is None
+
+
+# -- merged runs optimized once per compile (run_memo) -----------------------------------------
+
+
+class _CountingSource:
+    """A block source that proposes ``dup 0; pop 1`` -> nothing, and counts what it is
+    asked."""
+
+    name = "rules"
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, ...]] = []
+
+    def propose(self, tasks, options):
+        self.asked += [tuple(str(i) for i in t.baseline) for t in tasks]
+        out = []
+        for t in tasks:
+            text = [str(i) for i in t.baseline]
+            shorter = [s for s in text if s not in ("dup 0", "pop 1")]
+            out.append([list(parse_instructions("\n".join(shorter)))] if shorter != text else [])
+        return out
+
+
+RUN = ["    push 3", "    dup 0", "    pop 1", "    push 4", "    add"]
+TWICE = [*RUN, "    call other", *RUN, "    return"]
+
+
+def _reopt(lines, options=None):
+    from tasmopt.optimizer.inline import _reoptimize
+    from tasmopt.sources import SourceSet
+    from tasmopt.vm.equivalence import check_blocks
+
+    src = _CountingSource()
+    f = FunctionState(
+        "main", FunctionReport(name="main", source="compiler", cycles=0, baseline_cycles=0)
+    )
+    spans = [(i, i + 1) for i, ln in enumerate(lines) if ln.strip() == "dup 0"]
+    opts = options or CompileOptions(sources=("rules",))
+    out = _reoptimize(f, lines, spans, opts, SourceSet([src]), check_blocks)
+    return out, src.asked
+
+
+def test_the_same_run_twice_in_a_function_is_searched_once():
+    out, asked = _reopt(TWICE)
+    assert len(asked) == 1
+    assert [ln.strip() for ln in out].count("dup 0") == 0  # both occurrences rewritten
+    assert [ln.strip() for ln in out].count("push 3") == 2
+
+
+def test_within_one_compile_a_run_met_again_is_answered_from_memory():
+    from tasmopt.optimizer.inline import run_memo
+
+    with run_memo():
+        first, asked1 = _reopt(TWICE)
+        again, asked2 = _reopt(RUN + ["    return"])
+    assert len(asked1) == 1 and asked2 == []
+    assert [ln.strip() for ln in again][:3] == ["push 3", "push 4", "add"]
+    _, asked3 = _reopt(TWICE)  # outside the compile: nothing remembered
+    assert len(asked3) == 1
+
+
+def test_a_run_worked_on_past_the_deadline_is_not_remembered():
+    """An answer computed once the deadline had expired may be cut short (verification
+    answers "unverified"): the next attempt must work on the run again, not reuse it."""
+    from tasmopt.deadline import Deadline
+    from tasmopt.optimizer.inline import run_memo
+
+    expired = CompileOptions(sources=("rules",), deadline=Deadline(0.0))
+    with run_memo():
+        cut, asked1 = _reopt(TWICE, expired)
+        fresh, asked2 = _reopt(TWICE)
+    assert len(asked1) == 1 and len(asked2) == 1
+    assert [ln.strip() for ln in cut].count("dup 0") == 2  # unverified: the run kept
+    assert [ln.strip() for ln in fresh].count("dup 0") == 0

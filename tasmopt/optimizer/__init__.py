@@ -43,7 +43,7 @@ from tasmopt.optimizer.conditions import condition_stage
 from tasmopt.optimizer.dots import dot_stage
 from tasmopt.optimizer.early_exit import early_exit_stage
 from tasmopt.optimizer.hot import hot_stage
-from tasmopt.optimizer.inline import inline_stage
+from tasmopt.optimizer.inline import inline_stage, run_memo
 from tasmopt.optimizer.loops import loop_stage
 from tasmopt.optimizer.pipeline import (
     PipelineError,
@@ -348,7 +348,8 @@ def compile(
             f"one of {', '.join(PASSES)}"
         )
     run = Run(tir, baseline_tasm, options, verify, sources, cache)
-    if options.deadline is None:
-        return result_of(execute(run, PIPELINE))
-    with options.deadline.active():  # for the verifier's guard solving deep below
-        return result_of(execute(run, PIPELINE))
+    with run_memo():  # a merged run optimized once per compile, not once per attempt
+        if options.deadline is None:
+            return result_of(execute(run, PIPELINE))
+        with options.deadline.active():  # for the verifier's guard solving deep below
+            return result_of(execute(run, PIPELINE))

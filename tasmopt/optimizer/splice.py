@@ -61,8 +61,10 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
     if f.passthrough or f.reference is None:
         rep.fallback = True
         if f.reference is not None and out_of_time(options) is None:  # e.g. the client's
+            # the seed `prepare` checked the client's program with: its witness runs (and
+            # the guard-directed search behind them) are reused, not searched for again
             m = check_function(
-                f.reference, None, witnesses=options.witnesses, seed=options.seed + 2, deadline=dl
+                f.reference, None, witnesses=options.witnesses, seed=options.seed + 1, deadline=dl
             )
             if _unfinished(m.reason):
                 f.cut = f.cut or f"{out_of_time(options)}; not measured"

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from typing import Any
 
 from tasmopt.deadline import Deadline
 from tasmopt.isa import IsaVariant, instruction_set, names_where
@@ -52,26 +51,31 @@ def _pool(baseline: Sequence[Instr], depth: int) -> list[Instr]:
 def _observe(
     instrs: Sequence[Instr], tests: list, isa: IsaVariant, dead_slots: frozenset[int] = frozenset()
 ) -> list[tuple]:
+    prog = _program(instrs, isa)
+    return [_observe_one(prog, len(instrs), w, dead_slots) for w in tests]
+
+
+def _program(instrs: Sequence[Instr], isa: IsaVariant) -> Program:
+    return Program.from_items(list(instrs) + [Instr("halt")], isa)
+
+
+def _observe_one(prog: Program, n: int, w: Witness, dead_slots: frozenset[int]) -> tuple:
+    """What one test input shows of a candidate of ``n`` instructions (``prog``: it and
+    ``halt``): the op stack (dead slots blanked), output, input consumed and RAM, or an
+    error."""
     from tasmopt.vm.simulator import run
 
-    prog = Program.from_items(list(instrs) + [Instr("halt")], isa)
-    out: list[tuple[Any, ...]] = []
-    for w in tests:
-        r = run(prog, w.vm_input(), step_limit=len(instrs) + 2, measure=False)
-        if r.error is not None:
-            out.append(("error",))
-        else:
-            top = len(r.stack) - 1
-            out.append(
-                (
-                    tuple(None if top - j in dead_slots else v for j, v in enumerate(r.stack)),
-                    tuple(r.public_output),
-                    r.public_input_consumed,
-                    r.secret_input_consumed,
-                    tuple(sorted(r.ram.items())),
-                )
-            )
-    return out
+    r = run(prog, w.vm_input(), step_limit=n + 2, measure=False)
+    if r.error is not None:
+        return ("error",)
+    top = len(r.stack) - 1
+    return (
+        tuple(None if top - j in dead_slots else v for j, v in enumerate(r.stack)),
+        tuple(r.public_output),
+        r.public_input_consumed,
+        r.secret_input_consumed,
+        tuple(sorted(r.ram.items())),
+    )
 
 
 def _penalty(got: list[tuple], want: list[tuple]) -> int:
@@ -167,8 +171,8 @@ def stoke(
         if deadline is not None and deadline.expired:
             break
         cand = _mutate(cur, pool, rng)
-        cost = len(cand) + _penalty(_observe(cand, cases, isa, dead_slots), want)
-        if cost <= cur_cost or rng.random() < math.exp(-beta * (cost - cur_cost)):
+        cost = _metropolis(cand, cases, want, cur_cost, beta, rng, isa, dead_slots)
+        if cost is not None:
             cur, cur_cost = cand, cost
             if cost == len(cand) and len(cand) < best_len:
                 run_c = run_symbolic(cand, ctx, isa)
@@ -186,6 +190,38 @@ def stoke(
                 if check_block(check).equivalent:
                     best, best_len = list(cand), len(cand)
     return best
+
+
+def _metropolis(
+    cand: list[Instr],
+    cases: list,
+    want: list[tuple],
+    cur_cost: int,
+    beta: float,
+    rng: random.Random,
+    isa: IsaVariant,
+    dead_slots: frozenset[int],
+) -> int | None:
+    """The Metropolis step for ``cand``: its cost if accepted, None if rejected.
+
+    Accepts when the cost (length plus penalty) is at most ``cur_cost``, else with
+    probability ``exp(-beta * (cost - cur_cost))``. The test inputs are run one at a time:
+    the penalty only grows with each, so once the uniform draw rejects the cost so far, the
+    rest are not run (most proposals on a long block break it on the first input). The draw
+    is taken exactly when the full evaluation would take it (the cost exceeds ``cur_cost``)
+    and decides exactly as it would: the chain is the one the full evaluation gives, step
+    for step, at a fraction of the simulator runs."""
+    prog = _program(cand, isa)
+    cost = len(cand)
+    u: float | None = None
+    for w, wanted in zip(cases, want, strict=True):
+        cost += _penalty([_observe_one(prog, len(cand), w, dead_slots)], [wanted])
+        if cost > cur_cost:
+            if u is None:
+                u = rng.random()
+            if u >= math.exp(-beta * (cost - cur_cost)):
+                return None  # rejected whatever the remaining inputs add
+    return cost
 
 
 def _cases(ctx: ExprContext, guards: set[tuple], count: int, seed: int, **shape) -> list:

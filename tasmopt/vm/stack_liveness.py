@@ -36,6 +36,7 @@ in the slots dead after the baseline's run, provided the stack length is the sam
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -198,15 +199,45 @@ class StackLiveness:
         self._frame_of, self._sites = self._frames()
         full = frozenset(range(MAX_DEPTH))
         dead: list[frozenset[int]] = [full] * n + [frozenset()]
-        changed = True
-        while changed:
-            changed = False
-            for k in range(n - 1, -1, -1):
-                new = self._before(k, dead)
-                if new != dead[k]:
-                    dead[k] = new
-                    changed = True
+        readers = self._readers()
+        # a worklist, latest item first (the order of a backward sweep): an item is looked
+        # at again only when something its `_before` reads has changed
+        todo = [-k for k in range(n)]
+        heapq.heapify(todo)
+        queued = set(range(n))
+        while todo:
+            k = -heapq.heappop(todo)
+            queued.discard(k)
+            new = self._before(k, dead)
+            if new == dead[k]:
+                continue
+            dead[k] = new
+            for r in readers.get(k, ()):
+                if r not in queued:
+                    queued.add(r)
+                    heapq.heappush(todo, -r)
         return dead
+
+    def _readers(self) -> dict[int, set[int]]:
+        """For each index ``j``, the items whose `_before` reads ``dead[j]``: the one before
+        it, the one two before when that may skip its next, and every frame exit (``return``
+        reads after each call site of its frames, ``recurse`` its frames' first items)."""
+        readers: dict[int, set[int]] = {}
+        for k, (name, _arg) in enumerate(self.items):
+            readers.setdefault(k + 1, set()).add(k)
+            if name == "label" or name not in self.table:
+                continue
+            spec = self.table[name]
+            if spec.may_skip_next:
+                readers.setdefault(k + 2, set()).add(k)
+            if spec.ends_section:
+                for label in self._frame_of.get(k, ()):
+                    if spec.may_return:
+                        for c in self._sites[label]:
+                            readers.setdefault(c + 1, set()).add(k)
+                    if spec.may_recurse:
+                        readers.setdefault(self.labels[label], set()).add(k)
+        return readers
 
     def _exit(self, k: int, dead: list[frozenset[int]], *, returns: bool) -> frozenset[int]:
         """Dead after control leaves item ``k``'s frame: by ``return`` (after each call site

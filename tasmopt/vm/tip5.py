@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Sequence
+from functools import lru_cache
 from importlib import resources
 from typing import Any
 
@@ -117,17 +118,32 @@ def _permute(
 def permutation(state: Sequence[int]) -> list[int]:
     """Apply the Tip5 permutation to a 16-word state (canonical ints); returns a new list.
 
+    Memoized (`PERMUTATION_CACHE` states): the verifier and the search run many programs
+    that share a prefix on the same inputs (a STOKE chain's proposals differ in one place),
+    so the same states are permuted again and again; the permutation is a pure function.
+
     Raises:
         ValueError: the state does not have 16 words.
     """
-    return _permute(state)
+    return list(_permutation(tuple(state))[0])
 
 
 def permutation_with_lookups(state: Sequence[int]) -> tuple[list[int], list[int]]:
     """The permutation, plus the 20 Montgomery-form words its S-box lookups split into limbs:
-    words 0..3 of trace rows 0..4, row by row (Triton VM spec §7.8)."""
+    words 0..3 of trace rows 0..4, row by row (Triton VM spec §7.8). Memoized like
+    `permutation`."""
+    out, montgomery = _permutation(tuple(state))
+    return list(out), list(montgomery)
+
+
+#: States whose permutation (and S-box lookups) are remembered, most recently used.
+PERMUTATION_CACHE = 1 << 14
+
+
+@lru_cache(maxsize=PERMUTATION_CACHE)
+def _permutation(state: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     montgomery: list[int] = []
-    return _permute(state, montgomery=montgomery), montgomery
+    return tuple(_permute(state, montgomery=montgomery)), tuple(montgomery)
 
 
 def permutation_trace(state: Sequence[int]) -> list[list[int]]:

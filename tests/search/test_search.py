@@ -167,3 +167,49 @@ def test_effects_keep_their_order() -> None:
         names = [i.name for i in cand if i.name in ("read_io", "write_io")]
         assert names == ["read_io", "read_io", "write_io", "write_io"]
         assert check_block(BlockCheck(tuple(map(str, baseline)), tuple(map(str, cand)))).equivalent
+
+
+def _metropolis_full(cand, cases, want, cur_cost, beta, rng, isa, dead_slots):
+    """The Metropolis step as it was before early rejection: every test input run, then
+    one draw when the cost exceeds the current one."""
+    import math
+
+    from tasmopt.search.stoke import _observe, _penalty
+
+    cost = len(cand) + _penalty(_observe(cand, cases, isa, dead_slots), want)
+    if cost <= cur_cost or rng.random() < math.exp(-beta * (cost - cur_cost)):
+        return cost
+    return None
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "dup 1;dup 1;add;dup 0;dup 3;mul;swap 3;pop 3",
+        "push 0;hash;dup 4;dup 4;add;swap 6;pop 1;dup 1;push 3;mul;add",
+        "dup 2;dup 2;mul;dup 1;mul;swap 1;pop 1;dup 0;dup 0;add;swap 2;add",
+    ],
+)
+def test_stoke_early_rejection_walks_the_same_chain(monkeypatch, text: str, seed: int) -> None:
+    """Running a proposal's test inputs one at a time and stopping once the draw rejects it
+    must not change the chain: same draws, same decisions, same result as the full
+    evaluation, with fewer simulator runs."""
+    import tasmopt.search.stoke as st
+
+    baseline = list(parse_instructions(text.replace(";", "\n")))
+    calls = {"n": 0}
+    real_one = st._observe_one
+
+    def counting(*a, **k):
+        calls["n"] += 1
+        return real_one(*a, **k)
+
+    monkeypatch.setattr(st, "_observe_one", counting)
+    fast = stoke(baseline, baseline, iterations=1_500, seed=seed)
+    fast_runs = calls["n"]
+    monkeypatch.setattr(st, "_metropolis", _metropolis_full)
+    calls["n"] = 0
+    full = stoke(baseline, baseline, iterations=1_500, seed=seed)
+    assert fast == full
+    assert fast_runs < calls["n"]  # the point of it: rejected proposals stop early

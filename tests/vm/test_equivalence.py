@@ -252,3 +252,98 @@ def test_a_check_that_exhausts_the_recursion_limit_fails_closed(monkeypatch):
     monkeypatch.setattr(E, "_segments_at", deep)
     a = E.check_aligned(prog, prog)
     assert not a.equivalent and a.reason == E.RECURSION_LIMIT
+
+
+# -- stalls: random runs that reach the step limit ---------------------------------------
+
+
+def test_stall_cap_is_a_multiple_of_the_longest_halting_run_within_bounds() -> None:
+    from tasmopt.vm.equivalence import STALL_FACTOR, STALL_FLOOR, stall_cap
+
+    assert stall_cap(10, 50_000) == STALL_FLOOR
+    assert stall_cap(1_000, 50_000) == STALL_FACTOR * 1_000
+    assert stall_cap(10_000, 50_000) == 50_000  # never above the caller's limit
+    assert stall_cap(10, 1_000) == 1_000
+
+
+def _recorded_runs(monkeypatch) -> list[tuple[int, str, int, bool]]:
+    """(step limit, outcome, cycles, directed) of every run of a function check, in order."""
+    import tasmopt.vm.equivalence as eq
+
+    seen: list[tuple[int, str, int, bool]] = []
+    real = eq._run
+
+    def run(program, w, step_limit, start=0):
+        r = real(program, w, step_limit, start)
+        if r.error is None:
+            outcome = "halt"
+        elif r.error.kind == "StepLimitExceeded":
+            outcome = "stall"
+        else:
+            outcome = "fail"
+        seen.append((step_limit, outcome, r.cycles, w.directed))
+        return r
+
+    monkeypatch.setattr(eq, "_run", run)
+    return seen
+
+
+def test_after_a_stall_random_runs_stop_at_the_cap_and_the_proof_still_needs_halting_runs(
+    monkeypatch,
+) -> None:
+    """FN_LOOP counts down from its argument: small values halt in a few cycles, random field
+    elements run to the step limit. Once one has stalled (and one has halted), later random
+    runs stop at `stall_cap` of the longest halting run so far; the witnesses that count are
+    still 16 complete runs, and a candidate that differs on them is still rejected."""
+    from tasmopt.vm.equivalence import stall_cap
+
+    p = harness(FN_LOOP, "__f")
+    seen = _recorded_runs(monkeypatch)
+    v = check_function(p, None, seed=11, step_limit=50_000)
+    assert v.halted >= 16
+    random_runs = [r for r in seen if not r[3]]
+    stalls = [i for i, r in enumerate(random_runs) if r[1] == "stall"]
+    assert stalls, "the test needs a witness that stalls"
+    assert random_runs[stalls[0]][0] == 50_000  # the first stall pays the full limit
+    capped = 0
+    for i, (limit, _out, _cyc, _d) in enumerate(random_runs):
+        before = random_runs[:i]
+        halts = [c for _lim, out, c, _ in before if out == "halt"]
+        if any(out == "stall" for _lim, out, _c, _ in before) and halts:
+            assert limit == stall_cap(max(halts), 50_000)
+            capped += 1
+        else:
+            assert limit == 50_000
+    assert capped > 0
+    bad = check_function(p, harness(FN_LOOP_FEWER, "__f"), seed=11, step_limit=50_000)
+    assert not bad.equivalent and "output" in (bad.reason or "")
+
+
+FN_NEVER_HALTS_ON_RANDOM = """
+__n:
+    dup 0
+    push 12345
+    eq
+    skiz
+    return
+    call __spin
+    return
+__spin:
+    push 1
+    write_io 1
+    recurse
+"""
+
+
+def test_random_phase_gives_up_after_as_many_stalls_as_witnesses_and_fails_closed(
+    monkeypatch,
+) -> None:
+    """A function that halts only on one input value: every random run stalls. The random
+    phase stops after ``witnesses`` stalls (not ``6 * witnesses`` full-limit runs), and with
+    no halting run the check is not a proof."""
+    p = harness(FN_NEVER_HALTS_ON_RANDOM, "__n")
+    seen = _recorded_runs(monkeypatch)
+    v = check_function(p, p, seed=3, step_limit=20_000, budget_s=0.5)
+    assert not v.equivalent and "witnesses ran the baseline" in (v.reason or "")
+    random_stalls = [r for r in seen if r[1] == "stall" and not r[3]]
+    assert len(random_stalls) == 16  # not 6 * 16 runs to the step limit

@@ -151,3 +151,18 @@ def test_bad_state_length():
         tip5.permutation([0] * 15)
     with pytest.raises(ValueError):
         tip5.hash_10([0] * 9)
+
+
+def test_memoized_permutation_hands_out_fresh_lists():
+    """The permutation is memoized: a caller that mutates its result (the VM's sponge state
+    does) must not change what the next caller gets for the same state."""
+    state = list(range(16))
+    first = tip5.permutation(state)
+    expect = list(first)
+    first[0] ^= 1
+    assert tip5.permutation(state) == expect == tip5._permute(state)
+    out, lookups = tip5.permutation_with_lookups(state)
+    out[1] += 1
+    lookups.clear()
+    again, lookups2 = tip5.permutation_with_lookups(state)
+    assert again == expect and len(lookups2) == 20

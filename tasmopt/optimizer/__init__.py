@@ -34,6 +34,7 @@ deadline, whatever it cuts keeps its baseline and is reported ``improving``.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from typing import Any
 
 from tasmopt.optimizer.absorb import absorb_stage
@@ -59,7 +60,13 @@ from tasmopt.optimizer.prepare import entry_hazard
 from tasmopt.optimizer.recheck import recheck
 from tasmopt.optimizer.reverse import reverse_stage
 from tasmopt.optimizer.shortcuts import shortcut_stage
-from tasmopt.optimizer.state import VerifyBackend, progress
+from tasmopt.optimizer.state import (
+    FunctionState,
+    VerifyBackend,
+    out_of_time,
+    progress,
+    rewritable,
+)
 from tasmopt.optimizer.steps import (
     CANDIDATE_SHARE,
     cache_step,
@@ -352,4 +359,71 @@ def compile(
         if options.deadline is None:
             return result_of(execute(run, PIPELINE))
         with options.deadline.active():  # for the verifier's guard solving deep below
-            return result_of(execute(run, PIPELINE))
+            return result_of(anytime(run))
+
+
+#: The candidate sources of an anytime compile's first tier (`anytime`): milliseconds per
+#: module, and with the function-level passes most of what a full compile saves.
+QUICK_SOURCES: tuple[str, ...] = ("rules",)
+
+
+def anytime(r: Run) -> Run:
+    """Run the pipeline under ``r.options.deadline`` in two tiers, keeping per function the
+    better proven answer: first with `QUICK_SOURCES` only (the rules and the function-level
+    passes), then with every requested source on what time is left. A function the second
+    tier cuts, or proves no cheaper, keeps the first tier's answer; the module is assembled
+    and measured once from the functions kept. So the answer at a deadline is at least what
+    the quick tier proves by then, and a longer deadline only adds work (issue 34: anytime,
+    no cliff). Without a source beyond the quick ones there is one tier."""
+    opts = r.options
+    if not _tiered(r):
+        return execute(r, PIPELINE)
+    blocks = tuple(s for s in PIPELINE if s.kind in ("front", "block"))
+    passes = tuple(s for s in PIPELINE if s.kind == "pass")
+    finish = tuple(s for s in PIPELINE if s.kind == "finish")
+    quick = Run(
+        r.tir, r.baseline_tasm, replace(opts, sources=QUICK_SOURCES), r.verify, r.sources, r.cache
+    )
+    execute(quick, blocks)
+    spliced = {f.name: f.new_lines for f in quick.fns}
+    execute(quick, passes)
+    quick_s = sum(quick.timings.values())
+    if out_of_time(opts) is not None:  # the quick tier took the time: it is the answer
+        for f in quick.fns:
+            if f.tasks and f.cut is None and f.cached is None and not f.skipped:
+                f.cut = "request deadline reached before the search ran"
+        quick.options = opts
+        execute(quick, finish)
+        return quick
+    execute(r, blocks)
+    by_name = {f.name: f for f in quick.fns}
+    for i, f in enumerate(r.fns):
+        q = by_name.get(f.name)
+        if q is not None and rewritable(f) and f.name in spliced and spliced[f.name] == f.new_lines:
+            q.settled = True  # the same blocks as the quick tier's: its passes' result stands
+            r.fns[i] = q
+    execute(r, passes)
+    r.fns = [_better(by_name.get(f.name), f) for f in r.fns]
+    r.timings["quick"] = quick_s
+    execute(r, finish)
+    return r
+
+
+def _tiered(r: Run) -> bool:
+    names = r.options.sources
+    return set(QUICK_SOURCES) <= set(names) and any(
+        n not in QUICK_SOURCES and r.sources.get(n) is not None for n in names
+    )
+
+
+def _better(quick: FunctionState | None, full: FunctionState) -> FunctionState:
+    """The state of the tier whose proven answer takes fewer cycles (the full tier's on a
+    tie); a function the full tier cut keeps its reason (``improving``: worth deepening)."""
+    if quick is None or full.cached is not None or full.skipped:
+        return full
+    mine = full.report.cycles if full.report.measured else None
+    theirs = quick.report.cycles if quick.report.measured else None
+    if theirs is None or (mine is not None and mine <= theirs):
+        return full
+    quick.cut = full.cut or quick.cut
+    return quick

@@ -136,8 +136,10 @@ def adopt(f: FunctionState, lines: list[str], best: int, v: FunctionVerdict, not
 def rewritable(f: FunctionState) -> bool:
     """A function-level pass may rewrite ``f``: it is worked on in this run (not outside
     ``CompileOptions.only``, not a cache hit), not passed through, and has a reference to be
-    proven against."""
-    return not (f.passthrough or f.reference is None or f.cached is not None or f.skipped)
+    proven against; not settled by an earlier tier."""
+    return not (
+        f.passthrough or f.reference is None or f.cached is not None or f.skipped or f.settled
+    )
 
 
 #: The stage running now (`stage`), for `adopt`'s record of which pass rewrote a function.
@@ -201,6 +203,8 @@ class FunctionState:
         whole: ``new_lines`` replace all of its sections (a function-level pass rewrote
             it), not just the chosen blocks.
         trajectories: every candidate judged for its blocks (rank), for the replay buffer.
+        settled: an earlier tier of this compile already ran the function-level passes on
+            the same spliced blocks (`tasmopt.optimizer.anytime`): later passes leave it.
     """
 
     name: str
@@ -219,6 +223,7 @@ class FunctionState:
     private: frozenset[int] = frozenset()
     whole: bool = False
     trajectories: list[BlockTrajectories] = field(default_factory=list)
+    settled: bool = False
 
     def give_back_blocks(self) -> None:
         """Every block back to the baseline: its report says ``compiler`` with the baseline's

@@ -1,0 +1,116 @@
+"""Anytime compiles: cycles of the answer per deadline, per real module (issue 34 items 1, 5).
+
+Compiles every module of ``../shared/data/trident-std`` (TIR, the upstream compiler's TASM as
+the client's baseline, rules and search, seed 0) under each deadline of ``--deadlines``,
+each compile cold in a fresh process (no result cache, no search results from an earlier
+one), and prints the cycles of the answer per deadline: a measured function at its cycles,
+one returned unmeasured (unchanged) at its baseline. Then, per module, whether a longer
+deadline ever returned more cycles (it must not) and the saving at ``--early`` seconds as a
+share of the saving at the longest deadline (the "no cliff" target: >= 50% at 2 s against
+8 s). Usage::
+
+    python benchmarks/anytime.py                              # 0.5 1 2 4 8 s, all modules
+    python benchmarks/anytime.py --modules coin,std_crypto_sha256 --deadlines 1,2,8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def one(path: Path, seconds: float) -> dict:
+    """Compile one module under one deadline (in this process); its figures."""
+    from tasmopt.deadline import Deadline
+    from tasmopt.optimizer import compile as compile_tir
+    from tasmopt.report import CompileOptions
+
+    logging.disable(logging.WARNING)
+    mod = json.loads(path.read_text())
+    base = compile_tir(
+        mod["tir"], mod["compiler_tasm"], options=CompileOptions(sources=(), use_cache=False)
+    )
+    baselines = {f.name: f.baseline_cycles for f in base.functions}
+    opts = CompileOptions(sources=("rules", "search"), use_cache=False, deadline=Deadline(seconds))
+    t = time.perf_counter()
+    r = compile_tir(mod["tir"], mod["compiler_tasm"], options=opts)
+    wall = time.perf_counter() - t
+    cycles = sum(f.cycles if f.measured else baselines[f.name] for f in r.functions)
+    return {
+        "baseline": sum(baselines.values()),
+        "cycles": cycles,
+        "wall_s": wall,
+        "unmeasured": sum(not f.measured for f in r.functions),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "trident-std")
+    ap.add_argument("--modules", default="", help="comma-separated module names (default: all)")
+    ap.add_argument("--deadlines", default="0.5,1,2,4,8", help="seconds, comma-separated")
+    ap.add_argument("--early", type=float, default=2.0, help="deadline of the no-cliff ratio, s")
+    ap.add_argument("--one", nargs=2, metavar=("MODULE_FILE", "SECONDS"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.one:
+        print(json.dumps(one(Path(args.one[0]), float(args.one[1]))))
+        return 0
+    deadlines = sorted(float(x) for x in args.deadlines.split(","))
+    names = [m for m in args.modules.split(",") if m]
+    files = [args.data / f"{m}.json" for m in names] or sorted(args.data.glob("*.json"))
+    if not files or not all(p.is_file() for p in files):
+        print(f"module files not found in {args.data}", file=sys.stderr)
+        return 1
+    print(
+        "| module | baseline | "
+        + " | ".join(f"{d:g} s" for d in deadlines)
+        + f" | monotone | saving at {args.early:g} s / at {deadlines[-1]:g} s |"
+    )
+    print("|---|---|" + "---|" * len(deadlines) + "---|---|")
+    broken = 0
+    ratios = []
+    for path in files:
+        rows = []
+        for d in deadlines:
+            out = subprocess.run(
+                [sys.executable, __file__, "--one", str(path), str(d)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        cyc = [r["cycles"] for r in rows]
+        base = rows[0]["baseline"]
+        mono = all(b <= a for a, b in zip(cyc, cyc[1:], strict=False))
+        broken += not mono
+        late = base - cyc[-1]
+        early = base - cyc[deadlines.index(args.early)] if args.early in deadlines else None
+        ratio = f"{early / late:.0%}" if late > 0 and early is not None else "-"
+        if late > 0 and early is not None:
+            ratios.append(early / late)
+        print(
+            f"| {path.stem} | {base} | "
+            + " | ".join(str(c) for c in cyc)
+            + f" | {'yes' if mono else 'NO'} | {ratio} |",
+            flush=True,
+        )
+    met = sum(x >= 0.5 for x in ratios)
+    print(
+        f"\n{len(files) - broken} of {len(files)} modules monotone in the deadline; "
+        f"{met} of {len(ratios)} improvable modules save >= 50% at {args.early:g} s of what "
+        f"they save at {deadlines[-1]:g} s"
+    )
+    return 0 if broken == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

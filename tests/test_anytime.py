@@ -1,0 +1,94 @@
+"""Anytime compiles (issue 34 item 1, `tasmopt.optimizer.anytime`): under a deadline the
+rules and the function-level passes answer first, every other source works on what time is
+left, and each function keeps the better proven answer. A longer deadline never returns more
+cycles, and a tier the deadline cuts never takes away what the first one proved."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasmopt.deadline import Deadline
+from tasmopt.optimizer import QUICK_SOURCES, default_sources
+from tasmopt.optimizer import compile as compile_tir
+from tasmopt.report import CompileOptions
+from tasmopt.tasm import Instr
+from tasmopt.vm.equivalence import Verdict, check_blocks
+
+
+def _baselines(mod: dict) -> dict[str, int]:
+    """Each function's baseline cycles, measured without any deadline."""
+    r = compile_tir(
+        mod["tir"], mod["compiler_tasm"], options=CompileOptions(sources=(), use_cache=False)
+    )
+    return {f.name: f.baseline_cycles for f in r.functions}
+
+
+def _answered(result, baselines: dict[str, int]) -> int:
+    """Cycles of the answer: a measured function at its cycles, one returned unmeasured (so
+    unchanged) at its baseline."""
+    return sum(f.cycles if f.measured else baselines[f.name] for f in result.functions)
+
+
+@pytest.mark.parametrize("module", ["coin", "std_crypto_auth"])
+def test_a_longer_deadline_never_returns_more_cycles(trident_std, module: str) -> None:
+    """Same request, same seed, deadlines 0.5 s < 2 s < 5 s: the cycles of the answer do
+    not grow, and the longest deadline saves something."""
+    mod = trident_std[module]
+    baselines = _baselines(mod)
+    answers = []
+    for seconds in (0.5, 2.0, 5.0):
+        opts = CompileOptions(
+            sources=("rules", "search"), use_cache=False, deadline=Deadline(seconds)
+        )
+        answers.append(
+            _answered(compile_tir(mod["tir"], mod["compiler_tasm"], options=opts), baselines)
+        )
+    assert answers == sorted(answers, reverse=True), answers
+    assert answers[-1] < sum(baselines.values())
+
+
+class _MarkedSearch:
+    """A source named ``search`` whose proposals (the baseline and one ``nop``: never
+    chosen) mark the second tier's checks, so that the test's verify backend can tell them
+    from the first tier's."""
+
+    name = "search"
+
+    def propose(self, tasks, options):
+        return [[[*t.baseline, Instr("nop")]] for t in tasks]
+
+
+def test_a_deadline_that_cuts_the_second_tier_keeps_what_the_first_proved(trident_std) -> None:
+    """The deadline expires while the second tier's candidates are being verified: every
+    function keeps the first tier's proven answer (the same module text as a rules-only
+    compile) and says it is still ``improving``."""
+    mod = trident_std["coin"]
+    quick = compile_tir(
+        mod["tir"],
+        mod["compiler_tasm"],
+        options=CompileOptions(sources=QUICK_SOURCES, use_cache=False),
+    )
+    assert quick.cycles < quick.baseline_cycles  # the rules and passes save something here
+    deadline = Deadline(120.0)
+    second_tier = []
+
+    def verify(checks):
+        if any(c.candidate and c.candidate[-1] == "nop" for c in checks):
+            second_tier.append(len(checks))
+            deadline.cancel("the test's deadline")  # expires while these are checked
+            return [Verdict(False, "rejected", "unverified: deadline") for _ in checks]
+        return check_blocks(checks)
+
+    sources = default_sources()
+    sources.add(_MarkedSearch())
+    r = compile_tir(
+        mod["tir"],
+        mod["compiler_tasm"],
+        options=CompileOptions(sources=("rules", "search"), use_cache=False, deadline=deadline),
+        sources=sources,
+        verify=verify,
+    )
+    assert second_tier, "the second tier never reached verification"
+    assert r.tasm == quick.tasm  # every proven rewrite of the first tier kept
+    assert r.cycles <= quick.cycles < r.baseline_cycles
+    assert all(f.status == "improving" for f in r.functions if f.blocks)

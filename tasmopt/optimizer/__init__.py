@@ -33,6 +33,7 @@ deadline, whatever it cuts keeps its baseline and is reported ``improving``.
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import replace
 from typing import Any
@@ -359,7 +360,7 @@ def compile(
         if options.deadline is None:
             return result_of(execute(run, PIPELINE))
         with options.deadline.active():  # for the verifier's guard solving deep below
-            return result_of(anytime(run))
+            return anytime(run)
 
 
 #: The candidate sources of an anytime compile's first tier (`anytime`): milliseconds per
@@ -367,17 +368,19 @@ def compile(
 QUICK_SOURCES: tuple[str, ...] = ("rules",)
 
 
-def anytime(r: Run) -> Run:
-    """Run the pipeline under ``r.options.deadline`` in two tiers, keeping per function the
-    better proven answer: first with `QUICK_SOURCES` only (the rules and the function-level
-    passes), then with every requested source on what time is left. A function the second
-    tier cuts, or proves no cheaper, keeps the first tier's answer; the module is assembled
-    and measured once from the functions kept. So the answer at a deadline is at least what
-    the quick tier proves by then, and a longer deadline only adds work (issue 34: anytime,
-    no cliff). Without a source beyond the quick ones there is one tier."""
+def anytime(r: Run) -> CompileResult:
+    """Run the pipeline under ``r.options.deadline`` in two tiers and answer with the better:
+    first with `QUICK_SOURCES` only (the rules and the function-level passes), assembled and
+    measured as an answer of its own; then with every requested source on the time left,
+    each function keeping the better proven state of the two (a function the second tier
+    cuts keeps the first tier's, and says ``improving``), assembled and measured again. The
+    second answer replaces the first only if it takes no more cycles as returned. So the
+    answer at a deadline is at least what the quick tier proves by then, and a longer
+    deadline only adds work (issue 34: anytime, no cliff). Without a source beyond the quick
+    ones there is one tier."""
     opts = r.options
     if not _tiered(r):
-        return execute(r, PIPELINE)
+        return result_of(execute(r, PIPELINE))
     blocks = tuple(s for s in PIPELINE if s.kind in ("front", "block"))
     passes = tuple(s for s in PIPELINE if s.kind == "pass")
     finish = tuple(s for s in PIPELINE if s.kind == "finish")
@@ -387,26 +390,36 @@ def anytime(r: Run) -> Run:
     execute(quick, blocks)
     spliced = {f.name: f.new_lines for f in quick.fns}
     execute(quick, passes)
-    quick_s = sum(quick.timings.values())
+    own_cut = {f.name: f.cut for f in quick.fns}
+    for f in quick.fns:  # the search has not run on them yet: worth deepening
+        if f.tasks and f.cut is None and f.cached is None and not f.skipped:
+            f.cut = "request deadline reached before the search ran"
+    quick.options = opts
+    execute(quick, finish)
+    first = copy.deepcopy(result_of(quick))  # the second tier goes on with these states
     if out_of_time(opts) is not None:  # the quick tier took the time: it is the answer
-        for f in quick.fns:
-            if f.tasks and f.cut is None and f.cached is None and not f.skipped:
-                f.cut = "request deadline reached before the search ran"
-        quick.options = opts
-        execute(quick, finish)
-        return quick
+        return first
     execute(r, blocks)
     by_name = {f.name: f for f in quick.fns}
     for i, f in enumerate(r.fns):
         q = by_name.get(f.name)
         if q is not None and rewritable(f) and f.name in spliced and spliced[f.name] == f.new_lines:
             q.settled = True  # the same blocks as the quick tier's: its passes' result stands
+            q.cut = f.cut or own_cut[q.name]
             r.fns[i] = q
     execute(r, passes)
-    r.fns = [_better(by_name.get(f.name), f) for f in r.fns]
-    r.timings["quick"] = quick_s
+    r.fns = [_better(by_name.get(f.name), f, own_cut) for f in r.fns]
     execute(r, finish)
-    return r
+    r.timings["quick"] = sum(first.timings.values())
+    second = result_of(r)
+    return second if _answered(second, first) <= _answered(first, second) else first
+
+
+def _answered(result: CompileResult, other: CompileResult) -> int:
+    """Cycles of ``result`` as returned: a measured function at its cycles, an unmeasured
+    one (returned unchanged) at its baseline as ``other`` measured it (0 if neither did)."""
+    base = {f.name: f.baseline_cycles for f in other.functions if f.measured}
+    return sum(f.cycles if f.measured else base.get(f.name, 0) for f in result.functions)
 
 
 def _tiered(r: Run) -> bool:
@@ -416,14 +429,16 @@ def _tiered(r: Run) -> bool:
     )
 
 
-def _better(quick: FunctionState | None, full: FunctionState) -> FunctionState:
+def _better(
+    quick: FunctionState | None, full: FunctionState, own_cut: dict[str, str | None]
+) -> FunctionState:
     """The state of the tier whose proven answer takes fewer cycles (the full tier's on a
     tie); a function the full tier cut keeps its reason (``improving``: worth deepening)."""
-    if quick is None or full.cached is not None or full.skipped:
+    if quick is None or quick is full or full.cached is not None or full.skipped:
         return full
     mine = full.report.cycles if full.report.measured else None
     theirs = quick.report.cycles if quick.report.measured else None
     if theirs is None or (mine is not None and mine <= theirs):
         return full
-    quick.cut = full.cut or quick.cut
+    quick.cut = full.cut or own_cut.get(quick.name)
     return quick

@@ -28,7 +28,10 @@ The verifier is the authority: nothing reaches the output unless it was proven e
 to the baseline (or is the baseline). With a result cache (`FunctionCache`), functions
 answered before in the same context (`tasmopt.optimizer.keys`) skip every later step;
 `CompileResult.cache_entries` holds what this run computed for the caller to store. With a
-deadline, whatever it cuts keeps its baseline and is reported ``improving``.
+deadline, `anytime` runs the pipeline in two tiers (the rules and the function-level passes
+first, answering on their own; then every requested source on the time left, each function
+keeping the better proven state); whatever the deadline cuts keeps the best proven answer so
+far, at worst its baseline, and is reported ``improving``.
 """
 
 from __future__ import annotations
@@ -92,6 +95,8 @@ from tasmopt.vm.equivalence import REJECTION_CLASSES, check_blocks
 
 __all__ = [
     "compile",
+    "anytime",
+    "QUICK_SOURCES",
     "PIPELINE",
     "PASSES",
     "Step",

@@ -320,7 +320,7 @@ def _reoptimize(
     for a, b in runs:
         text = "\n".join(ln for ln in lines[a:b] if line_kind(ln) is not None)
         instrs = tuple(parse_instructions(text, options.isa))
-        key = (*salt, instrs)
+        key: tuple[object, ...] = (*salt, instrs)
         keys.append(key)
         if memo is not None and key in memo:
             found[key] = memo[key]
@@ -331,7 +331,9 @@ def _reoptimize(
                 BlockTask(f.name, -1000 - k, f"{f.name}.inlined[{k}]", (), instrs, 0, 0, "")
             )
     if tasks:
-        task_key = {k: (*salt, t.baseline) for k, t in enumerate(tasks)}
+        task_key: dict[int, tuple[object, ...]] = {
+            k: (*salt, t.baseline) for k, t in enumerate(tasks)
+        }
         checks, owners = build_checks(tasks, propose(tasks, no_model, sources), options)
         best: dict[int, list[str]] = {}
         for (k, src), chk, v in zip(
@@ -340,10 +342,10 @@ def _reoptimize(
             if src and v.equivalent and len(chk.candidate) < len(best.get(k, chk.baseline)):
                 best[k] = list(chk.candidate)
         keep = memo is not None and out_of_time(options) is None
-        for k, key in task_key.items():
-            found[key] = best.get(k)
+        for k, tkey in task_key.items():
+            found[tkey] = best.get(k)
             if keep and memo is not None:
-                memo[key] = found[key]
+                memo[tkey] = found[tkey]
     out = list(lines)
     for (a, b), key in sorted(zip(runs, keys, strict=True), reverse=True):
         new = found[key]

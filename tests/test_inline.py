@@ -361,3 +361,21 @@ def test_a_run_worked_on_past_the_deadline_is_not_remembered():
     assert len(asked1) == 1 and len(asked2) == 1
     assert [ln.strip() for ln in cut].count("dup 0") == 2  # unverified: the run kept
     assert [ln.strip() for ln in fresh].count("dup 0") == 0
+
+
+def test_a_remembered_run_is_not_reused_across_a_label_or_other_options():
+    """Adversarial for `run_memo`: the same instructions with a label inside (an entry in
+    the middle: two runs, not one) are not answered by the remembered replacement, and a
+    run remembered under one seed and witness count is worked on again under others."""
+    from tasmopt.optimizer.inline import run_memo
+
+    entered = [*RUN[:2], "mid:", *RUN[2:], "    return"]
+    with run_memo():
+        _, asked1 = _reopt(TWICE)
+        split, asked2 = _reopt(entered)
+        _, asked3 = _reopt(TWICE, CompileOptions(sources=("rules",), seed=9, witnesses=20))
+    assert len(asked1) == 1
+    assert asked2 and all(len(a) < len(RUN) for a in asked2)  # the two halves, afresh
+    assert "mid:" in [ln.strip() for ln in split]
+    assert [ln.strip() for ln in split].count("dup 0") == 1  # no run spans the label
+    assert len(asked3) == 1

@@ -399,7 +399,6 @@ def anytime(r: Run) -> CompileResult:
     for f in quick.fns:  # the search has not run on them yet: worth deepening
         if f.tasks and f.cut is None and f.cached is None and not f.skipped:
             f.cut = "request deadline reached before the search ran"
-    quick.options = opts
     execute(quick, finish)
     first = copy.deepcopy(result_of(quick))  # the second tier goes on with these states
     if out_of_time(opts) is not None:  # the quick tier took the time: it is the answer

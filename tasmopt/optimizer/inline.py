@@ -317,6 +317,7 @@ def _reoptimize(
     found: dict[tuple[object, ...], list[str] | None] = {}
     keys: list[tuple[object, ...]] = []
     tasks: list[BlockTask] = []
+    task_keys: list[tuple[object, ...]] = []
     for a, b in runs:
         text = "\n".join(ln for ln in lines[a:b] if line_kind(ln) is not None)
         instrs = tuple(parse_instructions(text, options.isa))
@@ -327,13 +328,11 @@ def _reoptimize(
         elif key not in found:
             found[key] = None
             k = len(tasks)
+            task_keys.append(key)
             tasks.append(
                 BlockTask(f.name, -1000 - k, f"{f.name}.inlined[{k}]", (), instrs, 0, 0, "")
             )
     if tasks:
-        task_key: dict[int, tuple[object, ...]] = {
-            k: (*salt, t.baseline) for k, t in enumerate(tasks)
-        }
         checks, owners = build_checks(tasks, propose(tasks, no_model, sources), options)
         best: dict[int, list[str]] = {}
         for (k, src), chk, v in zip(
@@ -342,7 +341,7 @@ def _reoptimize(
             if src and v.equivalent and len(chk.candidate) < len(best.get(k, chk.baseline)):
                 best[k] = list(chk.candidate)
         keep = memo is not None and out_of_time(options) is None
-        for k, tkey in task_key.items():
+        for k, tkey in enumerate(task_keys):
             found[tkey] = best.get(k)
             if keep and memo is not None:
                 memo[tkey] = found[tkey]

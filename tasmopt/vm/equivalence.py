@@ -984,7 +984,7 @@ class _BaselineRuns:
                 return
             if self._stop is not None and self._stop.expired:
                 yield _PAUSED
-            if stalls and not halted and stalls >= witnesses:
+            if not halted and stalls >= witnesses:
                 break  # random values do not get through: the guard-directed phase next
             # once a run has stalled, the runs that halt are the ones that count: a stall
             # costs the whole step limit, so later runs stop at a multiple of the longest

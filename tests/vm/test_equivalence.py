@@ -347,3 +347,26 @@ def test_random_phase_gives_up_after_as_many_stalls_as_witnesses_and_fails_close
     assert not v.equivalent and "witnesses ran the baseline" in (v.reason or "")
     random_stalls = [r for r in seen if r[1] == "stall" and not r[3]]
     assert len(random_stalls) == 16  # not 6 * 16 runs to the step limit
+
+
+FN_LOOP_WRONG_LATE = (
+    FN_LOOP.replace(
+        "    push -1\n    add\n",
+        "    dup 0\n    push 300\n    eq\n    skiz\n    call __late\n    push -1\n    add\n",
+    )
+    + "__late:\n    push 0\n    assert\n    return\n"
+)
+
+
+def test_a_candidate_wrong_only_past_the_cap_is_not_accepted_as_a_whole() -> None:
+    """Adversarial for `stall_cap`: a candidate that fails only once the counter reaches 300
+    (a run of ~3,600 cycles, within the old 50,000 limit, near the 4,000-cycle cap). Capped
+    witnesses may never get that far, so agreement on them is not a proof: the optimizer's
+    acceptance needs the alignment proof too, and that refuses the extra guard."""
+    from tasmopt.vm.equivalence import check_aligned
+
+    base, cand = harness(FN_LOOP, "__f"), harness(FN_LOOP_WRONG_LATE, "__f")
+    fv = check_function(base, cand, seed=5)
+    av = check_aligned(base, cand, seed=5)
+    assert not (fv.equivalent and av.equivalent), (fv.reason, av.reason)
+    assert not av.equivalent

@@ -210,13 +210,16 @@ def _metrics_registry(app: FastAPI) -> CollectorRegistry:
 
     def queue_depths() -> dict[str, int]:
         redis = getattr(state, "redis", None)
-        if redis is not None:
-            return {name: named_queue(redis, name).count for name in QUEUES}
+        depths: dict[str, int] = {}
+        if redis is not None:  # RQ: jobs waiting (running ones are in the started registries)
+            depths = {name: named_queue(redis, name).count for name in QUEUES}
         runner = getattr(state, "runner", None)
-        depths = {"compile": runner.pending()} if isinstance(runner, ThreadRunner) else {}
+        if isinstance(runner, ThreadRunner):
+            depths["compile"] = runner.pending()
         deepener = getattr(state, "deepener", None)
         if isinstance(deepener, LocalDeepener):  # embedded: waiting or running deepenings
             depths["deepen"] = deepener.pending
+        # this process's follow-ups (cache writes, deepening not yet submitted), in both modes
         followup = getattr(state, "followup", None)
         if followup is not None:
             depths["followup"] = followup.pending

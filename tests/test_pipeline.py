@@ -153,3 +153,53 @@ def test_the_client_pass_runs_through_the_pipeline_api():
     assert not selected(step, CompileOptions(skip=frozenset({"client"})))
     run = Run(None, None, CompileOptions(), None, None, None)  # type: ignore[arg-type]
     assert step.when is not None and not step.when(run)  # off unless rewrite_mismatched
+
+
+class _BudgetRecorder:
+    """The block search, recording the budget (seconds) each call was made with, split into
+    the request's block search (block indices >= 0) and the passes' re-searches."""
+
+    name = "search"
+
+    def __init__(self) -> None:
+        from tasmopt.search.source import SearchSource
+
+        self.inner = SearchSource()
+        self.blocks: list[float] = []
+        self.passes: list[float] = []
+
+    def propose(self, tasks, options):
+        if tasks:
+            (self.blocks if tasks[0].index >= 0 else self.passes).append(options.search_budget_s)
+        return self.inner.propose(tasks, options)
+
+
+def test_a_pass_searches_one_function_at_the_final_budget_at_most():
+    """A deepening asks for DEEPEN_BUDGET_S times its functions; the request's block search
+    gets all of it, each pass's re-search of one function at most ``final_budget_s`` (loop
+    bodies `HOT_FACTOR` times that): before, every re-search got the whole request budget,
+    a cost quadratic in the module's functions (issue 34 item 4)."""
+    import json
+
+    from tasmopt.optimizer.inline import HOT_FACTOR
+    from tasmopt.optimizer.pipeline import pass_options
+    from tasmopt.rules import RulesSource
+    from tasmopt.sources import SourceSet
+
+    mod = json.loads((ROOT.parent / "shared/data/trident-std/lock_multisig.json").read_text())
+    rec = _BudgetRecorder()
+    deepening = CompileOptions(
+        sources=("rules", "search"), search_budget_s=4.0, final_budget_s=0.25
+    )
+    r = compile_tir(
+        mod["tir"], mod["compiler_tasm"], options=deepening, sources=SourceSet([RulesSource(), rec])
+    )
+    assert rec.blocks == [4.0]
+    assert rec.passes, "no pass re-searched anything: the test shows nothing"
+    assert max(rec.passes) <= 0.25 * HOT_FACTOR
+    assert sum(f.cycles for f in r.functions) < sum(f.baseline_cycles for f in r.functions)
+    # a request at or below the final budget is passed through unchanged
+    plain = CompileOptions(search_budget_s=0.5, final_budget_s=2.0)
+    assert pass_options(plain) is plain
+    assert pass_options(deepening).search_budget_s == 0.25
+    assert pass_options(deepening).final_budget_s == 0.25

@@ -33,6 +33,7 @@ __all__ = [
     "function_pass",
     "validate",
     "execute",
+    "pass_options",
     "selected",
 ]
 
@@ -180,6 +181,24 @@ def selected(step: Step, options: CompileOptions) -> bool:
     )
 
 
+def pass_options(options: CompileOptions) -> CompileOptions:
+    """The options a function-level pass runs with: the request's, with the search budget
+    (``search_budget_s``, seconds) at most ``final_budget_s``.
+
+    The block search splits a request's budget over all its blocks; a pass re-searches the
+    runs of *one* function at a time (`tasmopt.optimizer.inline._reoptimize`, `HOT_FACTOR`
+    times that for loop bodies), many times per module. A deepening asks for DEEPEN_BUDGET_S
+    per function times its functions (`service.core.deepen.run_payload`); spent whole on
+    every re-search of every function, that cost grew with the square of the module's
+    functions (coin, 8 functions: 78 s of its 90 s deepening in the inline pass). Capped at
+    the budget that makes a function final, a pass spends on a function what a deepening
+    grants one function; requests at or below that budget are unchanged.
+    """
+    if options.search_budget_s <= options.final_budget_s:
+        return options
+    return replace(options, search_budget_s=options.final_budget_s)
+
+
 def execute(r: Run, steps: Sequence[Step]) -> Run:
     """Run the selected ``steps`` in order, each timed under its name; a function-level pass
     with a budget in ``options.pass_budget_s`` runs under a deadline of that many seconds
@@ -188,9 +207,11 @@ def execute(r: Run, steps: Sequence[Step]) -> Run:
         if not selected(s, r.options) or (s.when is not None and not s.when(r)):
             continue
         options = r.options
+        if s.kind == "pass":
+            r.options = pass_options(options)
         budget = options.pass_budget_s.get(s.name) if s.kind == "pass" else None
         if budget is not None:
-            r.options = replace(options, deadline=Deadline(budget, within=options.deadline))
+            r.options = replace(r.options, deadline=Deadline(budget, within=options.deadline))
         try:
             if s.timed is None:
                 s.run(r)

@@ -311,3 +311,24 @@ def test_digest_dependent_program_reads_its_own_digest():
 
     assert r.public_output == [program_digest(program)[0]]
     assert Label("x") not in program.items
+
+
+def test_decoded_steps_are_shared_only_where_everything_they_bake_in_agrees():
+    """`codegen._decode_one` shares a step between programs: the same instruction at the same
+    index; not at another index (its next and skip addresses differ), not for a call whose
+    label resolves elsewhere or not at all, not for a ``skiz`` that is last in one program.
+    Each program still computes what it says (adversarial: a shared handler baked with the
+    wrong address or target would jump wrong)."""
+    a = parse("push 2\npush 3\ncall f\nhalt\nf:\nmul\nwrite_io 1\nreturn")
+    b = parse("push 2\npush 3\ncall f\nhalt\npush 9\nf:\nadd\nwrite_io 1\nreturn")
+    c = parse("push 3\npush 2\ncall @ext\nhalt")
+    da, db, dc = decoded(a), decoded(b), decoded(c)
+    assert da.steps[0] is db.steps[0] and da.steps[1] is db.steps[1]
+    assert da.steps[2] is not db.steps[2]  # f at 4 in one, 5 in the other
+    assert da.values[2][2] == 4 and db.values[2][2] == 5 and dc.values[2][5] == "@ext"
+    assert dc.steps[0] is not da.steps[1]  # push 3 at another index
+    assert run(a).public_output == [6] and run(b).public_output == [5]
+    last = parse("push 0\nskiz")
+    mid = parse("push 0\nskiz\npush 1")
+    assert decoded(last).shapes[1].variant == "last" and decoded(mid).shapes[1].variant == ""
+    assert decoded(last).steps[1] is not decoded(mid).steps[1]

@@ -125,7 +125,14 @@ def run_payload(
             opts = CompileOptions(
                 isa=base.isa, witnesses=base.witnesses, seed=seed, deadline=deadline
             )
-            why = recheck(payload["tir"], payload["baseline_tasm"], name, entry.lines, options=opts)
+            why = recheck(
+                payload["tir"],
+                payload["baseline_tasm"],
+                name,
+                entry.lines,
+                options=opts,
+                rewrites=entry.report.get("rewrites") or (),
+            )
             if why is None:
                 cache.passed_spot_check(key)
                 out[name] = "passed"

@@ -417,3 +417,53 @@ def test_a_spot_check_of_a_pass_rewrite_repeats_its_differential_check_not_an_al
     wrong[k] = f"    push {int(wrong[k].split()[1]) + 1}"
     why = recheck(tir, base, "rc12", wrong, options=opts, rewrites=rewrites)
     assert why is not None and not why.startswith("unverified")
+
+
+def test_deepening_asks_the_sources_of_deepen_sources_only():
+    """DEEPEN_SOURCES decides which candidate sources a deepening consults: a registered
+    model is not asked unless it is listed (issue 34: the shipped checkpoint made deepening
+    2.5x slower for no cycle), and is asked when it is."""
+    from service.core.config import Settings
+    from service.core.deepen import DEEPEN_KIND, run_payload
+    from tasmopt.rules import RulesSource
+    from tasmopt.sources import SourceSet
+
+    class Recording:
+        name = "model"
+
+        def __init__(self):
+            self.asked = 0
+
+        def propose(self, tasks, options):
+            self.asked += len(tasks)
+            return [[] for _ in tasks]
+
+    class Putting(DictCache):
+        def put(self, entries):
+            self.store(entries)
+            return {e.key: "inserted" for e in entries}
+
+    key = _keys(TIMELOCK)["main"]
+    payload = {
+        "kind": DEEPEN_KIND,
+        "tir": TIMELOCK,
+        "baseline_tasm": None,
+        "functions": {"main": key},
+        "isa": "release",
+        "witnesses": 16,
+    }
+    for listed in (False, True):
+        model = Recording()
+        sources = ["rules", "search", "model"] if listed else ["rules", "search"]
+        cache = Putting()
+        out = run_payload(
+            payload,
+            cache=cache,  # type: ignore[arg-type]  # the ResultCache calls this test makes
+            sources=SourceSet([RulesSource(), model]),
+            settings=Settings(
+                database_url="sqlite://", deepen_sources=sources, deepen_budget_s=0.1
+            ),
+            seed=5,
+        )
+        assert out == {"main": "inserted"}
+        assert (model.asked > 0) is listed

@@ -195,8 +195,8 @@ class Settings(BaseSettings):
         description="Candidate sources of a synchronous compile whose request names none. "
         "The model is left out by default: on this 2-core machine it adds little at equal "
         "budget (issue 12's marginal-contribution table) and costs seconds per module; it "
-        "works where time is cheap, in background deepening (which consults every source) and "
-        "offline. A request may still ask for it (options.sources).",
+        "works where time is cheap: offline, and in background deepening where it pays "
+        "(DEEPEN_SOURCES). A request may still ask for it (options.sources).",
     )
 
     spool_dir: Path = Field(
@@ -264,10 +264,19 @@ class Settings(BaseSettings):
         "background (RQ queue `deepen` with REDIS_URL, else one thread of this process).",
     )
     deepen_budget_s: float = Field(
-        2.0,
+        1.0,
         gt=0,
         description="Search budget per function of a deepening run, seconds; a complete run at "
-        "this budget makes a function `final` (not deepened again).",
+        "this budget makes a function `final` (not deepened again). 1 s: the 30 real modules "
+        "deepen in 135 s of one core for 58,390 cycles, against 240 s for 58,364 at 2 s and "
+        "79 s for 58,423 at 0.5 s (issue 34).",
+    )
+    deepen_sources: list[Literal["rules", "search", "model"]] = Field(
+        ["rules", "search"],
+        description="Candidate sources of a deepening run. The model joins where it pays "
+        "(`benchmarks/model.py --marginal`, issue 35): the shipped checkpoint found no "
+        "cycle more on coin, keccak256 and sha256 and made their deepening 2.5x slower "
+        "(54 s -> 136 s of one core).",
     )
     deepen_timeout_s: float = Field(
         120.0, gt=0, description="Deadline of one deepening run, seconds."

@@ -99,7 +99,7 @@ def run_payload(
     """Do one deepening or spot check (in whatever process runs it).
 
     Deepening compiles the request again with ``only`` = its functions (computed afresh, the
-    others passed through), DEEPEN_BUDGET_S of search per function, within
+    others passed through), DEEPEN_SOURCES, DEEPEN_BUDGET_S of search per function, within
     DEEPEN_TIMEOUT_S, and stores each function's result where it beats the stored one.
     A spot check proves each function's stored lines again with a fresh witness seed.
 
@@ -154,6 +154,7 @@ def run_payload(
         isa=base.isa,
         witnesses=base.witnesses,
         seed=seed,
+        sources=tuple(settings.deepen_sources),
         search_budget_s=settings.deepen_budget_s * len(functions),
         final_budget_s=settings.deepen_budget_s,
         deadline=deadline,

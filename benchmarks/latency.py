@@ -175,6 +175,7 @@ def run_pass(server: Server, modules: dict[str, dict[str, Any]], order: list[str
             out = r.json()
             answers[name] = out
             per_request.append(dt)
+            out["_client_s"] = dt
             n = max(1, len(out["functions"]))
             per_function.extend([dt / n] * n)
     fns = [f for a in answers.values() for f in a["functions"]]
@@ -406,6 +407,17 @@ def report(run: dict[str, Any], measure: Measure) -> dict[str, Any]:
             "differ": tot[3],
             "unreached": tot[4],
         }
+    for label, p in run["passes"].items():
+        slow = sorted(p["answers"].items(), key=lambda kv: -kv[1]["_client_s"])[:3]
+        shown = []
+        for name, ans in slow:
+            stages = sorted(ans.get("timings", {}).items(), key=lambda kv: -kv[1])[:3]
+            shown.append(
+                f"{name} {1000 * ans['_client_s']:.0f} ms ("
+                + ", ".join(f"{k} {1000 * v:.0f}" for k, v in stages)
+                + ")"
+            )
+        print(f"slowest {label}: " + "; ".join(shown))
     f = figures["passes"]
     if "cold" in f and "settled" in f:
         cold = f["cold"]["baseline_cycles"] - f["cold"]["cycles"]

@@ -92,3 +92,31 @@ def test_a_deadline_that_cuts_the_second_tier_keeps_what_the_first_proved(triden
     assert r.tasm == quick.tasm  # every proven rewrite of the first tier kept
     assert r.cycles <= quick.cycles < r.baseline_cycles
     assert all(f.status == "improving" for f in r.functions if f.blocks)
+
+
+class _Dict(dict):
+    def get_many(self, keys):
+        return {k: self[k] for k in keys if k in self}
+
+
+def test_a_request_answered_wholly_from_the_cache_runs_one_tier(trident_std) -> None:
+    """Every function a cache hit: a second tier could only repeat the first (it deep-copied
+    the first answer and ran the pipeline again: 40 of keccak256's 103 ms); the answer is the
+    cached one either way, and a function that misses still gets both tiers."""
+    mod = trident_std["lock_multisig"]
+    cache = _Dict()
+    cold = compile_tir(
+        mod["tir"], mod["compiler_tasm"], options=CompileOptions(seed=0), cache=cache
+    )
+    cache.update({e.key: e for e in cold.cache_entries})
+    assert cache
+    opts = CompileOptions(seed=0, sources=("rules", "search"), deadline=Deadline(5.0))
+    hit = compile_tir(mod["tir"], mod["compiler_tasm"], options=opts, cache=cache)
+    assert {f.cache for f in hit.functions} == {"hit"}
+    assert "quick" not in hit.timings
+    assert hit.tasm == compile_tir(mod["tir"], mod["compiler_tasm"], options=opts, cache=cache).tasm
+    for f in hit.functions:
+        assert f.cycles == next(g.cycles for g in cold.functions if g.name == f.name)
+    cache.pop(next(iter(cache)))  # one function misses: it is worked on in two tiers
+    part = compile_tir(mod["tir"], mod["compiler_tasm"], options=opts, cache=cache)
+    assert "quick" in part.timings and "miss" in {f.cache for f in part.functions}

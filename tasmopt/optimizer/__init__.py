@@ -393,6 +393,10 @@ def anytime(r: Run) -> CompileResult:
         r.tir, r.baseline_tasm, replace(opts, sources=QUICK_SOURCES), r.verify, r.sources, r.cache
     )
     execute(quick, blocks)
+    if not any(_workable(f) for f in quick.fns):  # every function answered from the cache,
+        execute(quick, passes)  # passed through or cut: a second tier would only repeat it
+        execute(quick, finish)
+        return result_of(quick)
     spliced = {f.name: f.new_lines for f in quick.fns}
     execute(quick, passes)
     own_cut = {f.name: f.cut for f in quick.fns}
@@ -417,6 +421,13 @@ def anytime(r: Run) -> CompileResult:
     r.timings["quick"] = sum(first.timings.values())
     second = result_of(r)
     return second if _answered(second, first) <= _answered(first, second) else first
+
+
+def _workable(f: FunctionState) -> bool:
+    """Whether a later tier could change ``f``: computed in this run (not a cache hit, not
+    outside ``options.only``) and not passed through unchanged for want of a reference or
+    of time."""
+    return f.cached is None and not f.skipped and not (f.passthrough and not f.tasks)
 
 
 def _answered(result: CompileResult, other: CompileResult) -> int:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from functools import lru_cache
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 from tasmopt.errors import BaselineError, TasmSyntaxError

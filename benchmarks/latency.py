@@ -342,7 +342,7 @@ def run_rq(args: argparse.Namespace, modules: dict[str, Any], workers: int) -> d
     db_url, drop = _pg_database(args.database_url)
     Redis.from_url(args.redis).flushdb()
     env = _base_env(args, work)
-    env.update(DATABASE_URL=db_url, REDIS_URL=args.redis)
+    env.update(DATABASE_URL=db_url, REDIS_URL=args.redis, ADMIN_TOKEN=secrets.token_urlsafe(32))
     server, pool = Server(work, env), Workers(workers, work, env)
     passes: dict[str, dict] = {}
     try:

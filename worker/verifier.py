@@ -51,6 +51,11 @@ class RqVerifier:
             each job costs a queue round trip, so a few big jobs beat many small ones).
         local: the in-process checker (default `tasmopt.vm.equivalence.check_blocks`).
         queue_name: RQ queue to enqueue on.
+        help_while_waiting: instead of idling while jobs wait, take the last job still
+            queued back (cancelled) and check it in-process, one at a time: the workers
+            drain the queue from the front, this process from the back. Without it a request
+            under a 200 ms deadline got nothing verified whenever the workers were busy
+            deepening (the cold answers of `benchmarks/latency.py --workers` saved 0 cycles).
 
     Raises (on call):
         Whatever `local` raises for a check it cannot run; Redis errors never escape.
@@ -70,6 +75,7 @@ class RqVerifier:
         max_jobs: int = 8,
         local: Callable[[list[BlockCheck]], list[Verdict]] = check_blocks,
         queue_name: str = VERIFY_QUEUE,
+        help_while_waiting: bool = True,
     ) -> None:
         if hard_deadline_s < deadline_s:
             raise ValueError("hard_deadline_s must be >= deadline_s")
@@ -79,6 +85,7 @@ class RqVerifier:
         self.max_jobs = max(1, max_jobs)
         self.local = local
         self.queue = verify_queue(connection, queue_name)
+        self.help_while_waiting = help_while_waiting
 
     def __repr__(self) -> str:
         return (
@@ -131,8 +138,12 @@ class RqVerifier:
                 else:
                     results[i] = self.local(chunks[i])
             elif any(r is None for r in results):
-                time.sleep(min(pause, max(0.0, soft - time.monotonic())))
-                pause = min(pause * 2, MAX_POLL_S)
+                queued = self._queued(jobs, results, local) if self.help_while_waiting else []
+                if queued:  # work instead of waiting: the last job nobody has started
+                    local.append(queued[-1])
+                else:
+                    time.sleep(min(pause, max(0.0, soft - time.monotonic())))
+                    pause = min(pause * 2, MAX_POLL_S)
         if local:
             log.info("%d of %d verify job(s) checked in-process", len(set(local)), len(chunks))
         return [v for chunk in results for v in chunk]  # type: ignore[union-attr]  # every slot was filled above (in-process fallback)
@@ -187,6 +198,30 @@ class RqVerifier:
                 ended.append(i)
         return ended
 
+    def _queued(
+        self, jobs: list[Job] | None, results: list[list[Verdict] | None], local: list[int]
+    ) -> list[int]:
+        """Indices of jobs still waiting in the queue, taken out of it (cancelled): a worker
+        can no longer start them. A job a worker started meanwhile is left to it."""
+        if jobs is None:
+            return []
+        out: list[int] = []
+        for i in reversed(range(len(jobs))):
+            if results[i] is not None or i in local:
+                continue
+            try:
+                if jobs[i].get_status(refresh=True) != JobStatus.QUEUED:
+                    continue
+                jobs[i].cancel()
+            except RedisError:
+                return out
+            except Exception as exc:  # rq raises InvalidJobOperation on a race: a worker won
+                log.debug("could not take back %s: %s", jobs[i].id, exc)
+                continue
+            out.append(i)
+            break  # one at a time: the workers may free up meanwhile
+        return out
+
     def _cancel(self, jobs: list[Job]) -> None:
         # Queued jobs leave the queue; started ones run on, and their result is still used if
         # it arrives before the local check of that chunk starts.
@@ -220,4 +255,5 @@ def verifier_from_settings(
         deadline_s=settings.verify_deadline_s,
         hard_deadline_s=settings.verify_hard_deadline_s,
         max_jobs=settings.verify_max_jobs,
+        help_while_waiting=settings.verify_help,
     )

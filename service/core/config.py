@@ -181,6 +181,12 @@ class Settings(BaseSettings):
         description="Most RQ jobs one verify call is split "
         "into (about twice the number of workers).",
     )
+    verify_help: bool = Field(
+        True,
+        description="While a compile waits for its verify jobs, the API process checks the "
+        "last ones still queued itself (the workers take the queue from the front): a request "
+        "under a short deadline gets its checks done even when every worker is deepening.",
+    )
     search_budget_s: float = Field(
         0.5, ge=0, description="Default block-search budget per request, seconds."
     )

@@ -78,12 +78,29 @@ def test_verification_on_a_real_rq_worker(
 def test_hard_deadline_without_workers_serves_the_baseline(
     make_client, redis_url, redis_conn, timelock_request
 ):
-    # Nobody consumes the queue and the hard deadline is immediate: every check is unverified.
-    c = make_client(redis_url=redis_url, verify_deadline_s=0.05, verify_hard_deadline_s=0.05)
+    # Nobody consumes the queue (the API does not help) and the hard deadline is immediate:
+    # every check is unverified.
+    c = make_client(
+        redis_url=redis_url,
+        verify_deadline_s=0.05,
+        verify_hard_deadline_s=0.05,
+        verify_help=False,
+    )
     out = c.post("/compile", json=timelock_request).json()
     assert out["cycles"] == out["baseline_cycles"]
     assert out["tasm"].rstrip() == timelock_request["baseline_tasm"].rstrip()
     assert verify_queue(redis_conn).count == 0  # the jobs were cancelled
+
+
+def test_without_workers_the_api_checks_its_queued_jobs_itself(
+    make_client, redis_url, redis_conn, timelock_request
+):
+    """VERIFY_HELP (default): no worker runs, the request's checks are still verified (by
+    the API, from the back of the queue) and the answer improves; nothing is left queued."""
+    c = make_client(redis_url=redis_url, verify_deadline_s=10, verify_hard_deadline_s=20)
+    out = c.post("/compile", json={**timelock_request, "options": {"use_cache": False}}).json()
+    assert out["cycles"] < out["baseline_cycles"]
+    assert verify_queue(redis_conn).count == 0
 
 
 def test_embedded_sqlite_default(make_client, tmp_path, timelock_request):

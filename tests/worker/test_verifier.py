@@ -30,9 +30,14 @@ class Spy:
         return check_blocks(checks)
 
 
+def _waiting(conn, **kw):
+    """A verifier that only waits for the workers (no help while waiting)."""
+    return RqVerifier(conn, help_while_waiting=False, **kw)
+
+
 def test_workers_do_the_checks(redis_conn, queue, burst):
     spy = Spy()
-    verifier = RqVerifier(redis_conn, deadline_s=10, hard_deadline_s=20, max_jobs=2, local=spy)
+    verifier = _waiting(redis_conn, deadline_s=10, hard_deadline_s=20, max_jobs=2, local=spy)
     out: list = []
     t = threading.Thread(target=lambda: out.extend(verifier(CHECKS)))
     t.start()
@@ -48,7 +53,7 @@ def test_workers_do_the_checks(redis_conn, queue, burst):
 
 def test_no_worker_checks_in_process_after_the_deadline(redis_conn, queue):
     spy = Spy()
-    verifier = RqVerifier(redis_conn, deadline_s=0.1, hard_deadline_s=10, max_jobs=2, local=spy)
+    verifier = _waiting(redis_conn, deadline_s=0.1, hard_deadline_s=10, max_jobs=2, local=spy)
     start = time.monotonic()
     out = verifier(CHECKS)
     assert 0.1 <= time.monotonic() - start < 5
@@ -59,7 +64,7 @@ def test_no_worker_checks_in_process_after_the_deadline(redis_conn, queue):
 
 def test_past_the_hard_deadline_checks_are_unverified(redis_conn):
     spy = Spy()
-    verifier = RqVerifier(redis_conn, deadline_s=0.05, hard_deadline_s=0.05, local=spy)
+    verifier = _waiting(redis_conn, deadline_s=0.05, hard_deadline_s=0.05, local=spy)
     out = verifier(CHECKS)
     assert spy.calls == []
     assert all(not v.equivalent and v.reason.startswith("unverified") for v in out)
@@ -91,7 +96,7 @@ def test_the_request_deadline_bounds_the_wait_and_cancels_queued_jobs(redis_conn
     from tasmopt.deadline import Deadline
 
     spy = Spy()
-    verifier = RqVerifier(redis_conn, deadline_s=10, hard_deadline_s=20, max_jobs=2, local=spy)
+    verifier = _waiting(redis_conn, deadline_s=10, hard_deadline_s=20, max_jobs=2, local=spy)
     start = time.monotonic()
     out = verifier(CHECKS, deadline=Deadline(0.2))
     assert time.monotonic() - start < 1.5
@@ -101,3 +106,38 @@ def test_the_request_deadline_bounds_the_wait_and_cancels_queued_jobs(redis_conn
     gone.cancel("client disconnected")
     out = verifier(CHECKS, deadline=gone)
     assert all("client disconnected" in v.reason for v in out) and queue.count == 0
+
+
+def test_while_the_workers_are_busy_this_process_checks_the_queue_from_the_back(redis_conn, queue):
+    """No worker takes anything (all busy deepening, say) and the request has 0.5 s: every
+    check is still verified, in-process, well before the deadline, and no job is left in the
+    queue for a worker to run for nobody."""
+    from tasmopt.deadline import Deadline
+
+    spy = Spy()
+    verifier = RqVerifier(redis_conn, deadline_s=10, hard_deadline_s=20, max_jobs=3, local=spy)
+    start = time.monotonic()
+    out = verifier(CHECKS, deadline=Deadline(0.5))
+    assert time.monotonic() - start < 0.5
+    assert out == check_blocks(CHECKS)
+    assert spy.calls == [1, 1, 1] and queue.count == 0
+
+
+def test_with_a_free_worker_the_front_goes_to_it_and_the_back_is_checked_here(
+    redis_conn, queue, burst
+):
+    """Work is shared: this process takes the last queued job, a worker drains the rest;
+    the verdicts are the same as checking everything in one place."""
+    spy = Spy()
+    slow = lambda checks: (time.sleep(0.3), spy(checks))[1]  # noqa: E731 - a slow local check
+    verifier = RqVerifier(redis_conn, deadline_s=10, hard_deadline_s=20, max_jobs=3, local=slow)
+    out: list = []
+    t = threading.Thread(target=lambda: out.extend(verifier(CHECKS)))
+    t.start()
+    deadline = time.monotonic() + 5
+    while queue.count < 2 and time.monotonic() < deadline:  # enqueued, the last taken back
+        time.sleep(0.002)
+    burst()  # a worker takes what is still queued while this process checks the last job
+    t.join(10)
+    assert out == check_blocks(CHECKS)
+    assert 1 <= sum(spy.calls) < len(CHECKS)  # some here, the rest by the worker

@@ -302,6 +302,21 @@ def make_options(given: CompileOptionsIn | None, settings: Settings) -> CompileO
     return replace(opts, **overrides)
 
 
+#: Of a synchronous request's deadline, the share (at most `ANSWER_RESERVE_MAX_S` seconds)
+#: kept for what follows the compile: storing its rows and encoding the response (40-80 ms
+#: for the largest real modules on SQLite; `benchmarks/latency.py` prints them as
+#: ``persist``). The client's deadline is for the answer, not for the compile.
+ANSWER_RESERVE_SHARE = 0.25
+ANSWER_RESERVE_MAX_S = 0.1
+
+
+def compile_deadline(request: Deadline, total_s: float) -> Deadline:
+    """The compile's deadline within a request's of ``total_s`` seconds: the answer's reserve
+    (`ANSWER_RESERVE_SHARE`, at most `ANSWER_RESERVE_MAX_S`) taken off; cancelled with it."""
+    reserve = min(ANSWER_RESERVE_SHARE * total_s, ANSWER_RESERVE_MAX_S)
+    return Deadline(max(0.0, request.remaining() - reserve), within=request)
+
+
 def deadline_s(given: CompileOptionsIn | None, settings: Settings) -> float:
     """Seconds a synchronous compile may take: ``options.deadline_ms``, else
     DEFAULT_DEADLINE_MS.

@@ -208,3 +208,20 @@ def test_the_inline_pass_is_an_option(client):
         assert main["cycles"] <= main["baseline_cycles"]
     assert "call __g" not in texts[True]
     assert "call __g" in texts[False]
+
+
+def test_the_compile_ends_early_enough_to_store_and_encode_the_answer():
+    """`compiling.compile_deadline`: a quarter of a short deadline, at most 100 ms of a long
+    one, is kept for persisting the rows and encoding the response; cancelling the request
+    (the client left) cancels the compile."""
+    from service.core.compiling import compile_deadline
+    from tasmopt.deadline import Deadline
+
+    short = Deadline(0.2)
+    assert 0.12 < compile_deadline(short, 0.2).remaining() <= 0.15
+    long = Deadline(5.0)
+    assert 4.8 < compile_deadline(long, 5.0).remaining() <= 4.9
+    req = Deadline(1.0)
+    inner = compile_deadline(req, 1.0)
+    req.cancel("client disconnected")
+    assert inner.cancelled and inner.expired and "client disconnected" in inner.why()

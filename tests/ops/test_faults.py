@@ -62,6 +62,7 @@ def test_worker_killed_while_holding_a_job(
         VERIFY_DEADLINE_S="3",
         VERIFY_HARD_DEADLINE_S="20",
         VERIFY_MAX_JOBS="2",
+        VERIFY_HELP="false",  # every check through the workers: one of them is killed
     )  # the default job timeout (300 s): recovery must not wait for it
     for name in ("w1", "w2"):
         stack.start_worker(name, "--name", name)

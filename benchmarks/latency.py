@@ -299,6 +299,26 @@ def _orders(modules: dict[str, Any], rng: random.Random, n: int) -> list[list[st
     return out
 
 
+def cold_then_settled(
+    server: Server,
+    modules: dict[str, Any],
+    orders: list[list[str]],
+    timeout: float,
+    redis_url: str | None = None,
+) -> tuple[dict[str, dict], float, float]:
+    """The cold pass, the wait for deepening (`settle`), the settled pass: (the passes,
+    seconds of the cold pass, seconds from its end until deepening was idle)."""
+    passes: dict[str, dict] = {}
+    t0 = time.monotonic()
+    passes["cold"] = run_pass(server, modules, orders[0])
+    cold_s = time.monotonic() - t0
+    _say(f"cold pass done in {cold_s:.1f} s; waiting for deepening to settle")
+    after = settle(server, timeout, redis_url)
+    _say(f"settled {after:.0f} s after the cold pass; settled pass")
+    passes["settled"] = run_pass(server, modules, orders[1])
+    return passes, cold_s, after
+
+
 def run_embedded(args: argparse.Namespace, modules: dict[str, Any]) -> dict[str, Any]:
     """Cold, settled and after-restart passes against one embedded server (SQLite)."""
     orders = _orders(modules, random.Random(args.seed), 3)
@@ -306,17 +326,10 @@ def run_embedded(args: argparse.Namespace, modules: dict[str, Any]) -> dict[str,
     env = _base_env(args, work)
     env["DATABASE_URL"] = f"sqlite:///{work / 'tasmopt.db'}"
     server = Server(work, env)
-    passes: dict[str, dict] = {}
     try:
         server.start()
         _say(f"embedded server up ({work}); cold pass")
-        t0 = time.monotonic()
-        passes["cold"] = run_pass(server, modules, orders[0])
-        cold_s = time.monotonic() - t0
-        _say(f"cold pass done in {cold_s:.1f} s; waiting for deepening to settle")
-        after = settle(server, args.settle_timeout)
-        _say(f"settled {after:.0f} s after the cold pass; settled pass")
-        passes["settled"] = run_pass(server, modules, orders[1])
+        passes, cold_s, after = cold_then_settled(server, modules, orders, args.settle_timeout)
         server.stop()
         server = Server(work, env)
         server.start()
@@ -344,18 +357,13 @@ def run_rq(args: argparse.Namespace, modules: dict[str, Any], workers: int) -> d
     env = _base_env(args, work)
     env.update(DATABASE_URL=db_url, REDIS_URL=args.redis, ADMIN_TOKEN=secrets.token_urlsafe(32))
     server, pool = Server(work, env), Workers(workers, work, env)
-    passes: dict[str, dict] = {}
     try:
         server.start()
         pool.start()
         _say(f"server and {workers} RQ worker(s) up ({work}); cold pass")
-        t0 = time.monotonic()
-        passes["cold"] = run_pass(server, modules, orders[0])
-        cold_s = time.monotonic() - t0
-        _say(f"cold pass done in {cold_s:.1f} s; waiting for deepening to settle")
-        after = settle(server, args.settle_timeout, args.redis)
-        _say(f"settled {after:.0f} s after the cold pass; settled pass")
-        passes["settled"] = run_pass(server, modules, orders[1])
+        passes, cold_s, after = cold_then_settled(
+            server, modules, orders, args.settle_timeout, args.redis
+        )
     finally:
         pool.stop()
         server.stop()

@@ -209,9 +209,9 @@ def execute(r: Run, steps: Sequence[Step]) -> Run:
         options = r.options
         if s.kind == "pass":
             r.options = pass_options(options)
-        budget = options.pass_budget_s.get(s.name) if s.kind == "pass" else None
-        if budget is not None:
-            r.options = replace(r.options, deadline=Deadline(budget, within=options.deadline))
+            budget = options.pass_budget_s.get(s.name)
+            if budget is not None:
+                r.options = replace(r.options, deadline=Deadline(budget, within=options.deadline))
         try:
             if s.timed is None:
                 s.run(r)

@@ -5,10 +5,12 @@ in the function's report."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
-from functools import lru_cache
 from typing import Any
 
 from tasmopt.errors import BaselineError, TasmSyntaxError
@@ -152,12 +154,27 @@ def check_client_text(client: ModuleText, low: Lowering, isa: IsaVariant) -> Non
     _assembles("\n".join(lines), isa)
 
 
-@lru_cache(maxsize=256)
+#: Digests of the baseline texts that parsed, most recent last (`_assembles`).
+_PARSED: OrderedDict[tuple[str, IsaVariant], None] = OrderedDict()
+_PARSED_MAX = 1024
+_PARSED_LOCK = threading.Lock()
+
+
 def _assembles(text: str, isa: IsaVariant) -> None:
-    """Parse ``text`` (raises `TasmSyntaxError`); a text that parsed is remembered, so that a
-    build sending the same baseline again does not pay for its parse (17 ms for keccak256's
-    22 kB). Failures are not remembered (`functools.lru_cache` does not keep exceptions)."""
+    """Parse ``text`` (raises `TasmSyntaxError`); a text that parsed is remembered by its
+    SHA-256, so that a build sending the same baseline again does not pay for its parse (17 ms
+    for keccak256's 22 kB) and no request's text is kept in memory. Failures are not
+    remembered."""
+    key = (hashlib.sha256(text.encode()).hexdigest(), isa)
+    with _PARSED_LOCK:
+        if key in _PARSED:
+            _PARSED.move_to_end(key)
+            return
     parse(text, isa)
+    with _PARSED_LOCK:
+        _PARSED[key] = None
+        if len(_PARSED) > _PARSED_MAX:
+            _PARSED.popitem(last=False)
 
 
 def prepare_functions(

@@ -240,7 +240,8 @@ class CompileOptions:
             service cancels it when the client disconnects); None: no limit.
         final_budget_s: search budget, seconds, at which a complete run counts as ``final``
             (below it the function's status is ``improving``: worth deepening).
-        only: optimize just these functions (the others are passed through unmeasured),
+        only: optimize just these functions (the others are served from the result cache
+            where it holds them, else passed through unmeasured),
             and compute them afresh even when the result cache has them (deepening); None:
             every function.
         use_cache: consult and feed the caller's result cache (`tasmopt.optimizer.compile`'s
@@ -360,6 +361,10 @@ class CompileResult:
             runs, computed now, not served from it); the caller stores them.
         trajectories: every candidate judged, per block (the replay buffer's steps; not part
             of the response).
+        remeasured: cache hits measured again as returned (their callees' code changed since
+            the entry was stored), by key: the lines served and the entry's new
+            ``report["as_returned"]``; the caller writes them back (`as_returned_update`) so
+            that the next hit in the same context reuses the costs instead of measuring.
     """
 
     tasm: str
@@ -370,6 +375,7 @@ class CompileResult:
     model_version: str | None = None
     cache_entries: list[CachedFunction] = field(default_factory=list)
     trajectories: list[BlockTrajectories] = field(default_factory=list)
+    remeasured: dict[str, tuple[list[str] | None, dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def cycles(self) -> int:

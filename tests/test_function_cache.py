@@ -42,6 +42,16 @@ class DictCache(dict):
         for e in entries:
             self[e.key] = e
 
+    def update_as_returned(self, remeasured):
+        """As `service.core.result_cache.ResultCache.update_as_returned`."""
+        n = 0
+        for key, (lines, as_returned) in remeasured.items():
+            if key in self and self[key].lines == lines:
+                e = self[key]
+                self[key] = replace(e, report={**e.report, "as_returned": as_returned})
+                n += 1
+        return n
+
 
 def _keys(tir, baseline=None, options=OPTS):
     ops = decode_tir(tir)
@@ -167,13 +177,22 @@ def test_status_is_final_only_at_the_deepening_budget():
     assert all(f.status == "final" for f in high.functions)
 
 
-def test_only_works_on_the_named_functions_and_ignores_their_entries():
+def test_only_works_on_the_named_functions_and_serves_the_others_from_the_cache():
+    """`CompileOptions.only` (deepening): the named functions are computed afresh even when
+    the cache holds them; the others are served from the cache (so the named ones are
+    measured with their callers and callees as they are returned), else passed through."""
     cache = DictCache()
-    cache.store(compile_tir(CALL, options=OPTS, cache=cache).cache_entries)
+    cold = compile_tir(CALL, options=OPTS, cache=cache)
+    cache.store(cold.cache_entries)
     r = compile_tir(CALL, options=replace(OPTS, only=frozenset({"square"})), cache=cache)
     by = {f.name: f for f in r.functions}
     assert by["square"].cache == "miss"  # computed afresh
     assert [e.name for e in r.cache_entries] == ["square"]
+    assert by["main"].cache == "hit" and not by["main"].fallback
+    assert r.tasm == cold.tasm
+    del cache[next(e.key for e in cold.cache_entries if e.name == "main")]
+    r = compile_tir(CALL, options=replace(OPTS, only=frozenset({"square"})), cache=cache)
+    by = {f.name: f for f in r.functions}
     assert by["main"].fallback and "not among the functions" in (by["main"].reason or "")
 
 
@@ -200,6 +219,62 @@ def test_costs_of_a_hit_follow_the_closure_it_is_returned_in(trident_std):
     main = next(f for f in late.functions if f.name == "main")
     assert main.cache == "hit" and any("baseline code" in n for n in main.notes)
     assert main.own_cycles == main.cycles
+    # the measurement comes back for the caller to write into the entry; written back, the
+    # next hit reuses it even with no time left to measure
+    main_key = next(e.key for e in cold.cache_entries if e.name == "main")
+    assert set(r.remeasured) == {main_key} and not late.remeasured
+    lines, as_returned = r.remeasured[main_key]
+    assert lines == cache[main_key].lines
+    assert as_returned["cycles"] == (cold_main.own_cycles or cold_main.cycles)
+    stored = cache[main_key]
+    cache[main_key] = replace(stored, report={**stored.report, "as_returned": as_returned})
+    again = compile_tir(tir, options=replace(OPTS, deadline=Deadline(0)), cache=cache)
+    main = next(f for f in again.functions if f.name == "main")
+    assert main.cache == "hit" and not main.notes and not again.remeasured
+    assert main.cycles == as_returned["cycles"]
+
+
+def test_a_deepening_that_improves_a_callee_measures_its_callers_as_returned(trident_std):
+    """After a deepening stores new code for a callee, its callers' entries get their costs
+    as returned with it (`service.core.deepen._measure_as_returned`): the next request is
+    served from the cache without measuring anything, even with no time left."""
+    from service.core.config import Settings
+    from service.core.deepen import DEEPEN_KIND, run_payload
+
+    class Putting(DictCache):
+        def put(self, entries):
+            self.store(entries)
+            return {e.key: "inserted" for e in entries}
+
+    tir = trident_std["lock_multisig"]["tir"]
+    cache = Putting()
+    cold = compile_tir(tir, options=OPTS, cache=cache)
+    cache.store(cold.cache_entries)
+    callee = next(e for e in cold.cache_entries if e.name == "verify_key")
+    main_key = next(e.key for e in cold.cache_entries if e.name == "main")
+    cache[callee.key] = replace(callee, lines=None)  # the callee returned unimproved...
+    stale = compile_tir(tir, options=OPTS, cache=cache)
+    assert cache.update_as_returned(stale.remeasured) == 1  # ...and main measured with it
+    main_before = cache[main_key].report["as_returned"]
+    payload = {
+        "kind": DEEPEN_KIND,
+        "tir": tir,
+        "baseline_tasm": None,
+        "functions": {"verify_key": callee.key},
+        "isa": "release",
+        "witnesses": 16,
+        "seed": OPTS.seed,
+    }
+    settings = Settings(deepen_sources=["rules"], deepen_budget_s=0.2)
+    out = run_payload(payload, cache=cache, sources=None, settings=settings, seed=3)  # type: ignore[arg-type]  # the ResultCache calls this test makes
+    assert out == {"verify_key": "inserted"}
+    after = cache[main_key].report["as_returned"]
+    assert after["closure"] != main_before["closure"]  # measured with the new callee code
+    late = compile_tir(tir, options=replace(OPTS, deadline=Deadline(0)), cache=cache)
+    by = {f.name: f for f in late.functions}
+    assert by["main"].cache == "hit" and not by["main"].notes and not late.remeasured
+    assert by["main"].cycles == after["cycles"]
+    assert by["main"].cycles == next(f.cycles for f in cold.functions if f.name == "main")
 
 
 def test_report_round_trips_through_its_dict():

@@ -85,6 +85,7 @@ def _payload(
         "functions": functions,
         "isa": options.isa,
         "witnesses": options.witnesses,
+        "seed": options.seed,
     }
 
 
@@ -99,7 +100,7 @@ def run_payload(
     """Do one deepening or spot check (in whatever process runs it).
 
     Deepening compiles the request again with ``only`` = its functions (computed afresh, the
-    others passed through), DEEPEN_SOURCES, DEEPEN_BUDGET_S of search per function, within
+    others served from the cache or passed through), DEEPEN_SOURCES, DEEPEN_BUDGET_S of search per function, within
     DEEPEN_TIMEOUT_S, and stores each function's result where it beats the stored one.
     A spot check proves each function's stored lines again with a fresh witness seed.
 
@@ -166,6 +167,9 @@ def run_payload(
     wanted = set(functions.values())
     settled = [e for e in result.cache_entries if e.key in wanted]
     stored = cache.put(settled)
+    # functions outside `only` are served from the cache in this run: where a callee's new
+    # code changed what they return, their costs as returned were measured again here
+    cache.update_as_returned(result.remeasured)
     by_key = {e.key: e.name for e in settled}
     out = {name: "cut" for name in functions}
     for key, outcome in stored.items():
@@ -425,6 +429,7 @@ class Followup:
                 self.cache.put(result.cache_entries)
             hits = [f.cache_key for f in result.functions if f.cache == "hit"]
             self.cache.record_hits(hits)
+            self.cache.update_as_returned(result.remeasured)
         if self.deepener is None or not self._settings.deepen:
             return
         improving = {

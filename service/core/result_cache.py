@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -25,6 +26,7 @@ from tasmopt.store import (
     put_function_result,
     record_cache_hits,
     record_spot_check,
+    update_as_returned,
 )
 from tasmopt.vm.equivalence import VERIFIER_VERSION
 
@@ -86,6 +88,23 @@ class ResultCache:
                     self._failed("write", exc)
                     break
         return out
+
+    def update_as_returned(
+        self, remeasured: dict[str, tuple[list[str] | None, dict[str, Any]]]
+    ) -> int:
+        """Write back hits measured again as returned (`CompileResult.remeasured`, best
+        effort); how many entries were updated."""
+        n = 0
+        if not remeasured or not self._breaker.allow():
+            return 0
+        try:
+            with self._factory() as session, session.begin():
+                for key, (lines, as_returned) in remeasured.items():
+                    n += update_as_returned(session, key=key, lines=lines, as_returned=as_returned)
+        except Exception as exc:
+            self._failed("as-returned update", exc)
+            return 0
+        return n
 
     def record_hits(self, keys: list[str]) -> None:
         """Count served hits (best effort)."""

@@ -71,6 +71,7 @@ class Run:
         model_version: the checkpoint that proposed, if the model ran (``rank``).
         text: the module text the function-level passes work on (``client`` may replace it).
         entries, module_text: cache entries and the assembled module (``settle``).
+        remeasured: hits measured again as returned (`CompileResult.remeasured`).
     """
 
     tir: Any
@@ -99,6 +100,7 @@ class Run:
     text: ModuleText | None = None
     entries: list[CachedFunction | None] = field(default_factory=list)
     module_text: str = ""
+    remeasured: dict[str, tuple[list[str] | None, dict[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -212,11 +212,11 @@ def prepare_functions(
         f.report.unlowerable = list(lf.unlowerable)
         f.key = keys.get(lf.name)
         fns.append(f)
-        if options.only is not None and lf.name not in options.only:
+        entry = hits.get(f.key) if f.key is not None else None
+        if entry is None and options.only is not None and lf.name not in options.only:
             f.passthrough = f.skipped = True
             f.report.reason = "not among the functions this run works on; returned unchanged"
             continue
-        entry = hits.get(f.key) if f.key is not None else None
         if entry is not None:
             f.cached = entry
             f.report = FunctionReport.from_dict(entry.report)

@@ -151,7 +151,12 @@ def compile_split(
         rep.cache = own.cache
         rep.status, rep.reason, rep.latency_s = own.status, own.reason, own.latency_s
     stored = cache is not None and options.use_cache
+    for e in new:  # measured again as returned in the final assembly: keep that closure
+        again = final.remeasured.pop(e.key, None)
+        if again is not None:
+            e.report["as_returned"] = again[1]
     final.cache_entries = (new + final.cache_entries) if stored else []
+    final.remeasured = {k: v for k, v in final.remeasured.items() if k in hits} if stored else {}
     if not stored:
         for rep in final.functions:
             rep.cache = "off"

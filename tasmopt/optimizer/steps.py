@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import replace
+from typing import Any
 
 from tasmopt.deadline import Deadline
 from tasmopt.errors import TasmSyntaxError
@@ -161,7 +162,7 @@ def settle_step(r: Run) -> None:
             f.report.tasm = out.section_lines(f.name)
     measure_with_callees(r.fns, out, r.options)
     reference = r.client if r.client is not None else r.ours
-    _costs_as_returned(r.fns, r.entries, out, reference, r.options)
+    r.remeasured = _costs_as_returned(r.fns, r.entries, out, reference, r.options)
 
 
 def result_of(r: Run) -> CompileResult:
@@ -177,6 +178,7 @@ def result_of(r: Run) -> CompileResult:
         model_version=r.model_version,
         cache_entries=[e for e in r.entries if e is not None] if r.keys else [],
         trajectories=[t for f in r.fns for t in f.trajectories],
+        remeasured=r.remeasured if r.keys else {},
     )
 
 
@@ -199,13 +201,15 @@ def _costs_as_returned(
     out: ModuleText,
     reference: ModuleText,
     options: CompileOptions,
-) -> None:
+) -> dict[str, tuple[list[str] | None, dict[str, Any]]]:
     """Cache entries keep the costs as returned (callees' returned code included) with a
     hash of the closure they were measured on; a hit reuses them where the closure returned
     now is the same, else it is measured again as returned against its reference (the
     ``reference`` module's closure: the client's text, or our lowering), and where time or
     witnesses do not allow that, it reports its own costs (callees at their baseline code)
-    and says so."""
+    and says so. Returns the hits measured again: key -> (lines served, new
+    ``as_returned``), for the caller to write back (`CompileResult.remeasured`)."""
+    remeasured: dict[str, tuple[list[str] | None, dict[str, Any]]] = {}
     for f, entry in zip(fns, entries, strict=True):
         if f.name not in out.functions or (entry is None and f.cached is None):
             continue  # nothing to keep or reuse (a compile without a cache stops here)
@@ -220,12 +224,20 @@ def _costs_as_returned(
             if kept is not None and kept.get("closure") == closure:
                 for k in _CALL_COSTS:
                     setattr(f.report, k, kept[k])
-            elif out.closure(f.name)[1:] and not _measure_hit(f, out, reference, options):
+            elif not out.closure(f.name)[1:]:
+                continue
+            elif _measure_hit(f, out, reference, options):
+                remeasured[f.cached.key] = (
+                    f.cached.lines,
+                    {"closure": closure, **{k: getattr(f.report, k) for k in _CALL_COSTS}},
+                )
+            else:
                 f.report.own_cycles = f.report.cycles
                 f.report.notes.append(
                     "costs measured with the callees' baseline code (cached before the callees "
                     "were improved)"
                 )
+    return remeasured
 
 
 def _measure_hit(

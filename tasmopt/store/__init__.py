@@ -13,6 +13,7 @@ from tasmopt.store.cache import (
     put_function_result,
     record_cache_hits,
     record_spot_check,
+    update_as_returned,
 )
 from tasmopt.store.checkpoints import (
     CheckpointInfo,
@@ -91,6 +92,7 @@ __all__ = [
     "purge_function_results",
     "record_cache_hits",
     "record_spot_check",
+    "update_as_returned",
     "StoreError",
     "NotFound",
     "Conflict",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session
@@ -26,6 +27,7 @@ __all__ = [
     "purge_function_results",
     "record_cache_hits",
     "record_spot_check",
+    "update_as_returned",
 ]
 
 
@@ -96,6 +98,20 @@ def put_function_result(session: Session, *, entry: CachedFunction, verifier_ver
         row.final, row.budget_s, row.updated_at = True, max(row.budget_s, entry.budget_s), now
         return "finalized"
     return "kept"
+
+
+def update_as_returned(
+    session: Session, *, key: str, lines: list[str] | None, as_returned: dict[str, Any]
+) -> bool:
+    """Replace the stored entry's ``report["as_returned"]`` (its costs measured with its
+    callees' code as returned, and the hash of that closure; `CompileResult.remeasured`),
+    only where the entry still holds ``lines`` (a better entry stored since keeps its own).
+    True if it was updated."""
+    row = session.get(FunctionResult, key, with_for_update=True)
+    if row is None or row.cycles < 0 or row.lines != lines:
+        return False
+    row.report = {**row.report, "as_returned": as_returned}
+    return True
 
 
 def delete_function_result(session: Session, *, key: str) -> bool:

@@ -15,6 +15,7 @@ from tasmopt.store import (
     purge_function_results,
     put_function_result,
     record_cache_hits,
+    update_as_returned,
 )
 
 
@@ -57,6 +58,19 @@ def test_only_a_better_entry_replaces_the_stored_one(session):
     assert _put(session, _entry(9, final=True, lines=("    push 2",))) == "improved"
     got = get_function_results(session, keys=["k" * 64, "absent"])
     assert list(got) == ["k" * 64] and got["k" * 64].lines == ["    push 2"]
+
+
+def test_as_returned_costs_are_written_back_only_onto_the_lines_they_were_measured_on(session):
+    assert _put(session, _entry(10)) == "inserted"
+    again = {"closure": "c" * 64, "cycles": 14}
+    # another program stored since (or a placeholder): the measurement is not its own
+    assert not update_as_returned(session, key="k" * 64, lines=["    push 2"], as_returned=again)
+    assert not update_as_returned(session, key="absent", lines=["    push 1"], as_returned=again)
+    assert update_as_returned(session, key="k" * 64, lines=["    push 1"], as_returned=again)
+    session.commit()
+    got = get_function_results(session, keys=["k" * 64])["k" * 64]
+    assert got.report == {"cycles": 10, "name": "f", "as_returned": again}  # own costs kept
+    assert got.cycles == 10
 
 
 def test_a_placeholder_is_replaced_by_any_measurement_and_never_replaces_one(session):

@@ -39,6 +39,13 @@ position in the body (`tasmopt.frontend.liveness`) and:
   words through RAM than the build it would replace (the rotation's swaps cost program
   words, which can raise a padded height the static proxy does not see).
 
+* takes a variable itself at its last read when it is below the top too: ``pick d`` per
+  element (an ``Asm`` op: TIR has no ``pick``) instead of ``Dup(d)`` and a later drop, so
+  its slots are free at once; order-preserving moves (spill and drop chains, argument
+  rotations, cleanup under a value) are ``pick`` too instead of ``Swap`` chains;
+* builds each function also with its struct variables split into their leaf fields
+  (`tasmopt.frontend.scalarize`: each field spilled, dropped and picked on its own).
+
 Every choice is about which copies exist, never about values: the differential tests run
 every trial build against a Python interpretation of random programs, and every corpus
 program under both policies.
@@ -52,8 +59,17 @@ from tasmopt.errors import FrontendError
 from tasmopt.frontend import ast as A
 from tasmopt.frontend.build_expr import ExprBuilder
 from tasmopt.frontend.liveness import Liveness
+from tasmopt.frontend.scalarize import scalarize
 from tasmopt.frontend.source import Pos
-from tasmopt.frontend.stack import Allocator, OutOfReach, Snapshot, StackModel, pop_chunks
+from tasmopt.frontend.stack import (
+    CAPACITY,
+    Allocator,
+    OutOfReach,
+    Snapshot,
+    StackModel,
+    pick,
+    pop_chunks,
+)
 from tasmopt.frontend.symbols import FnSig, ModuleEnv, Var, VarRef
 from tasmopt.frontend.types import FIELD, U32, ArrayTy, width
 from tasmopt.tir.ops import Op
@@ -70,9 +86,12 @@ class _FnBuilder(ExprBuilder):
         eager: int | None = None,
         joins: bool = False,
         late: bool = False,
+        form: tuple[list[Var], A.Block] | None = None,
     ) -> None:
         self.mb = mb
         self.sig = sig
+        #: (parameters, body) to build: the declaration's, or its scalarized copy
+        self.params, self.fn_body = form if form is not None else _declared_form(sig)
         self.joins = joins  # next-use: branches end without the variables dead after them
         self.late = late  # next-use: a call's leading plain reads after its other arguments
         self.eager = eager  # next-use: drop dead variables at statements from this many elements
@@ -92,11 +111,8 @@ class _FnBuilder(ExprBuilder):
     # -- function ---------------------------------------------------------------------------
 
     def build(self) -> list[Op]:
-        sig, decl = self.sig, self.sig.decl
-        body = decl.body
-        assert body is not None
+        sig, body, params = self.sig, self.fn_body, self.params
         self.emit("FnStart", sig.name)
-        params: list[Var] = decl.param_vars  # type: ignore[attr-defined]  # set by the checker on every FnDecl it accepted
         if not self.pass_through(body, params):
             for var in params:
                 self.model.push(var, var.width)
@@ -149,19 +165,39 @@ class _FnBuilder(ExprBuilder):
         ):
             return False
         done = self.reads_here.get(var, 0) + 1
-        taken = (
-            len(m.entries) >= -at
-            and m.entries[at].var is var
-            and done == live.count_at(var, self.at)
+        last = (
+            done == live.count_at(var, self.at)
             and live.next_use(var, self.at + 1) is None
             and not self.owed(var)
         )
+        taken = last and len(m.entries) >= -at and m.entries[at].var is var
         if taken or not under:
             self.reads_here[var] = done
         if taken:
             m.entries[at].var = None
             m.dead.add(var)
+        elif last and not under:
+            taken = self.pick_up(var)
         return taken
+
+    def pick_up(self, var: Var) -> bool:
+        """Next-use, the last read of a whole variable below the top: ``pick d`` per element
+        (deepest first, so the elements keep their order) moves the variable itself to
+        the top instead of copying it, and its slots are free at once (the hand-written
+        idiom: consume last uses with ``pick``); False when it is out of reach."""
+        m = self.model
+        i = m.index_of(var)
+        if i is None:
+            return False
+        d = m.depth(var) + var.width - 1
+        if d >= CAPACITY:
+            return False
+        for _ in range(var.width):
+            self.emit_op(pick(d))
+        del m.entries[i]
+        m.push(None, var.width)
+        m.dead.add(var)
+        return True
 
     def take_under(self, e: object) -> bool:
         """A commutative operator's second operand is a one-element variable right under
@@ -609,28 +645,48 @@ class _ModuleBuilder:
         return ops
 
     def function(self, sig: FnSig) -> list[Op]:
-        """One function's TIR. Under ``next-use`` it is built once per eager-drop threshold
-        (`EAGER`) and the build with the lowest `weighted_cost` is kept (ties: the earlier,
-        lazier one); the allocator and label counters continue from the kept build."""
+        """One function's TIR. Under ``next-use`` it is built once per form (`FORMS`) and
+        trial (`TRIALS`) and the build with the lowest `weighted_cost` is kept (ties: the
+        earlier one: the declared form, the lazier trial); the allocator and label counters
+        continue from the kept build."""
         if self.alloc.policy != "next-use":
             return _FnBuilder(self, sig).build()
-        assert sig.decl.body is not None
-        live = Liveness(sig.decl.body, sig.decl.param_vars)  # type: ignore[attr-defined]  # set by the checker on every FnDecl it accepted
+        declared = _declared_form(sig)
+        split = scalarize(*declared) if "scalarized" in FORMS else None
+        forms = [declared] if "declared" in FORMS or split is None else []
+        if split is not None:
+            forms.append(split)
         start = (self.alloc.spill_next, self.alloc.index_next, self.labels)
         best: tuple[float, list[Op], tuple[int, int, int]] | None = None
         traffic = math.inf  # the kept build's RAM traffic
-        for eager, joins, late in TRIALS:
-            self.alloc.spill_next, self.alloc.index_next, self.labels = start
-            ops = _FnBuilder(self, sig, live, eager, joins, late).build()
-            cost, moved = weighted_cost(ops), weighted_cost(ops, kinds=RAM_TRAFFIC)
-            if late and moved >= traffic:
-                continue  # late reads only where they save RAM round trips (module docstring)
-            if best is None or cost < best[0]:
-                best = (cost, ops, (self.alloc.spill_next, self.alloc.index_next, self.labels))
-                traffic = moved
-        assert best is not None
+        while best is None:
+            for form in forms:
+                live = Liveness(form[1], form[0])
+                for eager, joins, late in TRIALS:
+                    self.alloc.spill_next, self.alloc.index_next, self.labels = start
+                    try:
+                        ops = _FnBuilder(self, sig, live, eager, joins, late, form).build()
+                    except FrontendError:
+                        if form is declared:
+                            raise
+                        continue  # the split form ran out of reach: the declared one decides
+                    cost, moved = weighted_cost(ops), weighted_cost(ops, kinds=RAM_TRAFFIC)
+                    if late and moved >= traffic:
+                        continue  # late reads only where they save RAM round trips (docstring)
+                    if best is None or cost < best[0]:
+                        state = (self.alloc.spill_next, self.alloc.index_next, self.labels)
+                        best = (cost, ops, state)
+                        traffic = moved
+            forms = [declared]  # only reached when no build of the split form succeeded
         self.alloc.spill_next, self.alloc.index_next, self.labels = best[2]
         return best[1]
+
+
+def _declared_form(sig: FnSig) -> tuple[list[Var], A.Block]:
+    """The function's parameters and body as declared (the checker's)."""
+    body = sig.decl.body
+    assert body is not None
+    return sig.decl.param_vars, body  # type: ignore[attr-defined]  # set by the checker on every FnDecl it accepted
 
 
 def _scalar_ref(e: object) -> Var | None:
@@ -651,6 +707,11 @@ def _vars_of(snap: Snapshot) -> set[Var]:
 #: Most moves (``Swap`` + ``Pop``, per element) `drop_strays` spends on dead variables at
 #: the end of a branch before it falls back to the general rebuild.
 STRAY_BUDGET = 24
+#: The forms each function is built in under ``next-use``, every trial each, the cheapest
+#: build kept: ``declared`` (as written) and ``scalarized`` (struct variables split into
+#: their leaf fields, `tasmopt.frontend.scalarize`; skipped where there is none). The tests
+#: build each form alone.
+FORMS: tuple[str, ...] = ("declared", "scalarized")
 #: Eager-drop thresholds tried per function under ``next-use`` (None: drop only when a
 #: spill is needed). Dropping a dead value early frees its slot before the pressure comes
 #: but costs ``Swap(d), Pop(1)`` per element, where the end of the body pops five at once.

@@ -31,7 +31,16 @@ from dataclasses import dataclass, field
 from tasmopt.frontend.symbols import Var
 from tasmopt.tir.ops import Op
 
-__all__ = ["CAPACITY", "Allocator", "Entry", "Snapshot", "StackModel", "OutOfReach", "pop_chunks"]
+__all__ = [
+    "CAPACITY",
+    "Allocator",
+    "Entry",
+    "Snapshot",
+    "StackModel",
+    "OutOfReach",
+    "pick",
+    "pop_chunks",
+]
 
 #: Op-stack elements reachable by dup/swap (spec/tir.md §0).
 CAPACITY = 16
@@ -89,6 +98,13 @@ class Snapshot:
     @property
     def on_stack(self) -> list[Var | None]:
         return [v for v, _, _ in self.entries]
+
+
+def pick(e: int) -> Op:
+    """``pick e`` (Triton VM spec, instruction ``pick``: st_e to the top, the elements above
+    it one deeper; both ISA variants) as a TIR ``Asm`` op of net effect 0 (spec/tir.md §1:
+    TIR has no op of its own for it)."""
+    return Op("Asm", fields=(("lines", (f"pick {e}",)), ("effect", 0)))
 
 
 def pop_chunks(n: int) -> list[Op]:
@@ -286,9 +302,13 @@ class StackModel:
         return None
 
     def emit_swap_chain(self, e: int) -> None:
-        """Bring st_e to the top, shifting st0..st_{e-1} down by one."""
+        """Bring st_e to the top, shifting st0..st_{e-1} down by one: ``Swap(1) .. Swap(e)``
+        (upstream's shape, ``lru``), or one ``pick e`` (`pick`) under ``next-use``."""
         if e >= CAPACITY:
             raise OutOfReach(e)
+        if self.alloc.policy == "next-use" and e > 1:
+            self.emit(pick(e))
+            return
         for k in range(1, e + 1):
             self.emit(Op("Swap", k))
 

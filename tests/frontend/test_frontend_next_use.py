@@ -351,9 +351,36 @@ def test_last_reads_take_the_variables_of_a_commutative_operator(expr):
 
 def test_a_variable_read_again_in_the_same_statement_is_copied_first():
     src = _program("    let a = pub_read()\n    let b = pub_read()\n    pub_write(a * a + b)")
-    # a: copied twice (read twice, never on top); b: used in place under a * a
-    assert _raw_main(src) == "ReadIo(1) ReadIo(1) Dup(1) Dup(2) Mul Add WriteIo(1) Pop(1)"
+    # a: copied, then its last read picks it up from under b (nothing left to pop);
+    # b: used in place under a * a
+    assert _raw_main(src) == "ReadIo(1) ReadIo(1) Dup(1) Asm{pick 2,0} Mul Add WriteIo(1)"
     assert _run(src, [3, 4], "next-use") == [13]
+    assert _run(src, [7, 0], "next-use") == [49]  # pick 1 (b) would give 0, pick 0 would give 0
+
+
+def test_the_last_read_of_a_deep_variable_picks_it_up_in_order():
+    """A five-element (Digest) variable below others, read for the last time: ``pick d``
+    per element moves all five, deepest first, and frees the slots; the values and their
+    order are unchanged (distinct inputs, so a wrong element or order shows)."""
+    src = _program(
+        "    let d: Digest = (pub_read(), pub_read(), pub_read(), pub_read(), pub_read())\n"
+        "    let a = pub_read()\n    let b = pub_read()\n"
+        "    pub_write(a * b)\n"
+        "    let (d0, d1, d2, d3, d4) = d\n"
+        "    pub_write(d0 + 2 * d1 + 3 * d2 + 4 * d3 + 5 * d4 + a)"
+    )
+    assert "WriteIo(1) Asm{pick 5,0} Asm{pick 5,0} Asm{pick 5,0} Asm{pick 5,0} Asm{pick 5,0}" in (
+        _raw_main(src)
+    )
+    public = [2, 3, 5, 7, 11, 13, 17]
+    assert (
+        _run(src, public, "next-use")
+        == _run(src, public, "lru")
+        == [
+            13 * 17,
+            2 + 6 + 15 + 28 + 55 + 13,
+        ]
+    )
 
 
 def test_a_non_commutative_operator_keeps_its_operand_order():
@@ -435,11 +462,11 @@ def _function(ops, name: str) -> str:
     return text[start : text.index("FnEnd", start)]
 
 
-def test_late_reads_remove_the_spills_of_inner_products_loop(monkeypatch):
-    """``acc + mul(load(a + off), load(b + off))``: with the accumulator's copy made
-    after the product, the loop body stays within 16 elements (no RAM round trip), where the
-    in-order builds spill."""
-    assert "WriteMem" in _function(
+def test_inner_products_loop_stays_within_16_elements(monkeypatch):
+    """``acc + mul(load(a + off), load(b + off))``: the in-order builds spilled here until
+    last reads picked their variables up (``pick``, freeing the slots); now neither the
+    in-order nor the late-read builds make a RAM round trip."""
+    assert "WriteMem" not in _function(
         _module_ops("ext/xpoly.tri", monkeypatch, False), "inner_product"
     )
     monkeypatch.undo()

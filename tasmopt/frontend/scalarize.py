@@ -1,0 +1,257 @@
+"""Scalar replacement of aggregates for the builder (issue 36, item 2: struct fields read in
+place): every struct-typed parameter and ``let`` variable of a function body becomes one
+variable per leaf field, so that the stack model (`tasmopt.frontend.stack`) spills, drops
+and takes each field on its own instead of the whole struct.
+
+The stack layout does not change: a struct's fields already sit in declaration order, first
+field deepest (spec/trident-language.md §4, `tasmopt.frontend.types.field_slot`), and the
+leaf variables take exactly those slots. So the calling convention, and every value the
+program computes, stay as they were; only which copies exist changes. The rewrite, on a
+deep copy of the checked body:
+
+* a read of a field path that is one leaf (or lies inside one, e.g. an array element)
+  reads that leaf; a read that covers several leaves (the whole struct, a nested struct)
+  becomes a tuple of leaf reads, which the builder pushes in order as one value;
+* ``let s = e`` becomes ``let (s.f1, ..., s.fk) = e`` (a destructuring ``let``: no code,
+  the value's slots are named), a struct element of a destructuring ``let`` likewise;
+* ``s = e`` and ``s.g = e`` (a nested struct) become destructuring assignments to the
+  leaves, ``s.f = e`` an assignment to the leaf.
+
+A field path that cuts a leaf in a way none of these express (none is known) makes the
+rewrite give up (`scalarize` returns None) and the function is built as written. The
+builder tries both forms and keeps the cheaper (`tasmopt.frontend.builder`); the
+differential tests run both against a Python interpretation.
+
+The technique is the classic one of optimizing compilers (scalar replacement of aggregates,
+"SRA", e.g. LLVM's ``sroa`` pass); here it exposes the fields to the stack allocator's
+per-variable next-use spilling rather than to a register allocator.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+from tasmopt.frontend import ast as A
+from tasmopt.frontend.symbols import Var, VarRef
+from tasmopt.frontend.types import StructTy, Ty, field_slot, width
+
+__all__ = ["scalarize"]
+
+#: fields that hold no expression of the body (types, positions, resolved call targets)
+_SKIP = frozenset({"pos", "ty", "target", "generics", "ann", "name_pos", "var_pos"})
+
+
+class _GiveUp(Exception):
+    """A use of a struct variable that the rewrite cannot express with leaf variables."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Leaf:
+    var: Var
+    offset: int  # from the struct's top element to the leaf's top element
+    width: int
+
+
+def _leaves(var: Var) -> list[_Leaf]:
+    """The struct variable's leaf fields in layout order (first field, deepest, first)."""
+    out: list[_Leaf] = []
+
+    def walk(ty: Ty, name: str, offset: int) -> None:
+        if isinstance(ty, StructTy) and ty.fields:
+            for fname, _fty in ty.fields:
+                slot = field_slot(ty, fname)
+                assert slot is not None
+                off, _w, sub = slot
+                walk(sub, f"{name}.{fname}", offset + off)
+            return
+        w = width(ty)
+        if w:
+            out.append(_Leaf(Var(name, ty, var.mutable, var.pos, var.used), offset, w))
+
+    walk(var.ty, var.name, 0)
+    return out
+
+
+def _splittable(var: Any) -> bool:
+    return isinstance(var, Var) and isinstance(var.ty, StructTy) and bool(var.ty.fields)
+
+
+class _Rewriter:
+    def __init__(self) -> None:
+        self.leaves: dict[Var, list[_Leaf]] = {}
+        self.memo: dict[int, Any] = {}
+
+    def split(self, var: Var) -> list[_Leaf]:
+        if var not in self.leaves:
+            self.leaves[var] = _leaves(var)
+        return self.leaves[var]
+
+    def refs(self, ref: VarRef) -> list[VarRef]:
+        """Leaf references covering ``ref`` exactly, in layout order (deepest first)."""
+        lo, hi = ref.offset, ref.offset + ref.width
+        leaves = self.split(ref.var)
+        for leaf in leaves:  # inside one leaf (the leaf itself, an array element)
+            if leaf.offset <= lo and hi <= leaf.offset + leaf.width:
+                return [VarRef(leaf.var, lo - leaf.offset, ref.width, ref.ty)]
+        covered = [leaf for leaf in leaves if lo <= leaf.offset and leaf.offset + leaf.width <= hi]
+        if sum(leaf.width for leaf in covered) != ref.width:
+            raise _GiveUp(ref)
+        return [VarRef(leaf.var, 0, leaf.width, leaf.var.ty) for leaf in covered]
+
+    # -- the walk -----------------------------------------------------------------------------
+
+    def node(self, node: Any) -> Any:
+        key = id(node)
+        if key in self.memo:
+            return self.memo[key]
+        new = self._node(node)
+        self.memo[key] = new
+        return new
+
+    def _node(self, node: Any) -> Any:
+        if isinstance(node, Var | VarRef | str | int | bool | type) or node is None:
+            return node
+        if isinstance(node, list):
+            node[:] = [self.node(x) for x in node]
+            return node
+        if isinstance(node, tuple):
+            return tuple(self.node(x) for x in node)
+        if isinstance(node, A.PathExpr) and isinstance(node.ref, VarRef):
+            return self.path(node) if _splittable(node.ref.var) else node
+        if not dataclasses.is_dataclass(node):
+            return node
+        for f in dataclasses.fields(node):
+            if f.name in _SKIP or f.name == "vars":
+                continue
+            old = getattr(node, f.name)
+            new = self.node(old)
+            if new is not old:
+                setattr(node, f.name, new)
+        if isinstance(node, A.LetStmt):
+            self.let(node)
+        elif isinstance(node, A.AssignStmt):
+            self.assign(node)
+        return node
+
+    def path(self, e: A.PathExpr) -> A.Expr:
+        refs = self.refs(e.ref)
+        reads = [_read(r, e.pos, whole=len(refs) > 1 or _whole(r)) for r in refs]
+        if len(reads) == 1:
+            reads[0].ty = e.ty
+            return reads[0]
+        tup = A.TupleExpr(e.pos, elems=list(reads))
+        tup.ty = e.ty
+        return tup
+
+    def let(self, s: A.LetStmt) -> None:
+        if not s.is_tuple:
+            var = s.vars[0]
+            if not _splittable(var):
+                return
+            leaves = self.split(var)
+            s.vars = [leaf.var for leaf in leaves]
+            s.elem_tys = [leaf.var.ty for leaf in leaves]  # type: ignore[attr-defined]  # the checker's attribute of a destructuring let
+            s.names = [(leaf.var.name, s.pos) for leaf in leaves]
+            s.is_tuple = True
+            return
+        tys = list(s.elem_tys)  # type: ignore[attr-defined]  # set by the checker on every destructuring let
+        new_vars: list[Any] = []
+        new_tys: list[Ty] = []
+        for var, ty in zip(s.vars, tys, strict=True):
+            if _splittable(var):
+                for leaf in self.split(var):
+                    new_vars.append(leaf.var)
+                    new_tys.append(leaf.var.ty)
+            else:
+                new_vars.append(var)
+                new_tys.append(ty)
+        s.vars, s.elem_tys = new_vars, new_tys  # type: ignore[attr-defined]  # as above
+        s.names = [(v.name if v is not None else "_", s.pos) for v in new_vars]
+
+    def assign(self, s: A.AssignStmt) -> None:
+        if not s.is_tuple:
+            ref = s.vars[0]
+            if not (isinstance(ref, VarRef) and _splittable(ref.var)):
+                return
+            refs = self.refs(ref)
+            s.vars = refs
+            if len(refs) > 1:
+                s.is_tuple = True
+                s.elem_tys = [r.ty for r in refs]  # type: ignore[attr-defined]  # the checker's attribute of a destructuring assignment
+            return
+        tys = list(s.elem_tys)  # type: ignore[attr-defined]  # set by the checker on every destructuring assignment
+        new_refs: list[Any] = []
+        new_tys: list[Ty] = []
+        for ref, ty in zip(s.vars, tys, strict=True):
+            if isinstance(ref, VarRef) and _splittable(ref.var):
+                for r in self.refs(ref):
+                    new_refs.append(r)
+                    new_tys.append(r.ty)
+            else:
+                new_refs.append(ref)
+                new_tys.append(ty)
+        s.vars, s.elem_tys = new_refs, new_tys  # type: ignore[attr-defined]  # as above
+
+
+def _whole(ref: VarRef) -> bool:
+    return ref.offset == 0 and ref.width == ref.var.width
+
+
+def _read(ref: VarRef, pos: Any, whole: bool) -> A.PathExpr:
+    """A read of ``ref``: a plain variable read (one segment) when it is the whole leaf, so
+    that the builder may take the leaf itself at its last read."""
+    e = A.PathExpr(pos, segments=(ref.var.name,) if whole else (ref.var.name, "<part>"))
+    e.ref = ref
+    e.ty = ref.ty
+    return e
+
+
+def scalarize(params: list[Var], body: A.Block) -> tuple[list[Var], A.Block] | None:
+    """The function with its struct variables split into leaf variables (module
+    docstring): (parameters, body) of a rewritten deep copy, or None when the body has no
+    struct variable or a use that cannot be rewritten. The arguments are not changed."""
+    if not _has_struct_var(params, body):
+        return None
+    params2, body2 = copy.deepcopy((params, body))
+    rw = _Rewriter()
+    try:
+        rw.node(body2)
+    except _GiveUp:
+        return None
+    new_params: list[Var] = []
+    for p in params2:
+        if _splittable(p):
+            new_params.extend(leaf.var for leaf in rw.split(p))
+        else:
+            new_params.append(p)
+    return new_params, body2
+
+
+def _has_struct_var(params: list[Var], body: A.Block) -> bool:
+    if any(_splittable(p) for p in params):
+        return True
+    found = False
+
+    def visit(node: Any) -> None:
+        nonlocal found
+        if found:
+            return
+        if isinstance(node, A.LetStmt) and any(_splittable(v) for v in node.vars):
+            found = True
+        elif isinstance(node, list | tuple):
+            for x in node:
+                visit(x)
+        elif isinstance(node, A.Block):
+            visit(node.stmts)
+        elif isinstance(node, A.IfStmt):
+            visit(node.then)
+            visit(node.els)
+        elif isinstance(node, A.ForStmt):
+            visit(node.body)
+        elif isinstance(node, A.MatchStmt):
+            visit([arm.body for arm in node.arms])
+
+    visit(body)
+    return found

@@ -27,8 +27,12 @@ from tasmopt.frontend.symbols import Var, VarRef
 
 __all__ = ["Liveness"]
 
-#: fields that point outside the function body or hold only types and positions
-_SKIP = frozenset({"pos", "ty", "target", "resolved", "generics", "ann", "name_pos", "var_pos"})
+#: fields that point outside the function body or hold only types and positions, or repeat
+#: another field's expressions (``StructLit.ordered``: its ``fields`` in layout order;
+#: counted twice, no read of a struct literal would ever be the last one)
+_SKIP = frozenset(
+    {"pos", "ty", "target", "resolved", "generics", "ann", "name_pos", "var_pos", "ordered"}
+)
 
 
 class Liveness:

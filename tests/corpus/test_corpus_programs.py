@@ -923,10 +923,176 @@ def simple(program: str, public, ref, **kw) -> Case:
     return case(program, public, ref(*public), **kw)
 
 
+# == lib (library-sized: 16-word states, 8-limb numbers, wide records) ==========================
+
+P16_C = [
+    2654435761,
+    2246822519,
+    3266489917,
+    668265263,
+    374761393,
+    3432918353,
+    461845907,
+    2869860233,
+    3735928559,
+    1540483477,
+    1911520717,
+    2246822507,
+    3266489909,
+    2028178513,
+    1220703125,
+    1103515245,
+]
+
+
+def p16_seed(x):
+    m = [x, x + 1, x + 2, x + 3, 2 * x, 3 * x, 5 * x, 7 * x, x + 11, x + 13, x + 17, x + 19]
+    return [v % P for v in m + [x * x, 11 * x, 13 * x, 17 * x]]
+
+
+def p16_round(s, r):
+    s = [(w + c * (r + 1)) % P for w, c in zip(s, P16_C, strict=True)]
+    s = [pow(w, 5, P) for w in s[:4]] + s[4:]
+    t = sum(s) % P
+    return [((i + 2) * w + t) % P for i, w in enumerate(s)]
+
+
+def ref_perm16(x):
+    s = p16_seed(x)
+
+    def out(st):
+        return [st[0], st[5], st[10], st[15], sum((i + 1) * w for i, w in enumerate(st)) % P]
+
+    t = sum(s) % P
+    consts = [(w + c * 6) % P for w, c in zip(s, P16_C, strict=True)]
+    sboxed = [pow(w, 5, P) for w in s[:4]] + s[4:]
+    mixed = [((i + 2) * w + t) % P for i, w in enumerate(s)]
+    st = s
+    for r in range(4):
+        st = p16_round(st, r)
+    return (
+        [t, pow(x, 5, P)] + out(consts) + out(sboxed) + out(mixed) + out(p16_round(s, 0)) + out(st)
+    )
+
+
+def _u256(*fields):
+    return sum(((f % P) & MASK32 | ((f % P) >> 32) << 32) << (64 * i) for i, f in enumerate(fields))
+
+
+def ref_u256(*v):
+    a, b, k, x = _u256(*v[0:4]), _u256(*v[4:8]), v[8], v[9]
+    m256 = 2**256
+
+    def out(n):
+        limbs = [(n >> (32 * i)) & MASK32 for i in range(8)]
+        return [limbs[0], limbs[3], limbs[7], sum(limbs)]
+
+    return (
+        out((a + b) % m256)
+        + [(a + b) >> 256]
+        + out((a - b) % m256)
+        + [bit(a < b)]
+        + [bit(a < b), bit(b < a)]
+        + out(a * k % m256)
+        + [(a * k) >> 256, x % P]
+    )
+
+
+def ref_record(id_, *owner):
+    a = {"id": id_, "balance": 0, "nonce": 0, "limit": 1000000, "flags": 1, "created": 100}
+    a |= {"updated": 100, "kind": 2, "fee": 7, "tag": id_ * 7 + 2}
+
+    def score(r):
+        return (
+            r["balance"] * 3
+            + r["nonce"] * 5
+            + r["limit"]
+            + r["flags"] * 7
+            + r["created"]
+            + r["updated"] * 11
+            + r["kind"]
+            + r["fee"] * 13
+            + r["tag"]
+            + r["id"]
+        ) % P
+
+    def deposit(r, amount):
+        return r | {"balance": r["balance"] + amount, "nonce": r["nonce"] + 1}
+
+    def withdraw(r, amount):
+        total = amount + r["fee"]
+        return r | {
+            "balance": r["balance"] - total,
+            "nonce": r["nonce"] + 1,
+            "limit": r["limit"] - amount,
+        }
+
+    def touch(r, now):
+        return r | {"updated": now, "flags": r["flags"] * 2}
+
+    b = deposit(a, 500)
+    c = withdraw(b, 120)
+    d = touch(c, 777)
+    e = withdraw(touch(deposit(d, 80), 900), 40)
+    o = owner
+    w = R.trident_hash(
+        e["id"],
+        e["balance"],
+        e["nonce"],
+        e["limit"] + e["flags"],
+        e["created"] + e["updated"],
+        e["kind"],
+        o[0],
+        o[1] + o[2],
+        o[3] + o[4],
+        e["fee"] + e["tag"],
+    )
+    return [score(a), score(b), score(c), score(d), score(e), e["balance"] % P, w[4], w[0]]
+
+
+def ref_mstep(x, y, idx, *s1):
+    def digest(*args):
+        w = R.trident_hash(*args)
+        return tuple(w[4 - i] for i in range(5))
+
+    def parent(n, sib):
+        d, i, level, weight = n
+        q, r = divmod(i, 2)
+        kids = (*d, *sib) if r == 0 else (*sib, *d)
+        return (digest(*kids), q, level + 1, (weight * 2 + r) % P)
+
+    def out(n):
+        return [n[0][0], n[0][4], n[1], n[2], n[3]]
+
+    leaf = (digest(x, y, 0, 0, 0, 0, 0, 0, 0, 0), idx, 0, x + y)
+    s2 = (x, y, x + y, x * y % P, 5)
+    s3 = (7, 8, 9, 10, 11)
+    one = parent(leaf, s1)
+    two = parent(one, s2)
+    root = parent(two, s3)[0]
+    return out(leaf) + out(one) + out(two) + [root[0], root[4], 1]
+
+
 X = 0x1234_5678_9ABC_DEF0 % P
 Y = 0xFEDC_BA98_7654_3210 % P
 
 CASES: list[Case] = [
+    simple("lib/tests/t_perm16.tri", [X], ref_perm16),
+    simple("lib/tests/t_perm16.tri", [3], ref_perm16, name="t_perm16_small"),
+    simple(
+        "lib/tests/t_u256.tri",
+        [2**63 + 5, 2**64 - 2**32, 7, 2**40, 12345, 2**63, 99, 2**40 - 1, 1000003, 2**50 + 7],
+        ref_u256,
+    ),
+    simple(
+        "lib/tests/t_u256.tri",
+        [P - 1, P - 1, P - 1, P - 1, 1, 0, 0, 0, MASK32, Y],
+        ref_u256,
+        name="t_u256_carry",
+    ),
+    simple("lib/tests/t_record.tri", [42, 1, 2, 3, 4, X], ref_record),
+    simple("lib/tests/t_mstep.tri", [11, 22, 5, 1, 2, 3, 4, 5], ref_mstep),
+    simple("lib/tests/t_mstep.tri", [X, Y, 6, 9, 8, 7, 6, 5], ref_mstep, name="t_mstep_even"),
     simple("field/tests/t_basic.tri", [X, Y, 77], ref_basic),
     simple("field/tests/t_basic.tri", [5, 9, 0], ref_basic, name="t_basic_zero"),
     simple("field/tests/t_pow.tri", [X, 1_000_003, P - 2], ref_pow),

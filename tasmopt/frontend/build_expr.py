@@ -121,12 +121,7 @@ class ExprBuilder:
             # CF: copy straight from RAM. Upstream reloads the variable itself on top, which
             # puts it between pending operands (e.g. `t + v` with v spilled adds v to itself).
             m.ensure_space(ref.width, (var,))
-            addr = m.spilled[var]
-            first = var.width - ref.offset - ref.width
-            for k in range(first, first + ref.width):
-                self.emit("Push", addr + k)
-                self.emit("ReadMem", 1)
-                self.emit("Pop", 1)
+            m.emit_ram_read(var, var.width - ref.offset - ref.width, ref.width)
             m.push(None, ref.width)
             return
         i = m.index_of(var)

@@ -11,6 +11,11 @@ i (deepest = 0) lives at ``addr + i``; a variable keeps its RAM home once it has
 Reload is upstream's ``Push(addr + i), ReadMem(1), Pop(1)`` for i = 0..w-1, used only to
 rebuild a layout at the end of a branch or loop body (reads copy from RAM instead).
 
+Under ``next-use`` the RAM layout is the chunked one (`StackModel.chunked`): element i of a
+w-wide variable at ``home + w - 1 - i``, stored by ``pick`` (the variable to the top in
+order) and ``Push(home), WriteMem(<=5)...``, read by ``Push(home + w - 1 - first),
+ReadMem(<=5)...``: one round trip per five words instead of one per word.
+
 Spill policies (`Allocator.policy`): ``"lru"`` (default) picks the least recently used
 variable, as upstream does (the corpus baselines keep upstream's shape). ``"next-use"``
 (issue 11, item 3) picks the variable whose next use is furthest away (Belady), and a
@@ -105,6 +110,11 @@ def pick(e: int) -> Op:
     it one deeper; both ISA variants) as a TIR ``Asm`` op of net effect 0 (spec/tir.md §1:
     TIR has no op of its own for it)."""
     return Op("Asm", fields=(("lines", (f"pick {e}",)), ("effect", 0)))
+
+
+def ram_chunks(n: int) -> list[int]:
+    """Word counts of at most 5 (``read_mem``/``write_mem`` arguments) totalling n."""
+    return [min(5, n - k) for k in range(0, n, 5)]
 
 
 def pop_chunks(n: int) -> list[Op]:
@@ -264,6 +274,9 @@ class StackModel:
         addr = self.home.get(var) if store else 0
         if addr is None:
             addr = self.home[var] = self.alloc.spill(entry.width)
+        if self.chunked:
+            self._spill_chunked(i, above, addr, store)
+            return
         j = self.aligned_block(i, entry.width)
         for k in range(entry.width - 1, -1, -1):
             if j is None:
@@ -285,6 +298,69 @@ class StackModel:
             self.ram_valid.add(var)
         else:
             self.dead.add(var)
+
+    @property
+    def chunked(self) -> bool:
+        """RAM homes in the ``next-use`` layout: element i of a w-wide variable at
+        ``home + w - 1 - i`` (its top element first), so that a variable on top of the stack
+        is stored by one ``Push(home)`` and ``WriteMem`` of up to five words at a time, and
+        read back in order by ``Push(home + w - 1)`` and ``ReadMem`` (Triton VM spec,
+        ``write_mem n``: top word to the pointer, upwards; ``read_mem n``: from the pointer,
+        downwards, the first word deepest). Upstream's one-word round trips (``lru``)
+        keep element i at ``home + i``."""
+        return self.alloc.policy == "next-use"
+
+    def address(self, var: Var, k: int) -> int:
+        """RAM address of element k (deepest = 0) of a spilled variable."""
+        home = self.spilled[var]
+        return home + (var.width - 1 - k if self.chunked else k)
+
+    def _spill_chunked(self, i: int, above: int, addr: int, store: bool) -> None:
+        """`spill` in the chunked layout: the variable brought to the top in order by
+        ``pick`` (deepest element first), then stored by ``WriteMem`` chunks (or popped);
+        where its deepest element is out of reach, element by element from the top."""
+        entry = self.entries[i]
+        var, w = entry.var, entry.width
+        assert var is not None
+        if above + w - 1 < CAPACITY:
+            for _ in range(w if above else 0):
+                self.emit(pick(above + w - 1))
+            if store:
+                self.emit(Op("Push", addr))
+                for n in ram_chunks(w):
+                    self.emit(Op("WriteMem", n))
+                self.emit(Op("Pop", 1))
+            else:
+                for op in pop_chunks(w):
+                    self.emit(op)
+        else:
+            for k in range(w - 1, -1, -1):  # element k is at depth `above` when its turn comes
+                self.emit_swap_chain(above)
+                if store:
+                    self.emit(Op("Push", addr + w - 1 - k))
+                    self.emit(Op("WriteMem", 1))
+                self.emit(Op("Pop", 1))
+        del self.entries[i]
+        if store:
+            self.spilled[var] = addr
+            self.ram_valid.add(var)
+        else:
+            self.dead.add(var)
+
+    def emit_ram_read(self, var: Var, first: int, width: int) -> None:
+        """Push elements ``first .. first + width - 1`` of a spilled variable (deepest
+        first): one ``ReadMem`` per five words in the chunked layout, else one round trip
+        per word (upstream's)."""
+        if self.chunked:
+            self.emit(Op("Push", self.address(var, first)))
+            for n in ram_chunks(width):
+                self.emit(Op("ReadMem", n))
+            self.emit(Op("Pop", 1))
+            return
+        for k in range(first, first + width):
+            self.emit(Op("Push", self.address(var, k)))
+            self.emit(Op("ReadMem", 1))
+            self.emit(Op("Pop", 1))
 
     def aligned_block(self, i: int, w: int) -> int | None:
         """Index of the first of the topmost entries above entry i that are all variables
@@ -314,22 +390,24 @@ class StackModel:
 
     def reload(self, var: Var, make_room: bool = True) -> None:
         """Bring a spilled variable back on top of the stack."""
-        addr = self.spilled.pop(var)
         w = var.width
         if make_room:
             self.ensure_space(w, (var,))
-        for k in range(w):
-            self.emit(Op("Push", addr + k))
-            self.emit(Op("ReadMem", 1))
-            self.emit(Op("Pop", 1))
+        self.emit_ram_read(var, 0, w)
+        del self.spilled[var]
         self.push(var, w)
         self.ram_valid.add(var)
 
     def store_top_to(self, var: Var, first: int, w: int) -> None:
         """Pop the top w elements into elements first..first+w-1 of a spilled variable."""
-        addr = self.spilled[var]
+        if self.chunked:  # the top element is element first + w - 1, at the lowest address
+            self.emit(Op("Push", self.address(var, first + w - 1)))
+            for n in ram_chunks(w):
+                self.emit(Op("WriteMem", n))
+            self.emit(Op("Pop", 1))
+            return
         for k in range(first + w - 1, first - 1, -1):
-            self.emit(Op("Push", addr + k))
+            self.emit(Op("Push", self.address(var, k)))
             self.emit(Op("WriteMem", 1))
             self.emit(Op("Pop", 1))
 

@@ -187,12 +187,14 @@ class ExprBuilder:
         elif isinstance(e, A.BinExpr):
             self.binary(e)
         elif isinstance(e, A.TupleExpr | A.ArrayExpr):
-            for x in e.elems:
-                self.expr(x)
+            if not self.in_place(e.elems):
+                for x in e.elems:
+                    self.expr(x)
             self.model.merge_top(len(e.elems))
         elif isinstance(e, A.StructLit):
-            for x in e.ordered:
-                self.expr(x)
+            if not self.in_place(e.ordered):
+                for x in e.ordered:
+                    self.expr(x)
             self.model.merge_top(len(e.ordered))
         elif isinstance(e, A.IndexExpr):
             self.index(e)
@@ -204,10 +206,18 @@ class ExprBuilder:
         base builder never does."""
         return False
 
+    def in_place(self, values: Sequence[A.Expr]) -> bool:
+        """Whether ``values`` (a call's arguments, a literal's parts) are already on top of
+        the stack in order and taken there, one model temp each, no code. The base builder
+        never does."""
+        return False
+
     def call(self, e: A.CallExpr) -> None:
         t = e.target
         k = _leading_reads(e.args) if self.late_reads() else 0
-        if k:  # the heavy arguments first, then the reads on top, then S under R
+        if self.in_place(e.args):
+            pass  # the arguments are the top entries already
+        elif k:  # the heavy arguments first, then the reads on top, then S under R
             for a in (*e.args[k:], *e.args[:k]):
                 self.expr(a)
             self._rotate(len(e.args), k)

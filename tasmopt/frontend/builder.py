@@ -54,6 +54,7 @@ program under both policies.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from tasmopt.errors import FrontendError
 from tasmopt.frontend import ast as A
@@ -116,7 +117,8 @@ class _FnBuilder(ExprBuilder):
         if not self.pass_through(body, params):
             for var in params:
                 self.model.push(var, var.width)
-            self.model.ensure_space(0)
+            if not self.forwards_params(body, params):
+                self.model.ensure_space(0)
             k = width(sig.ret)
             self.body(body, k)
             if k == 0:
@@ -179,6 +181,74 @@ class _FnBuilder(ExprBuilder):
         elif last and not under:
             taken = self.pick_up(var)
         return taken
+
+    def in_place(self, values: Sequence[A.Expr]) -> bool:
+        """Next-use: every value is a whole variable (or, scalarized, a struct's leaf
+        variables in layout order), they are the topmost entries in this order, and each is
+        read for the last time here: the entries themselves become the values (a call's
+        arguments, a literal's parts), no code at all. The common case: a call forwarding
+        the parameters it was given (``mix(sbox4(s))``, ``f(s, r)``)."""
+        live, m = self.live, self.model
+        if live is None or not values:
+            return False
+        groups: list[list[Var]] = []
+        for v in values:
+            reads = _whole_reads(v)
+            if reads is None:
+                return False
+            groups.append(reads)
+        flat = [v for g in groups for v in g]
+        n = len(flat)
+        if n > len(m.entries) or len({id(v) for v in flat}) != n:
+            return False
+        if any(v.width == 0 for v in flat):
+            return False
+        if any(e.var is not v for e, v in zip(m.entries[-n:], flat, strict=True)):
+            return False
+        for v in flat:
+            if not (
+                live.known(v)
+                and self.reads_here.get(v, 0) + 1 == live.count_at(v, self.at)
+                and live.next_use(v, self.at + 1) is None
+                and not self.owed(v)
+            ):
+                return False
+        for v in flat:
+            self.reads_here[v] = self.reads_here.get(v, 0) + 1
+            m.dead.add(v)
+        del m.entries[-n:]
+        for g in groups:
+            m.push(None, sum(v.width for v in g))
+        return True
+
+    def forwards_params(self, body: A.Block, params: list[Var]) -> bool:
+        """Next-use: the first thing the body evaluates is a call whose arguments are the
+        parameters, whole and in order, each read there for the only time (``round(s, r) =
+        mix(sbox4(add_constants(s, r)))``). Then more than 16 parameter elements need not be
+        spilled on entry: `in_place` hands them on where they are."""
+        live = self.live
+        if live is None or not params:
+            return False
+        first: object | None = body.stmts[0] if body.stmts else body.tail
+        at = live.at(first) if first is not None else None
+        if at is None:
+            return False
+        node = getattr(first, "value", getattr(first, "expr", first))
+        while isinstance(node, A.CallExpr) and node.args and isinstance(node.args[0], A.CallExpr):
+            node = node.args[0]
+        if not isinstance(node, A.CallExpr):
+            return False
+        reads: list[Var] = []
+        for a in node.args:
+            sub = _whole_reads(a)
+            if sub is None:
+                return False
+            reads += sub
+        return (
+            len(reads) == len(params)
+            and all(r is p for r, p in zip(reads, params, strict=True))
+            and all(live.count_at(p, at) == 1 and live.next_use(p, at + 1) is None for p in params)
+        )
 
     def pick_up(self, var: Var) -> bool:
         """Next-use, the last read of a whole variable below the top: ``pick d`` per element
@@ -687,6 +757,23 @@ def _declared_form(sig: FnSig) -> tuple[list[Var], A.Block]:
     body = sig.decl.body
     assert body is not None
     return sig.decl.param_vars, body  # type: ignore[attr-defined]  # set by the checker on every FnDecl it accepted
+
+
+def _whole_reads(e: object) -> list[Var] | None:
+    """The variables an expression reads whole, in order: one for a whole-variable path, the
+    leaves of a tuple of such paths (a scalarized struct read); None for anything else."""
+    ref = getattr(e, "ref", None)
+    if isinstance(e, A.PathExpr) and isinstance(ref, VarRef):
+        return [ref.var] if ref.offset == 0 and ref.width == ref.var.width else None
+    if isinstance(e, A.TupleExpr):
+        out: list[Var] = []
+        for x in e.elems:
+            sub = _whole_reads(x)
+            if sub is None:
+                return None
+            out += sub
+        return out
+    return None
 
 
 def _scalar_ref(e: object) -> Var | None:

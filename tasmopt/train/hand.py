@@ -11,7 +11,9 @@ frontend (`tasmopt.frontend.compile_modules`) and lowered (`tasmopt.lower.triton
 baseline and hand harnesses come from `tasmopt.module.ModuleText.harness` (the hand text
 overrides the function's own lines; callees of the same module keep their baseline code,
 calls into other modules stay opaque, so the op stack at each of them must be the
-baseline's). `tasmopt.vm.equivalence.check_function` then runs both on 16 conclusive
+baseline's). Scratch cells private to the function's call closure (its spill slots,
+`tasmopt.optimizer.contract.private_by_function`) are not observable, as for the optimizer.
+`tasmopt.vm.equivalence.check_function` then runs both on 16 conclusive
 witnesses of each of several seeds (48 in all by default). A hand version passes when, on
 every seed, it is equivalent, takes strictly fewer cycles (max over the witnesses on which the
 baseline halts) and builds no taller acceptance table (`no_taller`), and when the witnesses of
@@ -42,6 +44,7 @@ from tasmopt.frontend import compile_modules
 from tasmopt.isa import IsaVariant
 from tasmopt.lower.triton import lower
 from tasmopt.module import ModuleText, label_lines
+from tasmopt.optimizer.contract import private_by_function
 from tasmopt.report import CompileOptions
 from tasmopt.vm.equivalence import ACCEPTANCE_TABLES, check_function, no_taller, padded_height
 
@@ -217,8 +220,11 @@ def verify(
     except TasmSyntaxError as exc:
         res.problems.append(f"does not parse: {exc}")
         return res
+    # the optimizer's contract (design §2): scratch cells private to the function's call
+    # closure (its spill slots) are not observable, so the hand version need not write them
+    private = private_by_function(mod, None, ISA).get(hv.function, frozenset())
     for i, seed in enumerate(seeds):
-        v = check_function(base, cand, seed=seed, witnesses=witnesses)
+        v = check_function(base, cand, seed=seed, witnesses=witnesses, private_cells=private)
         res.witnesses += v.conclusive
         res.halted += v.halted
         res.per_seed.append(

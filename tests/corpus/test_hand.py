@@ -93,6 +93,24 @@ def test_a_wrong_version_is_rejected() -> None:
     assert not r.ok and "not equivalent" in r.problems[0]
 
 
+def test_only_the_functions_own_spill_cells_are_unobservable() -> None:
+    """lib.mstep two_steps parks s2 in its own spill cells (private to it: the optimizer's
+    contract). The same code parking it at an ordinary address (observable: the final RAM
+    differs) or in its callee parent's cells (parent's own spill code overwrites them
+    during the call) is refused, as is a version that reads the words back one cell off."""
+    hv = next(v for v in VERSIONS if v.key == "lib.mstep:two_steps")
+    assert hand.verify(hv, seeds=(2,)).ok
+    own, theirs = "1073741865", "1073741824"  # two_steps' first cell; parent's first cell
+    for lines in (
+        [ln.replace(own, theirs).replace("1073741869", "1073741828") for ln in hv.lines],
+        [ln.replace(own, "1000").replace("1073741869", "1004") for ln in hv.lines],
+        [ln.replace("1073741869", "1073741870") for ln in hv.lines],
+    ):
+        assert lines != list(hv.lines)
+        r = hand.verify(_version(hv.key, lines), seeds=(2,))
+        assert not r.ok and "not equivalent" in r.problems[0], r.problems
+
+
 def test_a_version_that_is_not_faster_is_rejected() -> None:
     base = hand.module_text("field.basic").section_lines("mul_add")
     r = hand.verify(_version("field.basic:mul_add", base), seeds=(2,))

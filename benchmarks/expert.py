@@ -27,6 +27,7 @@ Usage::
     python benchmarks/expert.py                   # both tables, summaries, the 10 furthest
     python benchmarks/expert.py --per-function    # every function's row too
     python benchmarks/expert.py --budget 2 --only real
+    python benchmarks/expert.py --only lib        # library-sized modules (corpus/lib) only
 """
 
 from __future__ import annotations
@@ -160,14 +161,15 @@ def _ours_and_baseline(path: Path, budget: float, spill: str) -> tuple[Any, Any]
     return ours, compile(lru_ops, options=CompileOptions(sources=()))
 
 
-def corpus_rows(budget: float, spill: str = "lru") -> list[Row]:
+def corpus_rows(budget: float, spill: str = "lru", prefix: str = "") -> list[Row]:
     from tasmopt.train.hand import discover, module_path, module_text
 
     results = json.loads((ROOT / "corpus" / "hand" / "results.json").read_text())
     rows: list[Row] = []
     by_module: dict[str, list] = {}
     for hv in discover():
-        by_module.setdefault(hv.module, []).append(hv)
+        if hv.module.startswith(prefix):
+            by_module.setdefault(hv.module, []).append(hv)
     for module, hvs in sorted(by_module.items()):
         r, rb = _ours_and_baseline(module_path(module), budget, spill)
         reports = {f.name: f for f in r.functions}
@@ -319,6 +321,33 @@ def summarize(title: str, rows: list[Row], bar: str, furthest: int) -> None:
         print(concentration(ranked, bar))
 
 
+def library_summary(rows: list[Row]) -> None:
+    """Library-sized code (``corpus/lib``, issue 36), per module: static instructions of the
+    compiler (our frontend, ``lru``), ours (frontend + optimizer) and the hand versions, the
+    ratios, and the spill share of ours with the moves that feed it."""
+    lib = [r for r in rows if r.module.startswith("lib.") and r.hand]
+    if not lib:
+        return
+    print("\n## Library-sized code (corpus/lib, functions with a hand version)\n")
+    print(
+        "| module | functions | compiler | ours | hand | ours/hand total | median | max "
+        "| above 3x | spill share (with moves) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    groups: dict[str, list[Row]] = {}
+    for r in lib:
+        groups.setdefault(r.module, []).append(r)
+    for module, rs in [*sorted(groups.items()), ("all", lib)]:
+        c, o, h = (sum(getattr(r, k) for r in rs) for k in ("compiler", "ours", "hand"))
+        ratios = [r.ours / r.hand for r in rs]
+        spm = sum(r.spill_moves for r in rs)
+        print(
+            f"| {module} | {len(rs)} | {c} | {o} | {h} | {o / h:.2f} | "
+            f"{statistics.median(ratios):.2f} | {max(ratios):.2f} | "
+            f"{sum(x > 3 for x in ratios)} | {100 * spm / max(o, 1):.1f}% |"
+        )
+
+
 def concentration(ranked: list[Row], bar: str) -> str:
     """Where the excess over the bar lives: the share of (ours - bar) held by the functions
     furthest from it, and the totals without them (``ranked``: furthest first)."""
@@ -342,7 +371,12 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--budget", type=float, default=0.5, help="search budget per module, s")
-    ap.add_argument("--only", choices=("real", "corpus", "all-corpus"), default=None)
+    ap.add_argument(
+        "--only",
+        choices=("real", "corpus", "lib", "all-corpus"),
+        default=None,
+        help="one table (lib: the corpus table for the library-sized modules only)",
+    )
     ap.add_argument("--per-function", action="store_true", help="print every function's row")
     ap.add_argument("--furthest", type=int, default=10)
     ap.add_argument("--json", type=Path, default=None, help="write every row here")
@@ -360,12 +394,13 @@ def main(argv: list[str] | None = None) -> int:
         real = real_rows(args.budget)
         rows += real
         summarize("Real data (compiler_tasm as the client's baseline)", real, "hand", args.furthest)
-    if args.only in (None, "corpus"):
-        corpus = corpus_rows(args.budget, args.spill)
+    if args.only in (None, "corpus", "lib"):
+        corpus = corpus_rows(args.budget, args.spill, "lib." if args.only == "lib" else "")
         rows += corpus
         summarize(
             "Our frontend (corpus functions with a hand version)", corpus, "hand", args.furthest
         )
+        library_summary(corpus)
     if args.only in (None, "all-corpus"):
         every = all_corpus_rows(args.budget, args.spill)
         rows += every

@@ -65,6 +65,7 @@ from tasmopt.frontend.source import Pos
 from tasmopt.frontend.stack import (
     CAPACITY,
     Allocator,
+    Entry,
     OutOfReach,
     Snapshot,
     StackModel,
@@ -117,8 +118,13 @@ class _FnBuilder(ExprBuilder):
         if not self.pass_through(body, params):
             for var in params:
                 self.model.push(var, var.width)
-            if not self.forwards_params(body, params):
-                self.model.ensure_space(0)
+            m = self.model
+            k = self.forwarded(body, params)
+            if k and m.total > CAPACITY:
+                for _ in params[k:]:  # the rest wait in RAM (on top: one chunked store each)
+                    m.spill(m.entries[-1])
+            else:
+                m.ensure_space(0)
             k = width(sig.ret)
             self.body(body, k)
             if k == 0:
@@ -221,34 +227,38 @@ class _FnBuilder(ExprBuilder):
             m.push(None, sum(v.width for v in g))
         return True
 
-    def forwards_params(self, body: A.Block, params: list[Var]) -> bool:
-        """Next-use: the first thing the body evaluates is a call whose arguments are the
-        parameters, whole and in order, each read there for the only time (``round(s, r) =
-        mix(sbox4(add_constants(s, r)))``). Then more than 16 parameter elements need not be
-        spilled on entry: `in_place` hands them on where they are."""
+    def forwarded(self, body: A.Block, params: list[Var]) -> int:
+        """Next-use: how many leading parameters the first call the body evaluates takes as
+        its arguments, whole, in order, each read there for the only time (``round(s, r) =
+        mix(sbox4(add_constants(s, r)))``: all; ``two_steps(n, s1, s2) = parent(parent(n,
+        s1), s2)``: two); 0 when it is not such a call. With more than 16 parameter elements
+        the build then spills only the parameters after those (on top: one chunked store
+        each) instead of choosing victims, and `in_place` hands the others on where they
+        are."""
         live = self.live
         if live is None or not params:
-            return False
+            return 0
         first: object | None = body.stmts[0] if body.stmts else body.tail
         at = live.at(first) if first is not None else None
         if at is None:
-            return False
+            return 0
         node = getattr(first, "value", getattr(first, "expr", first))
         while isinstance(node, A.CallExpr) and node.args and isinstance(node.args[0], A.CallExpr):
             node = node.args[0]
         if not isinstance(node, A.CallExpr):
-            return False
+            return 0
         reads: list[Var] = []
         for a in node.args:
             sub = _whole_reads(a)
             if sub is None:
-                return False
+                return 0
             reads += sub
-        return (
-            len(reads) == len(params)
-            and all(r is p for r, p in zip(reads, params, strict=True))
-            and all(live.count_at(p, at) == 1 and live.next_use(p, at + 1) is None for p in params)
-        )
+        k = len(reads)
+        if k == 0 or k > len(params) or any(r is not p for r, p in zip(reads, params[:k])):
+            return 0
+        if any(live.count_at(p, at) != 1 or live.next_use(p, at + 1) is not None for p in reads):
+            return 0
+        return k
 
     def pick_up(self, var: Var) -> bool:
         """Next-use, the last read of a whole variable below the top: ``pick d`` per element
@@ -497,6 +507,8 @@ class _FnBuilder(ExprBuilder):
 
     def let(self, s: A.LetStmt) -> None:
         m = self.model
+        if self.rename(s):
+            return
         self.expr(s.value)
         if not s.is_tuple:
             if s.vars[0] is None:  # let _ = e
@@ -518,6 +530,35 @@ class _FnBuilder(ExprBuilder):
             m.push(None, trailing)
             self.emit_all(pop_chunks(trailing))
             m.pop_entries(1)
+
+    def rename(self, s: A.LetStmt) -> bool:
+        """Next-use: ``let x = v`` or ``let (x0, .., xk) = v`` of a whole variable ``v`` on
+        the stack, read here for the last time: the new names take ``v``'s slots where it
+        is (no ``pick``, no code). False (nothing done) otherwise."""
+        live, m = self.live, self.model
+        ref = getattr(s.value, "ref", None)
+        if live is None or not isinstance(s.value, A.PathExpr) or not isinstance(ref, VarRef):
+            return False
+        var = ref.var
+        if ref.offset or ref.width != var.width or any(v is None for v in s.vars):
+            return False
+        i = m.index_of(var)
+        if (
+            i is None
+            or not live.known(var)
+            or self.reads_here.get(var, 0) + 1 != live.count_at(var, self.at)
+            or live.next_use(var, self.at + 1) is not None
+            or self.owed(var)
+        ):
+            return False
+        widths = [width(t) for t in s.elem_tys] if s.is_tuple else [var.width]  # type: ignore[attr-defined]  # set by the checker on every destructuring let
+        if sum(widths) != var.width or 0 in widths:
+            return False
+        self.reads_here[var] = self.reads_here.get(var, 0) + 1
+        m.dead.add(var)
+        tick = m.stamp()
+        m.entries[i : i + 1] = [Entry(v, w, tick) for v, w in zip(s.vars, widths, strict=True)]
+        return True
 
     def store(self, ref: VarRef) -> None:
         """Move the top ref.width elements of the value on top into the variable slot

@@ -359,15 +359,22 @@ def test_a_variable_read_again_in_the_same_statement_is_copied_first():
 
 
 def test_the_last_read_of_a_deep_variable_picks_it_up_in_order():
-    """A five-element (Digest) variable below others, read for the last time: ``pick d``
-    per element moves all five, deepest first, and frees the slots; the values and their
-    order are unchanged (distinct inputs, so a wrong element or order shows)."""
-    src = _program(
+    """A five-element (Digest) variable below others, read for the last time as a call's
+    argument: ``pick d`` per element moves all five, deepest first, and frees the slots; the
+    values and their order are unchanged (distinct inputs, so a wrong element or order
+    shows)."""
+    src = (
+        "program p\n"
+        "fn dsum(x: Digest) -> Field {\n"
+        "    let (d0, d1, d2, d3, d4) = x\n"
+        "    d0 + 2 * d1 + 3 * d2 + 4 * d3 + 5 * d4\n"
+        "}\n"
+        "fn main() {\n"
         "    let d: Digest = (pub_read(), pub_read(), pub_read(), pub_read(), pub_read())\n"
         "    let a = pub_read()\n    let b = pub_read()\n"
         "    pub_write(a * b)\n"
-        "    let (d0, d1, d2, d3, d4) = d\n"
-        "    pub_write(d0 + 2 * d1 + 3 * d2 + 4 * d3 + 5 * d4 + a)"
+        "    pub_write(dsum(d) + a)\n"
+        "}\n"
     )
     assert "WriteIo(1) Asm{pick 5,0} Asm{pick 5,0} Asm{pick 5,0} Asm{pick 5,0} Asm{pick 5,0}" in (
         _raw_main(src)
@@ -381,6 +388,21 @@ def test_the_last_read_of_a_deep_variable_picks_it_up_in_order():
             2 + 6 + 15 + 28 + 55 + 13,
         ]
     )
+
+
+def test_destructuring_a_variable_at_its_last_read_renames_it_in_place():
+    """``let (d0, .., d4) = d`` with d read for the last time: the names take d's slots, no
+    code at all; ``lru`` copies. Same outputs."""
+    src = _program(
+        "    let d: Digest = (pub_read(), pub_read(), pub_read(), pub_read(), pub_read())\n"
+        "    let a = pub_read()\n"
+        "    let (d0, d1, d2, d3, d4) = d\n"
+        "    pub_write(d0 + 2 * d1 + 3 * d2 + 4 * d3 + 5 * d4 + a)"
+    )
+    raw = _raw_main(src)
+    assert raw.startswith("ReadIo(1) ReadIo(1) ReadIo(1) ReadIo(1) ReadIo(1) ReadIo(1) Asm{pick")
+    public = [2, 3, 5, 7, 11, 13]
+    assert _run(src, public, "next-use") == _run(src, public, "lru") == [119]
 
 
 def test_a_non_commutative_operator_keeps_its_operand_order():

@@ -300,11 +300,18 @@ class _FnBuilder(ExprBuilder):
                     self.model.drop_dead(deep=True)
 
     def next_use(self, var: Var) -> float:
-        """Position of the variable's next use; now for builder temporaries, inf if dead."""
+        """Position of the variable's next use; now for builder temporaries, inf if dead.
+        A use in the statement being built counts by where its next read falls among the
+        statement's reads (`Liveness.within`), so that a victim is chosen among values read
+        in the same statement too."""
         if self.live is None or not self.live.known(var):
             return float(self.at)
         p = self.live.next_use(var, self.at)
-        return math.inf if p is None else float(p)
+        if p is None:
+            return math.inf
+        if p == self.at:
+            return p + self.live.within(var, p, self.reads_here.get(var, 0))
+        return float(p)
 
     def droppable(self, var: Var) -> bool:
         """Dead, and not part of an open branch/loop body's start layout (the body must

@@ -48,6 +48,9 @@ class Liveness:
         self.position: dict[int, int] = {}  # id(statement or tail expression) -> position
         self.end: dict[int, int] = {}  # id(statement) -> first position after it
         self.uses: dict[Var, list[int]] = {v: [] for v in params}
+        #: per position, the variables it reads in the order of the walk (evaluation order
+        #: for operands and arguments; source order for a struct literal's fields)
+        self.order: dict[int, list[Var]] = {}
         self._n = 0
         self._block(body)
         for positions in self.uses.values():
@@ -71,6 +74,19 @@ class Liveness:
         positions = self.uses[var]
         return bisect.bisect_right(positions, at) - bisect.bisect_left(positions, at)
 
+    def within(self, var: Var, at: int, done: int) -> float:
+        """Where the next read of ``var`` falls inside position ``at`` once ``done`` of its
+        reads there are done: a fraction in (0, 1] of the position's reads (1 when it has no
+        further read there). For choosing spill victims only: an estimate, never a proof."""
+        reads = self.order.get(at, [])
+        seen = 0
+        for k, v in enumerate(reads):
+            if v is var:
+                if seen == done:
+                    return (k + 1) / (len(reads) + 1)
+                seen += 1
+        return 1.0
+
     def next_use(self, var: Var, at: int) -> int | None:
         """First position >= ``at`` that uses ``var``; None when it is dead from ``at`` on.
 
@@ -93,6 +109,7 @@ class Liveness:
     def _use(self, var: Var | None, p: int) -> None:
         if var is not None:
             self.uses.setdefault(var, []).append(p)
+            self.order.setdefault(p, []).append(var)
 
     def _block(self, b: A.Block) -> None:
         for s in b.stmts:

@@ -117,6 +117,8 @@ class ExprBuilder:
     def read(self, ref: VarRef) -> None:
         """Copy a variable (or a field path of it) onto the top: ``Dup(d)`` x width."""
         var, m = ref.var, self.model
+        if var not in m.spilled and self.replace_read(ref):
+            return
         if var in m.spilled:
             # CF: copy straight from RAM. Upstream reloads the variable itself on top, which
             # puts it between pending operands (e.g. `t + v` with v spilled adds v to itself).
@@ -137,6 +139,11 @@ class ExprBuilder:
         for _ in range(ref.width):
             self.dup(d)
         m.push(None, ref.width)
+
+    def replace_read(self, ref: VarRef) -> bool:
+        """Take the old value of a variable the assignment being built replaces. The base
+        builder never does."""
+        return False
 
     def rhs_first(self, e: A.BinExpr) -> bool:
         """Evaluate a commutative operator's right operand first (so that a variable on

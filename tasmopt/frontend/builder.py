@@ -53,6 +53,7 @@ program under both policies.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -60,7 +61,7 @@ from tasmopt.errors import FrontendError
 from tasmopt.frontend import ast as A
 from tasmopt.frontend.build_expr import ExprBuilder
 from tasmopt.frontend.liveness import Liveness
-from tasmopt.frontend.scalarize import scalarize
+from tasmopt.frontend.scalarize import forward_copies, scalarize
 from tasmopt.frontend.source import Pos
 from tasmopt.frontend.stack import (
     CAPACITY,
@@ -106,6 +107,8 @@ class _FnBuilder(ExprBuilder):
         self.at = 0  # the liveness position being built
         self.frozen: list[set[Var]] = []  # variables of the open regions' start layouts
         self.reads_here: dict[Var, int] = {}  # reads done at the current position
+        self.replacing: Var | None = None  # replaced in place by the assignment being built
+        self.holes: dict[Var, Entry] = {}  # where such a variable was picked up from
 
     def fail(self, message: str, pos: Pos) -> FrontendError:
         return self.mb.env.source.error(message, pos)
@@ -567,6 +570,68 @@ class _FnBuilder(ExprBuilder):
         m.entries[i : i + 1] = [Entry(v, w, tick) for v, w in zip(s.vars, widths, strict=True)]
         return True
 
+    def replaced_in_place(self, s: A.AssignStmt) -> Var | None:
+        """Next-use: ``x = e(x)`` for a one-element variable ``x`` on the stack that ``e``
+        reads exactly once (whole) and that no open region owes: that read is the last one
+        of the old value, so it is picked up (``pick d``, its slot left as a hole) and the
+        new value is placed back into the hole (``place d``) instead of ``Dup`` + ``Swap,
+        Pop``: one instruction and, while ``e`` is evaluated, one slot less."""
+        if self.live is None or s.is_tuple:
+            return None
+        ref = s.vars[0]
+        if not isinstance(ref, VarRef) or ref.offset or ref.width != 1 or ref.var.width != 1:
+            return None
+        var = ref.var
+        if self.model.index_of(var) is None or self.owed(var):
+            return None
+        nodes = _nodes(s.value)
+        if any(isinstance(n, A.Block | A.IfStmt | A.MatchStmt) for n in nodes):
+            return None  # no region may open while the hole is there
+        reads = [
+            n
+            for n in nodes
+            if isinstance(n, A.PathExpr) and isinstance(n.ref, VarRef) and n.ref.var is var
+        ]
+        return var if len(reads) == 1 and reads[0].ref.width == 1 else None
+
+    def replace_read(self, ref: VarRef) -> bool:
+        """The read of the variable being replaced in place (`replaced_in_place`): pick it
+        up and leave a hole where it was; False for any other read."""
+        var = ref.var
+        if var is not self.replacing:
+            return False
+        m = self.model
+        i = m.index_of(var)
+        if i is None:
+            return False
+        d = m.depth(var)
+        if d >= CAPACITY:
+            return False
+        if d:
+            self.emit_op(pick(d))
+        hole = Entry(None, 0, m.stamp())
+        m.entries[i] = hole
+        self.holes[var] = hole
+        m.push(None, 1)
+        self.replacing = None
+        self.reads_here[var] = self.reads_here.get(var, 0) + 1
+        return True
+
+    def fill(self, hole: Entry, var: Var) -> None:
+        """The new value of a variable replaced in place (on top) goes into its hole
+        (``place d``), or, where the hole is out of reach, stays on top as the variable."""
+        m = self.model
+        i = next(k for k, e in enumerate(m.entries) if e is hole)
+        d = sum(e.width for e in m.entries[i + 1 :]) - 1
+        m.pop_entries(1)
+        if 0 < d < CAPACITY:
+            self.emit_op(Op("Asm", fields=(("lines", (f"place {d}",)), ("effect", 0))))
+            m.entries[i] = Entry(var, 1, m.stamp())
+        else:
+            del m.entries[i]
+            m.push(var, 1)
+        m.ram_valid.discard(var)
+
     def store(self, ref: VarRef) -> None:
         """Move the top ref.width elements of the value on top into the variable slot
         (B12/B13): ``w x (Swap(d), Pop(1))`` with d counted with the value on the stack;
@@ -586,8 +651,16 @@ class _FnBuilder(ExprBuilder):
 
     def assign(self, s: A.AssignStmt) -> None:
         m = self.model
-        self.expr(s.value)
+        self.replacing = self.replaced_in_place(s)
+        try:
+            self.expr(s.value)
+        finally:
+            self.replacing = None
         if not s.is_tuple:
+            hole = self.holes.pop(s.vars[0].var, None)
+            if hole is not None:
+                self.fill(hole, s.vars[0].var)
+                return
             self.store(s.vars[0])
             m.pop_entries(1)
             return
@@ -770,10 +843,17 @@ class _ModuleBuilder:
         if self.alloc.policy != "next-use":
             return _FnBuilder(self, sig).build()
         declared = _declared_form(sig)
-        split = scalarize(*declared) if "scalarized" in FORMS else None
-        forms = [declared] if "declared" in FORMS or split is None else []
-        if split is not None:
-            forms.append(split)
+        bases = [declared]
+        moved = forward_copies(*declared)
+        if moved is not None:
+            bases.append(moved)
+        forms = []
+        for base in bases:
+            split = scalarize(*base) if "scalarized" in FORMS else None
+            if "declared" in FORMS or split is None:
+                forms.append(base)
+            if split is not None:
+                forms.append(split)
         start = (self.alloc.spill_next, self.alloc.index_next, self.labels)
         best: tuple[float, list[Op], tuple[int, int, int]] | None = None
         traffic = math.inf  # the kept build's RAM traffic
@@ -805,6 +885,26 @@ def _declared_form(sig: FnSig) -> tuple[list[Var], A.Block]:
     body = sig.decl.body
     assert body is not None
     return sig.decl.param_vars, body  # type: ignore[attr-defined]  # set by the checker on every FnDecl it accepted
+
+
+def _nodes(node: object) -> list[object]:
+    """Every AST node of an expression (dataclass nodes, nested blocks included)."""
+    out: list[object] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, list | tuple):
+            stack.extend(n)
+        elif dataclasses.is_dataclass(n) and not isinstance(n, type | Var | VarRef):
+            out.append(n)
+            stack.extend(
+                getattr(n, f.name) for f in dataclasses.fields(n) if f.name not in _NODE_SKIP
+            )
+    return out
+
+
+#: dataclass fields that hold no expression of the body
+_NODE_SKIP = frozenset({"pos", "ty", "target", "generics", "ann", "name_pos", "var_pos", "ref"})
 
 
 def _whole_reads(e: object) -> list[Var] | None:

@@ -37,7 +37,7 @@ from tasmopt.frontend import ast as A
 from tasmopt.frontend.symbols import Var, VarRef
 from tasmopt.frontend.types import StructTy, Ty, field_slot, width
 
-__all__ = ["scalarize"]
+__all__ = ["forward_copies", "scalarize"]
 
 #: fields that hold no expression of the body (types, positions, resolved call targets)
 _SKIP = frozenset({"pos", "ty", "target", "generics", "ann", "name_pos", "var_pos"})
@@ -255,3 +255,130 @@ def _has_struct_var(params: list[Var], body: A.Block) -> bool:
 
     visit(body)
     return found
+
+
+# -- copy forwarding ---------------------------------------------------------------------------
+
+
+def forward_copies(params: list[Var], body: A.Block) -> tuple[list[Var], A.Block] | None:
+    """The function with struct copies turned into moves where that is safe: after ``let b
+    = a`` (a whole variable ``a`` that is never assigned in the body), every later read of
+    ``a`` in the same block reads ``b`` instead, provided no part of ``b`` it reads can have
+    been assigned before it (an assignment's right side is read before its target is
+    written; inside a branch or loop any write counts as before any read). ``a``'s last
+    read is then the ``let`` itself, and the builder renames ``a``'s slots to ``b`` in
+    place instead of copying it (``touch(a, now) = { let mut b = a; b.updated = now;
+    b.flags = a.flags * 2; b }`` costs no copy). A rewritten deep copy, or None when no
+    copy qualifies. The arguments are not changed."""
+    if not _has_copy(body):
+        return None
+    params2, body2 = copy.deepcopy((params, body))
+    assigned = {ref.var for ref in _assign_refs(body2)}
+    done = False
+    for block in _blocks(body2):
+        for i, s in enumerate(block.stmts):
+            src = _copy_source(s)
+            if src is None or src in assigned:
+                continue
+            later: list[Any] = [*block.stmts[i + 1 :], *([block.tail] if block.tail else [])]
+            if _forwardable(src, s.vars[0], later):
+                for node in later:
+                    _retarget(node, src, s.vars[0])
+                done = True
+    return (params2, body2) if done else None
+
+
+def _copy_source(s: Any) -> Var | None:
+    """``a`` of a statement ``let b = a`` (a whole-variable read, ``b`` of the same type)."""
+    if not isinstance(s, A.LetStmt) or s.is_tuple or s.vars[0] is None:
+        return None
+    ref = getattr(s.value, "ref", None)
+    if not isinstance(s.value, A.PathExpr) or not isinstance(ref, VarRef):
+        return None
+    if ref.offset or ref.width != ref.var.width or ref.var is s.vars[0]:
+        return None
+    return ref.var
+
+
+def _has_copy(body: A.Block) -> bool:
+    return any(_copy_source(s) is not None for b in _blocks(body) for s in b.stmts)
+
+
+def _blocks(node: Any) -> list[A.Block]:
+    """Every block of a body (the body itself first)."""
+    out: list[A.Block] = []
+
+    def visit(n: Any) -> None:
+        if isinstance(n, A.Block):
+            out.append(n)
+            for s in n.stmts:
+                visit(s)
+            visit(n.tail)
+        elif isinstance(n, A.IfStmt):
+            visit(n.then)
+            visit(n.els)
+        elif isinstance(n, A.ForStmt):
+            visit(n.body)
+        elif isinstance(n, A.MatchStmt):
+            for arm in n.arms:
+                visit(arm.body)
+        elif isinstance(n, A.LetStmt | A.ExprStmt):
+            visit(getattr(n, "value", getattr(n, "expr", None)))
+
+    visit(node)
+    return out
+
+
+def _walk(node: Any) -> Any:
+    """Every dataclass node below ``node`` (expressions, statements, blocks), once."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, list | tuple):
+            stack.extend(n)
+            continue
+        if not dataclasses.is_dataclass(n) or isinstance(n, type | Var | VarRef) or id(n) in seen:
+            continue
+        seen.add(id(n))
+        yield n
+        for f in dataclasses.fields(n):
+            if f.name not in _SKIP:
+                stack.append(getattr(n, f.name))
+
+
+def _assign_refs(node: Any) -> list[VarRef]:
+    return [r for n in _walk(node) if isinstance(n, A.AssignStmt) for r in n.vars if r is not None]
+
+
+def _reads(node: Any, var: Var) -> list[VarRef]:
+    return [
+        n.ref
+        for n in _walk(node)
+        if isinstance(n, A.PathExpr) and isinstance(n.ref, VarRef) and n.ref.var is var
+    ]
+
+
+def _overlaps(ref: VarRef, dirty: list[tuple[int, int]]) -> bool:
+    lo, hi = ref.offset, ref.offset + ref.width
+    return any(lo < b and a < hi for a, b in dirty)
+
+
+def _forwardable(src: Var, dst: Var, later: list[Any]) -> bool:
+    dirty: list[tuple[int, int]] = []  # ranges of dst assigned so far (offset, end)
+    for s in later:
+        writes = [(r.offset, r.offset + r.width) for r in _assign_refs(s) if r.var is dst]
+        if isinstance(s, A.AssignStmt):  # its right side is read before the target is written
+            reads = _reads(s.value, src) + [r for t in s.targets for r in _reads(t, src)]
+            if any(_overlaps(r, dirty) for r in reads):
+                return False
+        elif any(_overlaps(r, dirty + writes) for r in _reads(s, src)):
+            return False
+        dirty += writes
+    return True
+
+
+def _retarget(node: Any, src: Var, dst: Var) -> None:
+    for n in _walk(node):
+        if isinstance(n, A.PathExpr) and isinstance(n.ref, VarRef) and n.ref.var is src:
+            n.ref = VarRef(dst, n.ref.offset, n.ref.width, n.ref.ty)

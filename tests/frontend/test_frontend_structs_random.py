@@ -385,7 +385,7 @@ def test_copies_become_moves_and_updates_happen_in_place_in_the_random_programs(
 
 
 @pytest.mark.parametrize(
-    "body,public,want",
+    "body,public,want,forwarded",
     [
         # b.a written before a.a is read: a.a must not read b's slot
         (

@@ -542,32 +542,37 @@ class _FnBuilder(ExprBuilder):
             m.pop_entries(1)
 
     def rename(self, s: A.LetStmt) -> bool:
-        """Next-use: ``let x = v`` or ``let (x0, .., xk) = v`` of a whole variable ``v`` on
-        the stack, read here for the last time: the new names take ``v``'s slots where it
-        is (no ``pick``, no code). False (nothing done) otherwise."""
+        """Next-use: ``let x = v`` or ``let (x0, .., xk) = v`` of whole variables ``v``
+        (one, or a scalarized struct's leaves in layout order) that sit next to each other
+        on the stack in that order, each read here for the last time: the new names take
+        their slots where they are (no ``pick``, no code). False (nothing done) otherwise."""
         live, m = self.live, self.model
-        ref = getattr(s.value, "ref", None)
-        if live is None or not isinstance(s.value, A.PathExpr) or not isinstance(ref, VarRef):
+        srcs = _whole_reads(s.value)
+        if live is None or not srcs or any(v is None for v in s.vars):
             return False
-        var = ref.var
-        if ref.offset or ref.width != var.width or any(v is None for v in s.vars):
-            return False
-        i = m.index_of(var)
-        if (
-            i is None
-            or not live.known(var)
-            or self.reads_here.get(var, 0) + 1 != live.count_at(var, self.at)
-            or live.next_use(var, self.at + 1) is not None
-            or self.owed(var)
+        i = m.index_of(srcs[0])
+        n = len(srcs)
+        if i is None or any(
+            i + k >= len(m.entries) or m.entries[i + k].var is not v for k, v in enumerate(srcs)
         ):
             return False
-        widths = [width(t) for t in s.elem_tys] if s.is_tuple else [var.width]  # type: ignore[attr-defined]  # set by the checker on every destructuring let
-        if sum(widths) != var.width or 0 in widths:
+        for v in srcs:
+            if (
+                not live.known(v)
+                or self.reads_here.get(v, 0) + 1 != live.count_at(v, self.at)
+                or live.next_use(v, self.at + 1) is not None
+                or self.owed(v)
+            ):
+                return False
+        total = sum(v.width for v in srcs)
+        widths = [width(t) for t in s.elem_tys] if s.is_tuple else [total]  # type: ignore[attr-defined]  # set by the checker on every destructuring let
+        if sum(widths) != total or 0 in widths:
             return False
-        self.reads_here[var] = self.reads_here.get(var, 0) + 1
-        m.dead.add(var)
+        for v in srcs:
+            self.reads_here[v] = self.reads_here.get(v, 0) + 1
+            m.dead.add(v)
         tick = m.stamp()
-        m.entries[i : i + 1] = [Entry(v, w, tick) for v, w in zip(s.vars, widths, strict=True)]
+        m.entries[i : i + n] = [Entry(v, w, tick) for v, w in zip(s.vars, widths, strict=True)]
         return True
 
     def replaced_in_place(self, s: A.AssignStmt) -> Var | None:

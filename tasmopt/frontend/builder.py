@@ -90,6 +90,7 @@ class _FnBuilder(ExprBuilder):
         joins: bool = False,
         late: bool = False,
         form: tuple[list[Var], A.Block] | None = None,
+        lazy: bool = False,
     ) -> None:
         self.mb = mb
         self.sig = sig
@@ -104,6 +105,8 @@ class _FnBuilder(ExprBuilder):
         if live is not None:
             self.model.next_use = self.next_use
             self.model.droppable = self.droppable
+            self.model.lazy = lazy
+            self.model.later = self.used_later
         self.at = 0  # the liveness position being built
         self.frozen: list[set[Var]] = []  # variables of the open regions' start layouts
         self.reads_here: dict[Var, int] = {}  # reads done at the current position
@@ -315,6 +318,15 @@ class _FnBuilder(ExprBuilder):
         if p == self.at:
             return p + self.live.within(var, p, self.reads_here.get(var, 0))
         return float(p)
+
+    def used_later(self, var: Var) -> bool:
+        """Known to the liveness, not used in the statement being built (`StackModel.lazy`:
+        such a variable may wait out of reach)."""
+        live = self.live
+        if live is None or not live.known(var) or self.owed(var):
+            return False
+        p = live.next_use(var, self.at)
+        return p is None or p > self.at
 
     def droppable(self, var: Var) -> bool:
         """Dead, and not part of an open branch/loop body's start layout (the body must
@@ -862,25 +874,29 @@ class _ModuleBuilder:
         start = (self.alloc.spill_next, self.alloc.index_next, self.labels)
         best: tuple[float, list[Op], tuple[int, int, int]] | None = None
         traffic = math.inf  # the kept build's RAM traffic
-        while best is None:
-            for form in forms:
-                live = Liveness(form[1], form[0])
-                for eager, joins, late in TRIALS:
-                    self.alloc.spill_next, self.alloc.index_next, self.labels = start
-                    try:
-                        ops = _FnBuilder(self, sig, live, eager, joins, late, form).build()
-                    except FrontendError:
-                        if form is declared:
-                            raise
-                        continue  # the split form ran out of reach: the declared one decides
-                    cost, moved = weighted_cost(ops), weighted_cost(ops, kinds=RAM_TRAFFIC)
-                    if late and moved >= traffic:
-                        continue  # late reads only where they save RAM round trips (docstring)
-                    if best is None or cost < best[0]:
-                        state = (self.alloc.spill_next, self.alloc.index_next, self.labels)
-                        best = (cost, ops, state)
-                        traffic = moved
-            forms = [declared]  # only reached when no build of the split form succeeded
+        trials = [(*t, False) for t in TRIALS] + [(*t, True) for t in LAZY_TRIALS]
+        for form in forms:
+            live = Liveness(form[1], form[0])
+            for eager, joins, late, lazy in trials:
+                self.alloc.spill_next, self.alloc.index_next, self.labels = start
+                try:
+                    ops = _FnBuilder(self, sig, live, eager, joins, late, form, lazy).build()
+                except FrontendError:
+                    if form is declared and not lazy:
+                        raise
+                    continue  # out of reach in this build: the others decide
+                cost, moved = weighted_cost(ops), weighted_cost(ops, kinds=RAM_TRAFFIC)
+                if late and moved >= traffic:
+                    continue  # late reads only where they save RAM round trips (docstring)
+                if best is None or cost < best[0]:
+                    state = (self.alloc.spill_next, self.alloc.index_next, self.labels)
+                    best = (cost, ops, state)
+                    traffic = moved
+        if best is None:  # no build succeeded: the declared form as written decides (or fails)
+            self.alloc.spill_next, self.alloc.index_next, self.labels = start
+            live = Liveness(declared[1], declared[0])
+            ops = _FnBuilder(self, sig, live, None, False, False, declared).build()
+            best = (0.0, ops, (self.alloc.spill_next, self.alloc.index_next, self.labels))
         self.alloc.spill_next, self.alloc.index_next, self.labels = best[2]
         return best[1]
 
@@ -959,6 +975,9 @@ EAGER: tuple[int | None, ...] = (None, 12, 8, 0)
 #: (eager threshold, join layouts, late reads) per trial build, in order of preference on
 #: ties.
 TRIALS = tuple((e, j, r) for r in (False, True) for j in (False, True) for e in EAGER)
+#: Trials also built with variables allowed out of reach while they sleep
+#: (`StackModel.lazy`): a build that needs one too early fails and is dropped.
+LAZY_TRIALS = tuple((e, j, False) for j in (False, True) for e in (None, 0))
 #: TIR ops that move words between the op stack and RAM (spills, reloads, scratch arrays).
 RAM_TRAFFIC = frozenset({"WriteMem", "ReadMem"})
 #: Assumed trips per loop level in `weighted_cost` (a guess; loops run 0..2^32 times).

@@ -270,11 +270,11 @@ def forward_copies(params: list[Var], body: A.Block) -> tuple[list[Var], A.Block
     place instead of copying it (``touch(a, now) = { let mut b = a; b.updated = now;
     b.flags = a.flags * 2; b }`` costs no copy). A rewritten deep copy, or None when no
     copy qualifies. The arguments are not changed."""
-    if not _has_copy(body):
+    if not _has_copy(body) and not _has_update(body):
         return None
     params2, body2 = copy.deepcopy((params, body))
+    done = _literal_updates(body2)
     assigned = {ref.var for ref in _assign_refs(body2)}
-    done = False
     for block in _blocks(body2):
         for i, s in enumerate(block.stmts):
             src = _copy_source(s)
@@ -286,6 +286,96 @@ def forward_copies(params: list[Var], body: A.Block) -> tuple[list[Var], A.Block
                     _retarget(node, src, s.vars[0])
                 done = True
     return (params2, body2) if done else None
+
+
+def _update_source(lit: Any) -> Var | None:
+    """The struct variable of the literal's own type from whose same-named fields at least
+    half of the literal's fields are computed (``S { a: s.a + k, b: s.b, .. }``: ``s``), or
+    None."""
+    t = getattr(lit, "ty", None)
+    if not isinstance(lit, A.StructLit) or not isinstance(t, StructTy) or not t.fields:
+        return None
+    counts: dict[Var, int] = {}
+    for (fname, _fty), e in zip(t.fields, lit.ordered, strict=True):
+        slot = field_slot(t, fname)
+        assert slot is not None
+        off, w, _ = slot
+        own = {
+            n.ref.var
+            for n in _walk(e)
+            if isinstance(n, A.PathExpr)
+            and isinstance(n.ref, VarRef)
+            and n.ref.var.ty == t
+            and (n.ref.offset, n.ref.width) == (off, w)
+        }
+        for v in own:
+            counts[v] = counts.get(v, 0) + 1
+    if not counts:
+        return None
+    src = max(counts, key=lambda v: counts[v])
+    return src if 2 * counts[src] >= len(t.fields) else None
+
+
+def _has_update(body: A.Block) -> bool:
+    for b in _blocks(body):
+        for s in b.stmts:
+            if isinstance(s, A.LetStmt) and not s.is_tuple and _update_source(s.value):
+                return True
+        if _update_source(b.tail) is not None:
+            return True
+    return False
+
+
+def _literal_updates(body: A.Block) -> bool:
+    """Rewrite ``let x = S { .. }`` and a block's tail ``S { .. }`` whose fields mostly come
+    from the same fields of one variable ``a`` (`_update_source`) into ``let mut x = a``
+    followed by one assignment per field that is not a plain copy of ``a``'s, in layout
+    order (the order the literal evaluates them in); the tail then reads ``x``. With
+    `forward_copies` the copy becomes a move and each update happens in the field's slot.
+    True if anything was rewritten."""
+    changed = False
+    for block in _blocks(body):
+        out: list[Any] = []
+        for s in block.stmts:
+            src = _update_source(s.value) if isinstance(s, A.LetStmt) else None
+            if src is None or s.is_tuple or s.vars[0] is None:
+                out.append(s)
+                continue
+            out += _as_updates(s.vars[0], src, s.value, s.pos)
+            changed = True
+        src = _update_source(block.tail)
+        if src is not None:
+            assert block.tail is not None
+            x = Var("__update", src.ty, True, block.tail.pos)
+            out += _as_updates(x, src, block.tail, block.tail.pos)
+            block.tail = _read(VarRef(x, 0, x.width, x.ty), block.tail.pos, whole=True)
+            changed = True
+        block.stmts = out
+    return changed
+
+
+def _as_updates(x: Var, src: Var, lit: A.StructLit, pos: Any) -> list[Any]:
+    t = lit.ty
+    let = A.LetStmt(pos, True, [(x.name, pos)], False, None, _read(_whole_ref(src), pos, True))
+    let.vars = [x]
+    out: list[Any] = [let]
+    for (fname, fty), e in zip(t.fields, lit.ordered, strict=True):
+        slot = field_slot(t, fname)
+        assert slot is not None
+        off, w, _ = slot
+        ref = getattr(e, "ref", None)
+        if isinstance(e, A.PathExpr) and isinstance(ref, VarRef) and ref.var is src:
+            if (ref.offset, ref.width) == (off, w):
+                continue  # a plain copy of the same field: the copy has it already
+        target = VarRef(x, off, w, fty)
+        assign = A.AssignStmt(pos, [_read(target, pos, False)], False, e)
+        assign.vars = [target]
+        out.append(assign)
+    return out
+
+
+def _whole_ref(var: Var) -> VarRef:
+    return VarRef(var, 0, var.width, var.ty)
 
 
 def _copy_source(s: Any) -> Var | None:

@@ -143,6 +143,10 @@ class StackModel:
         #: position of a variable (inf when dead), and whether a dead one may vanish here
         self.next_use: Callable[[Var], float] = lambda var: 0.0
         self.droppable: Callable[[Var], bool] = lambda var: False
+        #: let variables go out of reach instead of spilling them (`ensure_space`), and
+        #: whether a variable's next use is at a later statement than the one being built
+        self.lazy = False
+        self.later: Callable[[Var], bool] = lambda var: False
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -193,13 +197,32 @@ class StackModel:
     # -- spilling ---------------------------------------------------------------------------
 
     def ensure_space(self, w: int, protect: Iterable[Var] = ()) -> None:
-        """Spill least recently used variables until ``w`` more elements fit in 16."""
+        """Spill least recently used variables until ``w`` more elements fit in 16; with
+        `lazy`, not while the elements pushed out of reach all belong to variables not used
+        before a later statement (`sleeps`)."""
         keep = set(protect)
         while self.total + w > CAPACITY:
+            if self.lazy and self.sleeps(self.total + w - CAPACITY):
+                return
             victim = self.victim(keep)
             if victim is None:
                 return
             self.evict(victim)
+
+    def sleeps(self, n: int) -> bool:
+        """Whether the bottom ``n`` elements may go out of reach: they belong to whole
+        variables (no temporary a pending operation needs) whose next use is at a later
+        statement (`later`). A build that then needs one of them before the stack comes
+        back down fails with `OutOfReach`, and its trial is dropped (`tasmopt.frontend
+        .builder`)."""
+        acc = 0
+        for e in self.entries:
+            if acc >= n:
+                return True
+            if e.var is None or not self.later(e.var):
+                return False
+            acc += e.width
+        return acc >= n
 
     def victim(self, keep: set[Var]) -> Entry | None:
         """The variable to evict: least recently used (``lru``) or used furthest in the

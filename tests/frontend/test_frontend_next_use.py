@@ -252,6 +252,7 @@ def _only(monkeypatch, joins: bool) -> None:
     from tasmopt.frontend import builder
 
     monkeypatch.setattr(builder, "TRIALS", ((0, joins, False),))
+    monkeypatch.setattr(builder, "LAZY_TRIALS", ())
 
 
 #: d and e are dead after the if/else; the branches need 15 and 16 fresh slots

@@ -195,6 +195,7 @@ def test_every_next_use_trial_build_matches_python(monkeypatch, trial):
     from tasmopt.frontend import builder
 
     monkeypatch.setattr(builder, "TRIALS", (trial,))
+    monkeypatch.setattr(builder, "LAZY_TRIALS", ())
     for seed in range(100, 112):
         g = Gen(seed)
         lines, run = g.block({}, 28, 0, "    ")
@@ -204,6 +205,57 @@ def test_every_next_use_trial_build_matches_python(monkeypatch, trial):
         res = run_ops(compile_source(src, f"r{seed}.tri", spill="next-use"), step_limit=2_000_000)
         assert res.error is None, (res.error, src)
         assert list(res.public_output) == expected, src
+
+
+def _lazy_trials():
+    from tasmopt.frontend.builder import LAZY_TRIALS
+
+    return LAZY_TRIALS
+
+
+@pytest.mark.parametrize(
+    "trial", _lazy_trials(), ids=[f"lazy-eager{e}-joins{j}" for e, j, _ in _lazy_trials()]
+)
+def test_every_lazy_trial_build_that_succeeds_matches_python(monkeypatch, trial):
+    """A lazy build (`StackModel.lazy`: variables left out of reach while they sleep) either
+    fails with an out-of-reach error, and is dropped, or is right; some of them succeed
+    where values do go out of reach (the path under test runs)."""
+    from tasmopt.frontend import builder
+    from tasmopt.frontend.stack import StackModel
+
+    monkeypatch.setattr(builder, "TRIALS", ())
+    monkeypatch.setattr(builder, "LAZY_TRIALS", (trial,))
+    slept = 0
+    real = StackModel.sleeps
+
+    def spy(self, n):
+        nonlocal slept
+        out = real(self, n)
+        slept += out
+        return out
+
+    monkeypatch.setattr(StackModel, "sleeps", spy)
+    kept = 0  # lazy builds that let a value sleep out of reach and succeeded
+    real_build = builder._FnBuilder.build
+
+    def build(self):
+        nonlocal kept
+        before = slept
+        ops = real_build(self)
+        kept += self.model.lazy and slept > before
+        return ops
+
+    monkeypatch.setattr(builder._FnBuilder, "build", build)
+    for seed in range(100, 124):
+        g = Gen(seed)
+        lines, run = g.block({}, 28, 0, "    ")
+        src = "program r\nfn main() {\n" + "\n".join(lines) + "\n}\n"
+        expected: list[int] = []
+        run({}, expected)
+        res = run_ops(compile_source(src, f"r{seed}.tri", spill="next-use"), step_limit=2_000_000)
+        assert res.error is None, (res.error, src)
+        assert list(res.public_output) == expected, src
+    assert kept > 0
 
 
 #: a function whose result depends on the order of its arguments

@@ -252,7 +252,22 @@ class ExprBuilder:
             m.emit_swap_chain(ws + wr - 1)
         m.entries[-n:] = top[n - k :] + top[: n - k]
 
+    def operands(self, e: A.BinExpr) -> list[A.Expr] | None:
+        """A chain of one commutative, associative operator as operands in the order to
+        evaluate them, or None to build ``e`` as written. The base builder never reorders."""
+        return None
+
     def binary(self, e: A.BinExpr) -> None:
+        chain = self.operands(e)
+        if chain is not None:
+            self.expr(chain[0])
+            for x in chain[1:]:
+                if not self.take_under(x):
+                    self.expr(x)
+                self.emit(BINARY_OPS[e.op])
+                self.model.pop_entries(2)
+                self.model.push(None, 1)
+            return
         first, second = e.lhs, e.rhs
         if e.op in COMMUTATIVE_OPS and self.rhs_first(e):
             first, second = second, first

@@ -158,6 +158,39 @@ class _FnBuilder(ExprBuilder):
         top = m.entries[-1].var
         return _scalar_ref(e.rhs) is top and _scalar_ref(e.lhs) is not top
 
+    def operands(self, e: A.BinExpr) -> list[A.Expr] | None:
+        """Next-use: a chain of three or more Field ``+`` (or ``*``) operands that are all
+        variable reads or literals (`_plain_read`; ``as_field`` of one too: no code) is
+        evaluated in the order its variables sit on the stack, topmost first: field addition and multiplication are
+        commutative and associative (Goldilocks), so the value is the same, and each
+        variable read for the last time is taken where it is (``sum(s) = s.w0 + .. + s.w15``
+        is fifteen ``add``)."""
+        if self.live is None or e.op not in ("+", "*") or e.ty != FIELD:
+            return None
+        chain: list[A.Expr] = []
+        todo: list[A.Expr] = [e]
+        while todo:
+            x = todo.pop()
+            if isinstance(x, A.BinExpr) and x.op == e.op and x.ty == FIELD:
+                todo += [x.rhs, x.lhs]  # type: ignore[list-item]  # typed operands of a checked BinExpr
+            else:
+                chain.append(x)
+        if len(chain) < 3 or not all(_plain_read(x) for x in chain):
+            return None
+        m = self.model
+
+        def depth(x: A.Expr) -> float:
+            best = math.inf
+            for n in _nodes(x):
+                ref = getattr(n, "ref", None)
+                if isinstance(n, A.PathExpr) and isinstance(ref, VarRef):
+                    i = m.index_of(ref.var)
+                    if i is not None:
+                        best = min(best, m.depth(ref.var) + ref.offset)
+            return best
+
+        return sorted(chain, key=depth)
+
     def owed(self, var: Var) -> bool:
         """Part of an open branch/loop body's start (or join) layout: the body must end
         with it, so it may not vanish before."""
@@ -287,7 +320,11 @@ class _FnBuilder(ExprBuilder):
 
     def take_under(self, e: object) -> bool:
         """A commutative operator's second operand is a one-element variable right under
-        the first operand's value, read for the last time: use it in place."""
+        the first operand's value, read for the last time: use it in place (through a free
+        cast too: ``as_field`` has no code)."""
+        inner = _free_cast(e)
+        if inner is not None:
+            e = inner
         ref = getattr(e, "ref", None)
         return (
             isinstance(ref, VarRef) and _scalar_ref(e) is not None and self.consume(ref, under=True)
@@ -926,6 +963,24 @@ def _nodes(node: object) -> list[object]:
 
 #: dataclass fields that hold no expression of the body
 _NODE_SKIP = frozenset({"pos", "ty", "target", "generics", "ann", "name_pos", "var_pos", "ref"})
+
+
+def _plain_read(e: object) -> bool:
+    """A literal, a variable or constant read, or a free cast (an intrinsic without code,
+    ``as_field``) of one: no side effect, no failure, nothing computed."""
+    if isinstance(e, A.IntLit | A.BoolLit | A.PathExpr):
+        return True
+    return _free_cast(e) is not None and _plain_read(e.args[0])  # type: ignore[attr-defined]  # a CallExpr (checked by _free_cast)
+
+
+def _free_cast(e: object) -> A.Expr | None:
+    """The argument of a one-argument intrinsic call that emits no code (``as_field``)."""
+    if not isinstance(e, A.CallExpr) or len(e.args) != 1:
+        return None
+    t = e.target
+    if t is None or t.kind != "intrinsic" or t.intrinsic.ops:
+        return None
+    return e.args[0]
 
 
 def _whole_reads(e: object) -> list[Var] | None:

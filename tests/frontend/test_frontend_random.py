@@ -289,3 +289,30 @@ def test_calls_with_plain_and_composite_arguments_match_python(monkeypatch, late
         assert res.error is None, (res.error, src)
         assert list(res.public_output) == expected, src
     assert bool(rotations) is late  # the path under test ran (only) in the late builds
+
+
+def test_reordered_sum_and_product_chains_match_python(monkeypatch):
+    """``next-use`` evaluates a chain of Field ``+`` (or ``*``) reads in the order the
+    variables sit on the stack (`_FnBuilder.operands`); the random programs' nested sums
+    and products exercise it (counted) and still print what Python computes."""
+    from tasmopt.frontend import builder
+
+    used = 0
+    real = builder._FnBuilder.operands
+
+    def spy(self, e):
+        nonlocal used
+        out = real(self, e)
+        used += out is not None
+        return out
+
+    monkeypatch.setattr(builder._FnBuilder, "operands", spy)
+    for seed in range(300, 324):
+        g = Gen(seed)
+        lines, run = g.block({}, 28, 0, "    ")
+        src = "program r\nfn main() {\n" + "\n".join(lines) + "\n}\n"
+        expected: list[int] = []
+        run({}, expected)
+        res = run_ops(compile_source(src, f"r{seed}.tri", spill="next-use"), step_limit=2_000_000)
+        assert res.error is None and list(res.public_output) == expected, src
+    assert used > 0

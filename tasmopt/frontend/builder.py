@@ -214,7 +214,7 @@ class _FnBuilder(ExprBuilder):
         done = self.reads_here.get(var, 0) + 1
         last = (
             done == live.count_at(var, self.at)
-            and live.next_use(var, self.at + 1) is None
+            and live.next_after(var, self.at) is None
             and not self.owed(var)
         )
         taken = last and len(m.entries) >= -at and m.entries[at].var is var
@@ -254,7 +254,7 @@ class _FnBuilder(ExprBuilder):
             if not (
                 live.known(v)
                 and self.reads_here.get(v, 0) + 1 == live.count_at(v, self.at)
-                and live.next_use(v, self.at + 1) is None
+                and live.next_after(v, self.at) is None
                 and not self.owed(v)
             ):
                 return False
@@ -295,7 +295,7 @@ class _FnBuilder(ExprBuilder):
         k = len(reads)
         if k == 0 or k > len(params) or any(r is not p for r, p in zip(reads, params[:k])):
             return 0
-        if any(live.count_at(p, at) != 1 or live.next_use(p, at + 1) is not None for p in reads):
+        if any(live.count_at(p, at) != 1 or live.next_after(p, at) is not None for p in reads):
             return 0
         return k
 
@@ -609,7 +609,7 @@ class _FnBuilder(ExprBuilder):
             if (
                 not live.known(v)
                 or self.reads_here.get(v, 0) + 1 != live.count_at(v, self.at)
-                or live.next_use(v, self.at + 1) is not None
+                or live.next_after(v, self.at) is not None
                 or self.owed(v)
             ):
                 return False

@@ -9,8 +9,9 @@ position). A ``for`` loop adds one more position after its body, its *back edge*
 variable declared outside the loop and used inside it, and the loop variable (the builder
 increments it there), is also used at the back edge, so it stays live for the whole body.
 
-`Liveness.next_use` answers "the first position >= p that uses v"; ``None`` means v is dead
-from p on. Variables the analysis has not seen (the builder's own temporaries: loop
+`Liveness.next_use` answers "the first position >= p that uses v" on a path through p: the
+positions of a later branch of the same ``if``/``match`` do not count from inside an earlier
+one (only one of them runs); ``None`` means v is dead from p on. Variables the analysis has not seen (the builder's own temporaries: loop
 counters, match scrutinees, stashed branch values) are never reported dead: callers treat
 them as used now.
 """
@@ -51,6 +52,9 @@ class Liveness:
         #: per position, the variables it reads in the order of the walk (evaluation order
         #: for operands and arguments; source order for a struct literal's fields)
         self.order: dict[int, list[Var]] = {}
+        #: (a0, a1, b0, b1): positions a0..a1-1 (a branch) never run before b0..b1-1 (a
+        #: later branch of the same ``if``/``match``) on one path
+        self.exclusive: list[tuple[int, int, int, int]] = []
         self._n = 0
         self._block(body)
         for positions in self.uses.values():
@@ -87,6 +91,17 @@ class Liveness:
                 seen += 1
         return 1.0
 
+    def next_after(self, var: Var, at: int) -> int | None:
+        """First position after ``at`` that uses ``var`` on a path through ``at`` (from an
+        ``if`` condition both branches are on such paths; from inside a branch the later
+        branches are not); None when this position's reads are its last."""
+        positions = self.uses[var]
+        skip = [(b0, b1) for a0, a1, b0, b1 in self.exclusive if a0 <= at < a1]
+        for q in positions[bisect.bisect_right(positions, at) :]:
+            if not any(b0 <= q < b1 for b0, b1 in skip):
+                return q
+        return None
+
     def next_use(self, var: Var, at: int) -> int | None:
         """First position >= ``at`` that uses ``var``; None when it is dead from ``at`` on.
 
@@ -94,8 +109,11 @@ class Liveness:
             KeyError: ``var`` is not a variable of this body (see `known`).
         """
         positions = self.uses[var]
-        i = bisect.bisect_left(positions, at)
-        return positions[i] if i < len(positions) else None
+        skip = [(b0, b1) for a0, a1, b0, b1 in self.exclusive if a0 <= at < a1]
+        for q in positions[bisect.bisect_left(positions, at) :]:
+            if not any(b0 <= q < b1 for b0, b1 in skip):
+                return q
+        return None
 
     # -- the walk -----------------------------------------------------------------------------
 
@@ -121,13 +139,22 @@ class Liveness:
         p = self._new(s)
         if isinstance(s, A.IfStmt):
             self._mark(s.cond, p)
+            t0 = self._n
             self._block(s.then)
             if s.els is not None:
+                e0 = self._n
                 self._block(s.els)
+                self.exclusive.append((t0, e0, e0, self._n))
         elif isinstance(s, A.MatchStmt):
             self._mark(s.scrutinee, p)
+            ranges = []
             for arm in s.arms:
+                a0 = self._n
                 self._block(arm.body)
+                ranges.append((a0, self._n))
+            for k, (a0, a1) in enumerate(ranges):
+                for b0, b1 in ranges[k + 1 :]:
+                    self.exclusive.append((a0, a1, b0, b1))
         elif isinstance(s, A.ForStmt):
             self._mark(s.start, p)
             self._mark(s.end, p)

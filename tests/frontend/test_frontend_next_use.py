@@ -505,3 +505,32 @@ def test_a_late_build_that_saves_no_ram_traffic_is_not_kept(monkeypatch):
     plain = _function(_module_ops("poseidon/p2sponge.tri", monkeypatch, False), "hash_ram")
     monkeypatch.undo()
     assert _function(_module_ops("poseidon/p2sponge.tri", monkeypatch, None), "hash_ram") == plain
+
+
+def test_a_branch_does_not_keep_a_value_only_the_other_branch_reads():
+    """Liveness paths: inside the ``then`` branch the ``else`` branch's reads do not count
+    (only one branch runs), so ``a`` is taken at its read in ``then``; but from the
+    condition both branches are ahead, so ``c``, read in the condition and in ``else``, is
+    not taken there. Both inputs run both branches right."""
+    body, params = _checked_body(
+        _program(
+            "    let a = pub_read()\n    let c = pub_read()\n"
+            "    if c == 1 {\n        pub_write(a)\n    } else {\n        pub_write(a + c)\n    }"
+        )
+    )
+    live = Liveness(body, params)
+    if_stmt = body.stmts[2]
+    a = body.stmts[0].vars[0]
+    c = body.stmts[1].vars[0]
+    at_if = live.at(if_stmt)
+    then_node = if_stmt.then.stmts[0] if if_stmt.then.stmts else if_stmt.then.tail
+    then_tail = live.at(then_node)
+    assert live.next_after(c, at_if) is not None  # the else branch reads c
+    assert live.next_after(a, then_tail) is None  # from then, else's read of a is off-path
+    assert live.next_use(a, at_if) == then_tail
+    src = _program(
+        "    let a = pub_read()\n    let c = pub_read()\n"
+        "    if c == 1 {\n        pub_write(a)\n    } else {\n        pub_write(a + c)\n    }"
+    )
+    assert _run(src, [7, 1], "next-use") == [7]
+    assert _run(src, [7, 5], "next-use") == [12]

@@ -2,7 +2,8 @@
 
 Two kinds of rules, both applied to a fixpoint:
 
-* **peephole patterns** on adjacent instructions — redundant ``dup``/``push`` followed by
+* **peephole patterns** on adjacent instructions — ``swap 1; ..; swap k`` as ``pick k`` and
+  ``swap k; ..; swap 1`` as ``place k``, redundant ``dup``/``push`` followed by
   ``pop``, ``swap i; swap i``, ``swap 1`` before a commutative operation, ``push c; add`` ->
   ``addi c``, merged ``pop``s and ``addi``s, multiplications by one, no-ops;
 * **window re-synthesis**: a short window whose whole effect is to drop some stack elements
@@ -45,6 +46,9 @@ def _peephole(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None: 
         return [], 1
     if b is None:
         return None
+    chain = _swap_chain(code, i)
+    if chain is not None:
+        return chain
     # a value pushed and dropped at once
     if a.name in ("push", "dup") and _is(b, "pop"):
         return ([Instr("pop", b.arg - 1)] if b.arg > 1 else []), 2
@@ -80,6 +84,29 @@ def _peephole(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None: 
         and _is(code[i + 3], "mul")
     ):
         return [], 4
+    return None
+
+
+def _swap_chain(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None:
+    """``swap 1; swap 2; ..; swap k`` is ``pick k`` and ``swap k; ..; swap 2; swap 1`` is
+    ``place k`` (k >= 2; Triton VM spec, instructions ``pick``/``place``): the longest such
+    chain at ``i`` as one instruction (the frontend's order-preserving moves)."""
+    a = code[i]
+    if a.name != "swap" or not isinstance(a.arg, int):
+        return None
+    step = 1 if a.arg == 1 else -1
+    n = 1
+    while (
+        i + n < len(code)
+        and _is(code[i + n], "swap")
+        and code[i + n].arg == code[i + n - 1].arg + step
+        and 1 <= code[i + n].arg <= 15
+    ):
+        n += 1
+    if step == 1 and n >= 2:
+        return [Instr("pick", n)], n
+    if step == -1 and n >= 2 and code[i + n - 1].arg == 1:
+        return [Instr("place", a.arg)], n
     return None
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from tasmopt.errors import FrontendError
 from tasmopt.frontend import ast as A
 from tasmopt.frontend.source import Pos
-from tasmopt.frontend.stack import CAPACITY, OutOfReach, StackModel, pick, pop_chunks
+from tasmopt.frontend.stack import CAPACITY, OutOfReach, StackModel, pop_chunks
 from tasmopt.frontend.symbols import ConstRef, VarRef
 from tasmopt.frontend.types import ArrayTy, width
 from tasmopt.isa import names_where
@@ -89,10 +89,6 @@ class ExprBuilder:
                 for _ in range(dead):
                     self.emit("Swap", 1)
                     self.emit("Pop", 1)
-        elif k < CAPACITY and self.model.alloc.policy == "next-use":
-            for _ in range(dead):  # the topmost dead element up, and dropped: order kept
-                self.emit_op(pick(k))
-                self.emit("Pop", 1)
         elif k < CAPACITY:
             for _ in range(dead):
                 self.emit("Swap", k)

@@ -44,6 +44,7 @@ __all__ = [
     "StackModel",
     "OutOfReach",
     "pick",
+    "place",
     "pop_chunks",
 ]
 
@@ -105,11 +106,19 @@ class Snapshot:
         return [v for v, _, _ in self.entries]
 
 
-def pick(e: int) -> Op:
-    """``pick e`` (Triton VM spec, instruction ``pick``: st_e to the top, the elements above
-    it one deeper; both ISA variants) as a TIR ``Asm`` op of net effect 0 (spec/tir.md §1:
-    TIR has no op of its own for it)."""
-    return Op("Asm", fields=(("lines", (f"pick {e}",)), ("effect", 0)))
+def pick(e: int) -> list[Op]:
+    """``pick e`` as TIR (Triton VM spec, instruction ``pick``: st_e to the top, the elements
+    above it one deeper): ``Swap(1) .. Swap(e)``. TIR has no ``pick`` of its own, and an
+    ``Asm`` op would end the optimizer's straight-line block there (spec/tir.md §1, design
+    §2); the optimizer's rules turn the chain into one ``pick e`` (`tasmopt.rules`) and the
+    builder's cost proxy counts it as one (`tasmopt.frontend.builder.weighted_cost`)."""
+    return [Op("Swap", k) for k in range(1, e + 1)]
+
+
+def place(e: int) -> list[Op]:
+    """``place e`` (the top to st_e, the elements above it one higher; the inverse of
+    ``pick e``) as TIR: ``Swap(e) .. Swap(1)`` (see `pick`)."""
+    return [Op("Swap", k) for k in range(e, 0, -1)]
 
 
 def ram_chunks(n: int) -> list[int]:
@@ -347,7 +356,7 @@ class StackModel:
         assert var is not None
         if above + w - 1 < CAPACITY:
             for _ in range(w if above else 0):
-                self.emit(pick(above + w - 1))
+                self.emit_swap_chain(above + w - 1)
             if store:
                 self.emit(Op("Push", addr))
                 for n in ram_chunks(w):
@@ -402,14 +411,11 @@ class StackModel:
 
     def emit_swap_chain(self, e: int) -> None:
         """Bring st_e to the top, shifting st0..st_{e-1} down by one: ``Swap(1) .. Swap(e)``
-        (upstream's shape, ``lru``), or one ``pick e`` (`pick`) under ``next-use``."""
+        (`pick`: upstream's shape, and one ``pick e`` after the optimizer's rules)."""
         if e >= CAPACITY:
             raise OutOfReach(e)
-        if self.alloc.policy == "next-use" and e > 1:
-            self.emit(pick(e))
-            return
-        for k in range(1, e + 1):
-            self.emit(Op("Swap", k))
+        for op in pick(e):
+            self.emit(op)
 
     def reload(self, var: Var, make_room: bool = True) -> None:
         """Bring a spilled variable back on top of the stack."""

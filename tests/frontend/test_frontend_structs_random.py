@@ -378,7 +378,8 @@ def test_copies_become_moves_and_updates_happen_in_place_in_the_random_programs(
         expected = []
         run({}, expected)
         ops = compile_source(src, f"r{seed}.tri", spill="next-use")
-        used["place"] += show(ops).count("Asm{place")
+        text = show(ops)
+        used["place"] += text.count("Swap(2) Swap(1)") + text.count("Swap(3) Swap(2) Swap(1)")
         res = run_ops(ops, step_limit=2_000_000)
         assert res.error is None and list(res.public_output) == expected, src
     assert used["forward"] > 0 and used["place"] > 0, used

@@ -34,7 +34,7 @@ def _spill_option(default: str) -> Callable[[Callable[..., Any]], Callable[..., 
         type=click.Choice(["lru", "next-use"]),
         default=default,
         show_default=True,
-        help="Trident source: spill as upstream (lru) or by next use, dead values dropped.",
+        help="Trident source: upstream's stack shape (lru) or our stack allocator (next-use).",
     )
 
 
@@ -167,9 +167,10 @@ def cost_table(result: CompileResult) -> list[str]:
     "compile",
     epilog="""\b
 FILE.tri is Trident source: the frontend compiles it and its imports (-I adds library
-roots) and the linked TIR is optimized with our own lowering as the baseline. The frontend
-spills past 16 live elements by next use (--spill next-use, the default here: furthest next
-use first, dead values dropped) or as upstream does (--spill lru).
+roots) and the linked TIR is optimized with our own lowering as the baseline. The frontend's
+stack allocator (--spill next-use, the default here) takes values where they are at their
+last read, splits struct variables into fields, updates them in place and spills the value
+used furthest ahead, five words per RAM round trip; --spill lru is upstream's shape.
 FILE.json is one of:
   a request     {"tir": [...], "baseline_tasm": "...", "options": {"seed": 1}}
   a TIR array   [{"FnStart": "f"}, {"Push": 1}, "Return", "FnEnd"]
@@ -365,8 +366,9 @@ Examples:
 
 The TIR is what the Trident toolchain would send (dependencies first, module-local labels,
 cross-module calls as @module__fn), built by our frontend: correct where the upstream builder
-is not; --spill next-use spills by next use and drops dead values (fewer RAM round trips)
-instead of upstream's least-recently-used shape. Errors print as file:line:col diagnostics
+is not; --spill next-use uses our stack allocator (values taken at their last read, structs
+split into fields, furthest-next-use spills; its swap chains become pick/place in the
+optimizer) instead of upstream's least-recently-used shape. Errors print as file:line:col diagnostics
 (exit 1).
 """
 )

@@ -256,8 +256,8 @@ class _FnBuilder(ExprBuilder):
         if live is None or not values:
             return False
         groups: list[list[Var]] = []
-        for v in values:
-            reads = _whole_reads(v)
+        for value in values:
+            reads = _whole_reads(value)
             if reads is None:
                 return False
             groups.append(reads)
@@ -923,9 +923,9 @@ class _ModuleBuilder:
             return _FnBuilder(self, sig).build()
         declared = _declared_form(sig)
         bases = [declared]
-        moved = forward_copies(*declared)
-        if moved is not None:
-            bases.append(moved)
+        forwarded = forward_copies(*declared)
+        if forwarded is not None:
+            bases.append(forwarded)
         forms = []
         for base in bases:
             split = scalarize(*base) if "scalarized" in FORMS else None
@@ -1091,17 +1091,12 @@ def _chain_rest(ops: list[Op] | tuple[Op, ...], i: int) -> int:
     optimizer's rules have merged it (`tasmopt.frontend.stack.pick`)."""
     if ops[i].kind != "Swap":
         return 0
-    first = ops[i].value
-    step = 1 if first == 1 else -1
+    args = [op.value if op.kind == "Swap" and isinstance(op.value, int) else -1 for op in ops[i:]]
+    step = 1 if args[0] == 1 else -1
     n = 0
-    while (
-        i + n + 1 < len(ops)
-        and ops[i + n + 1].kind == "Swap"
-        and ops[i + n + 1].value == ops[i + n].value + step
-        and (step == 1 or ops[i + n + 1].value >= 1)
-    ):
+    while n + 1 < len(args) and args[n + 1] >= 1 and args[n + 1] == args[n] + step:
         n += 1
-    if step == -1 and ops[i + n].value != 1:
+    if step == -1 and args[n] != 1:
         return 0  # a place chain must end at Swap(1)
     return n
 

@@ -280,10 +280,12 @@ def forward_copies(params: list[Var], body: A.Block) -> tuple[list[Var], A.Block
             src = _copy_source(s)
             if src is None or src in assigned:
                 continue
+            assert isinstance(s, A.LetStmt)  # `_copy_source` says so
+            dst: Var = s.vars[0]
             later: list[Any] = [*block.stmts[i + 1 :], *([block.tail] if block.tail else [])]
-            if _forwardable(src, s.vars[0], later):
+            if _forwardable(src, dst, later):
                 for node in later:
-                    _retarget(node, src, s.vars[0])
+                    _retarget(node, src, dst)
                 done = True
     return (params2, body2) if done else None
 
@@ -337,18 +339,21 @@ def _literal_updates(body: A.Block) -> bool:
     for block in _blocks(body):
         out: list[Any] = []
         for s in block.stmts:
-            src = _update_source(s.value) if isinstance(s, A.LetStmt) else None
-            if src is None or s.is_tuple or s.vars[0] is None:
+            if not isinstance(s, A.LetStmt) or s.is_tuple or s.vars[0] is None:
+                out.append(s)
+                continue
+            src = _update_source(s.value)
+            if src is None or not isinstance(s.value, A.StructLit):
                 out.append(s)
                 continue
             out += _as_updates(s.vars[0], src, s.value, s.pos)
             changed = True
-        src = _update_source(block.tail)
-        if src is not None:
-            assert block.tail is not None
-            x = Var("__update", src.ty, True, block.tail.pos)
-            out += _as_updates(x, src, block.tail, block.tail.pos)
-            block.tail = _read(VarRef(x, 0, x.width, x.ty), block.tail.pos, whole=True)
+        tail = block.tail
+        src = _update_source(tail)
+        if src is not None and isinstance(tail, A.StructLit):
+            x = Var("__update", src.ty, True, tail.pos)
+            out += _as_updates(x, src, tail, tail.pos)
+            block.tail = _read(VarRef(x, 0, x.width, x.ty), tail.pos, whole=True)
             changed = True
         block.stmts = out
     return changed

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -36,6 +36,7 @@ __all__ = [
     "names_where",
     "SlotFlow",
     "slot_flow",
+    "swap_chain",
 ]
 
 IsaVariant = Literal["release", "head"]
@@ -507,3 +508,25 @@ def slot_flow(name: str, arg: int | None = None, isa: IsaVariant = "release") ->
     src = tuple(-1 if i in fresh else i - delta for i in range(length))
     depth = ins.reads_depth(small)
     return SlotFlow(src, length - delta, tuple(range(depth)))
+
+
+def swap_chain(args: Sequence[int | None]) -> tuple[str, int, int] | None:
+    """The ``pick``/``place`` that a run of ``swap`` arguments at the start of ``args`` is:
+    ``swap 1; swap 2; ..; swap k`` is ``pick k`` and ``swap k; ..; swap 2; swap 1`` is
+    ``place k`` (k >= 2; Triton VM spec, instructions ``pick``/``place``); ``None`` items end
+    the run (not a swap). Returns (mnemonic, k, instructions used), or None when the run is
+    no such chain."""
+    if not args or args[0] is None:
+        return None
+    step = 1 if args[0] == 1 else -1
+    n = 1
+    while n < len(args):
+        nxt, prev = args[n], args[n - 1]
+        if nxt is None or prev is None or nxt != prev + step or not 1 <= nxt <= 15:
+            break
+        n += 1
+    if n < 2:
+        return None
+    if step == 1:
+        return "pick", n, n
+    return ("place", args[0], n) if args[n - 1] == 1 else None

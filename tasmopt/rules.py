@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tasmopt.isa import P, names_where
+from tasmopt.isa import P, names_where, swap_chain
 from tasmopt.report import CompileOptions
 from tasmopt.sources import BlockTask
 from tasmopt.tasm.program import Instr
@@ -88,26 +88,15 @@ def _peephole(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None: 
 
 
 def _swap_chain(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None:
-    """``swap 1; swap 2; ..; swap k`` is ``pick k`` and ``swap k; ..; swap 2; swap 1`` is
-    ``place k`` (k >= 2; Triton VM spec, instructions ``pick``/``place``): the longest such
-    chain at ``i`` as one instruction (the frontend's order-preserving moves)."""
-    a = code[i]
-    if a.name != "swap" or not isinstance(a.arg, int):
-        return None
-    step = 1 if a.arg == 1 else -1
-    n = 1
-    while (
-        i + n < len(code)
-        and _is(code[i + n], "swap")
-        and code[i + n].arg == code[i + n - 1].arg + step
-        and 1 <= code[i + n].arg <= 15
-    ):
-        n += 1
-    if step == 1 and n >= 2:
-        return [Instr("pick", n)], n
-    if step == -1 and n >= 2 and code[i + n - 1].arg == 1:
-        return [Instr("place", a.arg)], n
-    return None
+    """The longest ``pick``/``place`` chain of swaps at ``i`` (`tasmopt.isa.swap_chain`: the
+    frontend's order-preserving moves) as one instruction."""
+    args = []
+    for ins in code[i:]:
+        if ins.name != "swap" or not isinstance(ins.arg, int):
+            break
+        args.append(ins.arg)
+    chain = swap_chain(args)
+    return None if chain is None else ([Instr(chain[0], chain[1])], chain[2])
 
 
 def _simplify_window(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None:

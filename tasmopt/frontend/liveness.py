@@ -96,11 +96,7 @@ class Liveness:
         ``if`` condition both branches are on such paths; from inside a branch the later
         branches are not); None when this position's reads are its last."""
         positions = self.uses[var]
-        skip = [(b0, b1) for a0, a1, b0, b1 in self.exclusive if a0 <= at < a1]
-        for q in positions[bisect.bisect_right(positions, at) :]:
-            if not any(b0 <= q < b1 for b0, b1 in skip):
-                return q
-        return None
+        return self._on_path(positions, bisect.bisect_right(positions, at), at)
 
     def next_use(self, var: Var, at: int) -> int | None:
         """First position >= ``at`` that uses ``var``; None when it is dead from ``at`` on.
@@ -109,8 +105,13 @@ class Liveness:
             KeyError: ``var`` is not a variable of this body (see `known`).
         """
         positions = self.uses[var]
+        return self._on_path(positions, bisect.bisect_left(positions, at), at)
+
+    def _on_path(self, positions: list[int], i: int, at: int) -> int | None:
+        """The first of ``positions[i:]`` not in a later branch of an ``if``/``match`` whose
+        earlier branch holds ``at``."""
         skip = [(b0, b1) for a0, a1, b0, b1 in self.exclusive if a0 <= at < a1]
-        for q in positions[bisect.bisect_left(positions, at) :]:
+        for q in positions[i:]:
             if not any(b0 <= q < b1 for b0, b1 in skip):
                 return q
         return None

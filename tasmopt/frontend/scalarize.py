@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 from tasmopt.frontend import ast as A
 from tasmopt.frontend.symbols import Var, VarRef
 from tasmopt.frontend.types import StructTy, Ty, field_slot, width
 
-__all__ = ["forward_copies", "scalarize"]
+__all__ = ["forward_copies", "scalarize", "walk_nodes"]
 
 #: fields that hold no expression of the body (types, positions, resolved call targets)
 _SKIP = frozenset({"pos", "ty", "target", "generics", "ann", "name_pos", "var_pos"})
@@ -230,31 +231,11 @@ def scalarize(params: list[Var], body: A.Block) -> tuple[list[Var], A.Block] | N
 
 
 def _has_struct_var(params: list[Var], body: A.Block) -> bool:
-    if any(_splittable(p) for p in params):
-        return True
-    found = False
-
-    def visit(node: Any) -> None:
-        nonlocal found
-        if found:
-            return
-        if isinstance(node, A.LetStmt) and any(_splittable(v) for v in node.vars):
-            found = True
-        elif isinstance(node, list | tuple):
-            for x in node:
-                visit(x)
-        elif isinstance(node, A.Block):
-            visit(node.stmts)
-        elif isinstance(node, A.IfStmt):
-            visit(node.then)
-            visit(node.els)
-        elif isinstance(node, A.ForStmt):
-            visit(node.body)
-        elif isinstance(node, A.MatchStmt):
-            visit([arm.body for arm in node.arms])
-
-    visit(body)
-    return found
+    return any(_splittable(p) for p in params) or any(
+        isinstance(s, A.LetStmt) and any(_splittable(v) for v in s.vars)
+        for b in _blocks(body)
+        for s in b.stmts
+    )
 
 
 # -- copy forwarding ---------------------------------------------------------------------------
@@ -304,7 +285,7 @@ def _update_source(lit: Any) -> Var | None:
         off, w, _ = slot
         own = {
             n.ref.var
-            for n in _walk(e)
+            for n in walk_nodes(e)
             if isinstance(n, A.PathExpr)
             and isinstance(n.ref, VarRef)
             and n.ref.var.ty == t
@@ -424,8 +405,9 @@ def _blocks(node: Any) -> list[A.Block]:
     return out
 
 
-def _walk(node: Any) -> Any:
-    """Every dataclass node below ``node`` (expressions, statements, blocks), once."""
+def walk_nodes(node: Any) -> Iterator[Any]:
+    """Every AST node below ``node`` (expressions, statements, blocks), each once (a struct
+    literal's ``ordered`` parts are its ``fields``' nodes)."""
     seen: set[int] = set()
     stack = [node]
     while stack:
@@ -443,13 +425,15 @@ def _walk(node: Any) -> Any:
 
 
 def _assign_refs(node: Any) -> list[VarRef]:
-    return [r for n in _walk(node) if isinstance(n, A.AssignStmt) for r in n.vars if r is not None]
+    return [
+        r for n in walk_nodes(node) if isinstance(n, A.AssignStmt) for r in n.vars if r is not None
+    ]
 
 
 def _reads(node: Any, var: Var) -> list[VarRef]:
     return [
         n.ref
-        for n in _walk(node)
+        for n in walk_nodes(node)
         if isinstance(n, A.PathExpr) and isinstance(n.ref, VarRef) and n.ref.var is var
     ]
 
@@ -474,6 +458,6 @@ def _forwardable(src: Var, dst: Var, later: list[Any]) -> bool:
 
 
 def _retarget(node: Any, src: Var, dst: Var) -> None:
-    for n in _walk(node):
+    for n in walk_nodes(node):
         if isinstance(n, A.PathExpr) and isinstance(n.ref, VarRef) and n.ref.var is src:
             n.ref = VarRef(dst, n.ref.offset, n.ref.width, n.ref.ty)

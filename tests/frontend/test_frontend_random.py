@@ -152,18 +152,31 @@ class Gen:
         return lines, run
 
 
+def random_program(seed: int, *, calls: bool = False, statements: int = 28):
+    """(source, expected public output) of `Gen`'s program for ``seed`` (with ``calls``:
+    calls of `MIX` too)."""
+    g = Gen(seed, calls=calls)
+    lines, run = g.block({}, statements, 0, "    ")
+    src = "program r\n" + (MIX if calls else "") + "fn main() {\n" + "\n".join(lines) + "\n}\n"
+    expected: list[int] = []
+    run({}, expected)
+    return src, expected
+
+
+def assert_runs_like_python(src: str, expected: list[int], spill: str = "next-use"):
+    """Compile ``src`` with the frontend, run it, and require Python's output; the ops."""
+    ops = compile_source(src, "r.tri", spill=spill)
+    res = run_ops(ops, step_limit=2_000_000)
+    assert res.error is None, (res.error, src)
+    assert list(res.public_output) == expected, src
+    return ops
+
+
 @pytest.mark.parametrize("spill", ["lru", "next-use"])
 @pytest.mark.parametrize("seed", range(24))
 def test_random_programs_match_python(seed, spill):
     """Both spill policies: ``next-use`` also drops dead variables (module stack.py)."""
-    g = Gen(seed)
-    lines, run = g.block({}, 28, 0, "    ")
-    src = "program r\nfn main() {\n" + "\n".join(lines) + "\n}\n"
-    expected: list[int] = []
-    run({}, expected)
-    res = run_ops(compile_source(src, f"r{seed}.tri", spill=spill), step_limit=2_000_000)
-    assert res.error is None, (res.error, src)
-    assert list(res.public_output) == expected, src
+    assert_runs_like_python(*random_program(seed), spill)
 
 
 def test_next_use_policy_drops_dead_variables_in_the_random_programs():
@@ -171,9 +184,7 @@ def test_next_use_policy_drops_dead_variables_in_the_random_programs():
     ``next-use`` builder stores to the spill region less often than ``lru``."""
     stores = {"lru": 0, "next-use": 0}
     for seed in range(24):
-        g = Gen(seed)
-        lines, _ = g.block({}, 28, 0, "    ")
-        src = "program r\nfn main() {\n" + "\n".join(lines) + "\n}\n"
+        src, _ = random_program(seed)
         for spill in stores:
             text = show(compile_source(src, f"r{seed}.tri", spill=spill, optimized=False))
             stores[spill] += text.count("WriteMem(1)")
@@ -197,14 +208,7 @@ def test_every_next_use_trial_build_matches_python(monkeypatch, trial):
     monkeypatch.setattr(builder, "TRIALS", (trial,))
     monkeypatch.setattr(builder, "LAZY_TRIALS", ())
     for seed in range(100, 112):
-        g = Gen(seed)
-        lines, run = g.block({}, 28, 0, "    ")
-        src = "program r\nfn main() {\n" + "\n".join(lines) + "\n}\n"
-        expected: list[int] = []
-        run({}, expected)
-        res = run_ops(compile_source(src, f"r{seed}.tri", spill="next-use"), step_limit=2_000_000)
-        assert res.error is None, (res.error, src)
-        assert list(res.public_output) == expected, src
+        assert_runs_like_python(*random_program(seed))
 
 
 def _lazy_trials():
@@ -247,14 +251,7 @@ def test_every_lazy_trial_build_that_succeeds_matches_python(monkeypatch, trial)
 
     monkeypatch.setattr(builder._FnBuilder, "build", build)
     for seed in range(100, 124):
-        g = Gen(seed)
-        lines, run = g.block({}, 28, 0, "    ")
-        src = "program r\nfn main() {\n" + "\n".join(lines) + "\n}\n"
-        expected: list[int] = []
-        run({}, expected)
-        res = run_ops(compile_source(src, f"r{seed}.tri", spill="next-use"), step_limit=2_000_000)
-        assert res.error is None, (res.error, src)
-        assert list(res.public_output) == expected, src
+        assert_runs_like_python(*random_program(seed))
     assert kept > 0
 
 
@@ -280,14 +277,7 @@ def test_calls_with_plain_and_composite_arguments_match_python(monkeypatch, late
 
     monkeypatch.setattr(build_expr.ExprBuilder, "_rotate", counted)
     for seed in range(200, 216):
-        g = Gen(seed, calls=True)
-        lines, run = g.block({}, 24, 0, "    ")
-        src = "program r\n" + MIX + "fn main() {\n" + "\n".join(lines) + "\n}\n"
-        expected: list[int] = []
-        run({}, expected)
-        res = run_ops(compile_source(src, f"c{seed}.tri", spill="next-use"), step_limit=2_000_000)
-        assert res.error is None, (res.error, src)
-        assert list(res.public_output) == expected, src
+        assert_runs_like_python(*random_program(seed, calls=True, statements=24))
     assert bool(rotations) is late  # the path under test ran (only) in the late builds
 
 
@@ -308,11 +298,5 @@ def test_reordered_sum_and_product_chains_match_python(monkeypatch):
 
     monkeypatch.setattr(builder._FnBuilder, "operands", spy)
     for seed in range(300, 324):
-        g = Gen(seed)
-        lines, run = g.block({}, 28, 0, "    ")
-        src = "program r\nfn main() {\n" + "\n".join(lines) + "\n}\n"
-        expected: list[int] = []
-        run({}, expected)
-        res = run_ops(compile_source(src, f"r{seed}.tri", spill="next-use"), step_limit=2_000_000)
-        assert res.error is None and list(res.public_output) == expected, src
+        assert_runs_like_python(*random_program(seed))
     assert used > 0

@@ -16,6 +16,7 @@ import random
 
 import pytest
 from frontend_util import P, run_ops
+from test_frontend_random import assert_runs_like_python
 
 from tasmopt.frontend import compile_source
 
@@ -284,10 +285,7 @@ def test_struct_programs_match_python(monkeypatch, seed, spill, forms):
 
     if forms is not None:
         monkeypatch.setattr(builder, "FORMS", forms)
-    src, expected = _program(seed)
-    res = run_ops(compile_source(src, f"s{seed}.tri", spill=spill), step_limit=2_000_000)
-    assert res.error is None, (res.error, src)
-    assert list(res.public_output) == expected, src
+    assert_runs_like_python(*_program(seed), spill)
 
 
 def test_the_struct_programs_exercise_the_scalarized_form(monkeypatch):
@@ -341,10 +339,7 @@ def test_the_chunked_ram_layout_is_exercised_and_right(monkeypatch):
     monkeypatch.setattr(StackModel, "emit_ram_read", spy_read)
     monkeypatch.setattr(StackModel, "store_top_to", spy_store)
     for seed in range(16):
-        src, expected = _program(seed)
-        res = run_ops(compile_source(src, f"s{seed}.tri", spill="next-use"), step_limit=2_000_000)
-        assert res.error is None, (res.error, src)
-        assert list(res.public_output) == expected, src
+        assert_runs_like_python(*_program(seed))
     assert all(seen.values()), seen
 
 
@@ -354,7 +349,7 @@ def test_copies_become_moves_and_updates_happen_in_place_in_the_random_programs(
     (`scalarize.forward_copies`, then `rename`), and ``x = e(x)`` picks the old value up and
     places the new one into its slot (`replaced_in_place`)."""
     from frontend_util import show
-    from test_frontend_random import Gen
+    from test_frontend_random import random_program
 
     from tasmopt.frontend import builder, scalarize
 
@@ -368,20 +363,10 @@ def test_copies_become_moves_and_updates_happen_in_place_in_the_random_programs(
 
     monkeypatch.setattr(builder, "forward_copies", spy)
     for seed in range(16):
-        src, expected = _program(seed)
-        res = run_ops(compile_source(src, f"s{seed}.tri", spill="next-use"), step_limit=2_000_000)
-        assert res.error is None and list(res.public_output) == expected, src
+        assert_runs_like_python(*_program(seed))
     for seed in range(24):
-        g = Gen(seed)
-        lines, run = g.block({}, 28, 0, "    ")
-        src = "program r\nfn main() {\n" + "\n".join(lines) + "\n}\n"
-        expected = []
-        run({}, expected)
-        ops = compile_source(src, f"r{seed}.tri", spill="next-use")
-        text = show(ops)
+        text = show(assert_runs_like_python(*random_program(seed)))
         used["place"] += text.count("Swap(2) Swap(1)") + text.count("Swap(3) Swap(2) Swap(1)")
-        res = run_ops(ops, step_limit=2_000_000)
-        assert res.error is None and list(res.public_output) == expected, src
     assert used["forward"] > 0 and used["place"] > 0, used
 
 

@@ -40,3 +40,24 @@ def test_a_broken_chain_keeps_its_meaning(args):
     """Whatever the rules make of a sequence that is not one whole chain, it does the same."""
     code = _swaps(args)
     assert _final_stack(rewrite(code)) == _final_stack(code)
+
+
+@pytest.mark.parametrize("k", [2, 7, 15])
+def test_the_verifier_refuses_a_chain_merged_one_off(k):
+    """Adversarial: the rule only proposes; the block verifier decides. A chain merged into
+    the neighbouring pick/place, or into the other direction, is refused (distinct
+    witnesses tell slot k from k - 1); the right merge is accepted."""
+    from tasmopt.vm.equivalence import BlockCheck, check_block
+
+    up = tuple(f"swap {a}" for a in range(1, k + 1))
+    down = tuple(f"swap {a}" for a in range(k, 0, -1))
+    for base, right, wrongs in (
+        (up, f"pick {k}", [f"pick {k - 1}", f"place {k}", f"pick {min(k + 1, 15)}"]),
+        (down, f"place {k}", [f"place {k - 1}", f"pick {k}", f"swap {k}"]),
+    ):
+        assert check_block(BlockCheck(base, (right,), "release", 16, 7)).equivalent
+        for wrong in wrongs:
+            if wrong == right:
+                continue
+            v = check_block(BlockCheck(base, (wrong,), "release", 16, 7))
+            assert not v.equivalent, (base, wrong)

@@ -160,6 +160,28 @@ class _Block(nn.Module):
         x = x + y.reshape(b, 1, d)  # (B, 1, d)
         return x + self.ff(self.ln3(x))
 
+    def extend(
+        self, x: torch.Tensor, cache: KVCache, layer: int, positions: torch.Tensor
+    ) -> torch.Tensor:
+        """Several positions per row at once, each row at its own offset (speculative
+        decoding, `tasmopt.model.speculative`): x (B, M, d) at ``positions`` (B, M) int64;
+        writes their keys/values into the cache (one row per block: ``cache.beams == 1``).
+        Position p of a row attends to the row's cached positions <= p; cached entries at
+        larger positions (a rejected draft's) are masked, and later overwritten."""
+        y = self.ln1(x)
+        k, v = self.self_attn.keys_values(y)  # (B, H, M, hs)
+        at = positions[:, None, :, None].expand_as(k)  # (B, H, M, hs)
+        cache.k[layer].scatter_(2, at, k)
+        cache.v[layer].scatter_(2, at, v)
+        t = int(positions.max()) + 1
+        keys = torch.arange(t, device=x.device)
+        mask = (keys[None, None, :] <= positions[:, :, None])[:, None]  # (B, 1, M, t)
+        x = x + self.self_attn.attend(
+            y, cache.k[layer][:, :, :t], cache.v[layer][:, :, :t], mask
+        )
+        x = x + self.cross_attn.attend(self.ln2(x), cache.ck[layer], cache.cv[layer], cache.mask)
+        return x + self.ff(self.ln3(x))
+
 
 class Decoder(nn.Module):
     """The decoder stack (inputs are embedded by `tasmopt.model.model.TasmModel`).
@@ -170,6 +192,8 @@ class Decoder(nn.Module):
     Shapes:
         forward: x (B, T, d), memory (B, S, d), memory_mask (B, S) -> (B, T, d).
         step: x (B, 1, d) with a `KVCache` -> (B, 1, d), B = blocks x beams.
+        extend: x (B, M, d) at positions (B, M) with a one-row-per-block `KVCache`
+            -> (B, M, d).
     """
 
     def __init__(self, config: ModelConfig) -> None:
@@ -213,4 +237,11 @@ class Decoder(nn.Module):
         for i, block in enumerate(self._blocks()):
             x = block.step(x, cache, i)
         cache.t += 1
+        return self.ln_f(x)
+
+    def extend(self, x: torch.Tensor, cache: KVCache, positions: torch.Tensor) -> torch.Tensor:
+        """x (B, M, d) at per-row ``positions`` (B, M) -> (B, M, d); see `_Block.extend`.
+        ``cache.t`` is not used (each row's filled length is the caller's)."""
+        for i, block in enumerate(self._blocks()):
+            x = block.extend(x, cache, i, positions)
         return self.ln_f(x)

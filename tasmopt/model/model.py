@@ -153,7 +153,7 @@ class TasmModel(nn.Module):
         x = x + self.exit((state_h - net[:, None] + r).clamp(0, 2 * r))
         x = x + self.window((entry[:, None] + state_h).clamp(0, 2 * r))
         top = state_types[:, :, : self.config.type_window]  # (B, T, 8)
-        onehot = F.one_hot(top, len(TYPES)).flatten(2).float()  # (B, T, 8*types)
+        onehot = F.one_hot(top, len(TYPES)).flatten(2).to(x.dtype)  # (B, T, 8*types)
         x = x + self.types(onehot) + self.ctx(enc.context)[:, None, :]
         return self.drop(x)
 
@@ -281,3 +281,33 @@ class TasmModel(nn.Module):
         allowed = state.allowed(self.grammar(tokens.device))
         logp = torch.log_softmax(logits.masked_fill(~allowed, float("-inf")), dim=-1)
         return logp.masked_fill(~allowed, float("-inf"))  # a row with nothing allowed: no NaN
+
+    def extend(
+        self,
+        enc: EncodedGraphs,
+        cache: KVCache,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        h: torch.Tensor,
+        types: torch.Tensor,
+        allowed: torch.Tensor,
+        entry: torch.Tensor,
+        net: torch.Tensor,
+    ) -> torch.Tensor:
+        """Log-probabilities (B, M, V) of the token after each of ``tokens`` (B, M) fed at
+        ``positions`` (B, M), one row per block (speculative decoding checks a whole draft in
+        one pass: `tasmopt.model.speculative`).
+
+        Args:
+            enc: encoder outputs with one row per block (``enc.repeat(1)``).
+            cache: one-row-per-block `KVCache`; the keys/values of these positions are
+                written into it.
+            h, types: (B, M) and (B, M, W) grammar state before each predicted token.
+            allowed: (B, M, V) bool grammar mask of each predicted token.
+            entry, net: (B,) block entry depth and net effect.
+        """
+        x = self._embed(tokens, positions, h, types, enc, entry, net)  # (B, M, d)
+        z = self.decoder.extend(x, cache, positions)  # (B, M, d)
+        logits = self._logits(z, enc)  # (B, M, V)
+        logp = torch.log_softmax(logits.masked_fill(~allowed, float("-inf")), dim=-1)
+        return logp.masked_fill(~allowed, float("-inf"))

@@ -15,6 +15,8 @@ batch of its blocks, the way `tasmopt.model.source.ModelSource` does for a reque
         --min-instrs 7 --curve 0.5 1 2 4 --modules std_crypto_keccak256 std_fhe_rlwe \
         std_crypto_sha256 std_crypto_auth coin
     python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --stage3 20
+    python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --per-module --k 1 8 32 \
+        --precision float32 int8 --min-instrs 8 --threads 2
     python benchmarks/model.py --checkpoint model_store/s1-corpus-v1 --stage2 10 --verify-workers 2
 
 ``--marginal N``: the model's marginal contribution on the N smallest real modules: cycles of
@@ -22,9 +24,11 @@ rules+search, of rules+search+model, and of rules+search given the model's extra
 time as search budget (equal budget), blocks the model won, seconds; ``--curve B...`` adds
 rules+search alone at those budgets (the cost curve: the model earns its time only where its
 run lies below it); ``--min-instrs N``: the model decodes only blocks of at least N
-instructions; ``--beams K``: beams per block. ``--stage3 STEPS``: the cost of one Stage 3
-micro-finetune step; ``--stage2 STEPS``: of one Stage 2 step, split into sampling,
-verification and update.
+instructions; ``--beams K``: beams per block. ``--per-module``: every block of each real
+module decoded as one request of the model source (the service's path: one batch, repeated
+blocks once), per-module latency at each ``--k`` (K=1: greedy decoding with baseline drafts)
+and ``--precision``. ``--stage3 STEPS``: the cost of one Stage 3 micro-finetune step;
+``--stage2 STEPS``: of one Stage 2 step, split into sampling, verification and update.
 
 Without ``--checkpoint`` a randomly initialized model of the default size is timed (the
 cost does not depend on the weights, only on the hypotheses' lengths, which are bounded by
@@ -176,6 +180,98 @@ def curve(
     return rows
 
 
+def module_tasks(path: Path) -> list:
+    """The `BlockTask` of every block of a real module's lowering (what a request of the
+    module hands the candidate sources)."""
+    from tasmopt.lower.triton import lower
+    from tasmopt.sources import BlockTask
+    from tasmopt.tir.codec import tir_hash
+
+    low = lower(decode(json.loads(path.read_text())["tir"]))
+    tasks = []
+    for f in low.functions:
+        if f.unlowerable or not f.name:
+            continue
+        for i, b in enumerate(f.blocks):
+            text = "\n".join(
+                ln
+                for ln in low.lines[b.start : b.end]
+                if ln.strip() and not ln.strip().startswith("//")
+            )
+            base = parse_instructions(text)
+            if base:
+                ops = tuple(b.ops)
+                tasks.append(
+                    BlockTask(
+                        f.name,
+                        i,
+                        f"{f.name}/{i}",
+                        ops,
+                        tuple(base),
+                        b.entry_depth,
+                        b.net_effect,
+                        tir_hash(ops),
+                    )
+                )
+    return tasks
+
+
+def per_module(
+    checkpoint: Path | None,
+    beams: list[int],
+    precisions: list[str],
+    min_instrs: int,
+    device: str,
+) -> list[dict]:
+    """Every block of each of the 30 real modules decoded by the model source as one request
+    (`ModelSource.propose`: one batch, repeated blocks once, cold cache), at each beam width
+    and precision; prints a row per setting with the per-module latency P50/P90/max and the
+    slowest module. Target (issue 35): P90 <= 100 ms at the service's K on 2 CPU cores."""
+    from tasmopt.model.checkpoint import for_inference
+    from tasmopt.model.source import ModelSource
+    from tasmopt.report import CompileOptions
+
+    base = load_model(checkpoint, device) if checkpoint else TasmModel(ModelConfig()).to(device)
+    base.eval()
+    modules = [(p.stem, module_tasks(p)) for p in sorted(SHARED.glob("*.json"))]
+    print(
+        f"{len(modules)} modules, {sum(len(t) for _, t in modules)} blocks; "
+        f"min_instrs {min_instrs}; device {device}, threads {torch.get_num_threads()}"
+    )
+    out = []
+    options = CompileOptions()
+    for precision in precisions:
+        model = for_inference(base, precision)  # type: ignore[arg-type]  # argparse choices
+        for k in beams:
+            src = ModelSource(model, "bench", k=k, min_instrs=min_instrs)
+            src.propose(modules[0][1], options)  # warm-up
+            lat: dict[str, float] = {}
+            for name, tasks in modules:
+                src.clear_cache()
+                t0 = time.perf_counter()
+                src.propose(tasks, options)
+                lat[name] = time.perf_counter() - t0
+            xs = list(lat.values())
+            worst = max(lat, key=lambda n: lat[n])
+            row = {
+                "precision": precision,
+                "k": k,
+                "p50_ms": 1000 * q(xs, 50),
+                "p90_ms": 1000 * q(xs, 90),
+                "max_ms": 1000 * max(xs),
+                "slowest": worst,
+                "total_s": sum(xs),
+            }
+            out.append(row)
+            print(
+                f"{precision:8s} K={k:3d}  per module P50 {row['p50_ms']:7.0f} ms  "
+                f"P90 {row['p90_ms']:7.0f} ms  max {row['max_ms']:7.0f} ms ({worst})  "
+                f"all 30: {row['total_s']:.1f} s",
+                flush=True,
+            )
+    return out
+
+
 def stage3_step_cost(checkpoint: Path | None, steps: int, batch_size: int, device: str) -> float:
     """Seconds per Stage 3 micro-finetune step (teacher-forced cross-entropy, AdamW, batch
     of ``batch_size`` real-data blocks), median over ``steps`` steps after one warm-up."""
@@ -286,6 +382,19 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="--marginal: the model decodes only blocks of at least this many instructions",
     )
+    ap.add_argument(
+        "--per-module",
+        action="store_true",
+        help="decode every block of each real module as one request of the model source "
+        "(the service's path) at each --k and --precision; per-module latency",
+    )
+    ap.add_argument(
+        "--precision",
+        nargs="+",
+        default=["float32"],
+        choices=["float32", "int8"],
+        help="--per-module: weight precisions (MODEL_PRECISION)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
         "--uncapped",
@@ -318,6 +427,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rows))
         if args.curve:
             print(json.dumps(curve(args.marginal, args.curve, args.seed, args.modules)))
+        return 0
+    if args.per_module:
+        rows = per_module(args.checkpoint, args.k, args.precision, args.min_instrs, args.device)
+        print(json.dumps(rows))
         return 0
     if args.stage2:
         if not args.checkpoint:

@@ -126,7 +126,8 @@ class ModelWatcher:
         loader: Loader | None = None,
     ) -> ModelWatcher:
         """The watcher of a process configured by ``settings`` (MODEL_STORE, MODEL_DEVICE,
-        MODEL_BEAMS, MODEL_SAMPLES, MODEL_TEMPERATURE, MODEL_MIN_INSTRS, MODEL_POLL_S): the
+        MODEL_BEAMS, MODEL_SAMPLES, MODEL_TEMPERATURE, MODEL_MIN_INSTRS, MODEL_PRECISION,
+        MODEL_POLL_S): the
         API's, a worker's, the embedded deepening process's."""
         return cls(
             session_factory=session_factory,
@@ -139,6 +140,7 @@ class ModelWatcher:
                 samples=settings.model_samples,
                 temperature=settings.model_temperature,
                 min_instrs=settings.model_min_instrs,
+                precision=settings.model_precision,
             ),
             poll_s=settings.model_poll_s,
         )

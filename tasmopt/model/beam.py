@@ -20,41 +20,15 @@ for diversity. Both return per block the finished hypotheses, best first.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 
+from tasmopt.model.hypothesis import Hypothesis, decode_limits
 from tasmopt.model.model import TasmModel
+from tasmopt.model.speculative import greedy_decode
 from tasmopt.model.vocab import EOS, PAD
-from tasmopt.tasm.program import Instr
 
 __all__ = ["Hypothesis", "beam_search", "sample", "merged"]
-
-
-@dataclass
-class Hypothesis:
-    """One decoded candidate.
-
-    Attributes:
-        tokens: token ids, EOS excluded.
-        instrs: the instructions they spell.
-        logprob: total log-probability (EOS included).
-        score: ``logprob / (len(tokens) + 1) ** alpha`` (the ranking key).
-    """
-
-    tokens: list[int]
-    instrs: list[Instr]
-    logprob: float
-    score: float
-
-
-def _limits(batch, limits: torch.Tensor | None, max_len: int) -> torch.Tensor:
-    g = int(batch.num_graphs)
-    if limits is None:
-        limits = getattr(batch, "limit", None)
-    if limits is None:
-        return torch.full((g,), max_len, dtype=torch.long, device=batch.x.device)
-    return limits.to(batch.x.device).clamp(1, max_len)
 
 
 def _collect(
@@ -98,8 +72,11 @@ def beam_search(
     alpha: float = 0.7,
     limits: torch.Tensor | None = None,
     stop: Callable[[], bool] | None = None,
+    draft: int = 16,
 ) -> list[list[Hypothesis]]:
-    """Beam search for every graph of ``batch`` at once.
+    """Beam search for every graph of ``batch`` at once; with ``k == 1`` and ``draft`` > 0,
+    greedy decoding that checks baseline drafts of up to ``draft`` tokens per forward pass
+    (`tasmopt.model.speculative.greedy_decode`: the same tokens in fewer passes).
 
     Args:
         model: the model (its mode is left as is; call ``model.eval()`` first).
@@ -116,8 +93,12 @@ def beam_search(
     Returns:
         per graph, up to ``k`` distinct finished hypotheses, best score first.
     """
+    if k == 1 and draft > 0:
+        return greedy_decode(
+            model, batch, immediates, draft=draft, alpha=alpha, limits=limits, stop=stop
+        )
     g_count = int(batch.num_graphs)
-    limits = _limits(batch, limits, model.config.max_len)
+    limits = decode_limits(batch, limits, model.config.max_len)
     enc = model.encode(batch)
     rows, state, cache, tok = model.start(batch, enc, k, limits)
     tables = model.grammar(tok.device)
@@ -203,7 +184,7 @@ def sample(
 ) -> list[list[Hypothesis]]:
     """``k`` samples per graph from the masked model distribution at ``temperature``;
     duplicates removed. Arguments as `beam_search` (``stop`` included)."""
-    limits = _limits(batch, limits, model.config.max_len)
+    limits = decode_limits(batch, limits, model.config.max_len)
     enc = model.encode(batch)
     rows, state, cache, tok = model.start(batch, enc, k, limits)
     tables = model.grammar(tok.device)

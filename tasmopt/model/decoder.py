@@ -176,9 +176,7 @@ class _Block(nn.Module):
         t = int(positions.max()) + 1
         keys = torch.arange(t, device=x.device)
         mask = (keys[None, None, :] <= positions[:, :, None])[:, None]  # (B, 1, M, t)
-        x = x + self.self_attn.attend(
-            y, cache.k[layer][:, :, :t], cache.v[layer][:, :, :t], mask
-        )
+        x = x + self.self_attn.attend(y, cache.k[layer][:, :, :t], cache.v[layer][:, :, :t], mask)
         x = x + self.cross_attn.attend(self.ln2(x), cache.ck[layer], cache.cv[layer], cache.mask)
         return x + self.ff(self.ln3(x))
 

@@ -7,7 +7,7 @@ token per forward pass spends a pass on every copied token. Here each pass feeds
 and checks all of it at once: the model's greedy choice at every draft position comes out
 of one teacher-forced pass over the KV cache, the longest agreeing prefix is accepted and
 the model's own token at the first disagreement is appended. The result is exactly greedy
-decoding (the same tokens as `tasmopt.model.beam.beam_search` with ``k=1``, up to
+decoding (the same tokens as one-beam beam search, up to
 floating-point ties), in about one pass per edit instead of one per token.
 
 Rows advance by different amounts, so every row keeps its own length: the cache is written
@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from tasmopt.model.beam import Hypothesis, _limits
 from tasmopt.model.grammar import GrammarState
+from tasmopt.model.hypothesis import Hypothesis, decode_limits
 from tasmopt.model.model import TasmModel
 from tasmopt.model.vocab import BOS, EOS, PAD
 
@@ -100,7 +100,7 @@ def greedy_decode(
         no token, or ``stop`` cut it).
     """
     g_count = int(batch.num_graphs)
-    limits = _limits(batch, limits, model.config.max_len)
+    limits = decode_limits(batch, limits, model.config.max_len)
     enc = model.encode(batch)
     device = limits.device
     rows = enc.repeat(1)
@@ -123,7 +123,9 @@ def greedy_decode(
             break
         drafts = []
         for b in active:
-            d, hint[b] = draft_from(base[b], out[b], hint[b], min(draft, limit[b] - len(out[b]) - 1))
+            d, hint[b] = draft_from(
+                base[b], out[b], hint[b], min(draft, limit[b] - len(out[b]) - 1)
+            )
             drafts.append(d)
         a, m = len(active), max(len(d) for d in drafts)
         tokens = torch.full((a, m + 1), PAD, dtype=torch.long)
@@ -195,6 +197,10 @@ def greedy_decode(
         ids = [t for t in out[b] if t not in (EOS, PAD)]
         lp = logprob[b]
         hyps.append(
-            [Hypothesis(ids, model.vocab.decode(ids, immediates[b]), lp, lp / (len(ids) + 1) ** alpha)]
+            [
+                Hypothesis(
+                    ids, model.vocab.decode(ids, immediates[b]), lp, lp / (len(ids) + 1) ** alpha
+                )
+            ]
         )
     return hyps

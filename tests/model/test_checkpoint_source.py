@@ -111,3 +111,50 @@ def test_min_instrs_skips_short_blocks(tmp_path) -> None:
     cut = 5
     assert any(g for n, g in every if n < cut) and any(g for n, g in every if n >= cut)
     assert generated(cut) == [(n, g if n >= cut else 0) for n, g in every]
+
+
+def test_the_same_block_twice_is_decoded_once(tmp_path, example_blocks, monkeypatch) -> None:
+    """Blocks repeated within one request (keccak256 repeats most of its rounds) cost one
+    decode; every copy gets the same candidates."""
+    import tasmopt.model.source as source_mod
+    from tasmopt.sources import BlockTask
+
+    torch.manual_seed(0)
+    save_checkpoint(TasmModel(tiny_config()), tmp_path / "m", "m-test")
+    src = load_model_source(tmp_path / "m", "cpu", k=3)
+    tasks = [
+        BlockTask("f", i, f"f/{i}", tuple(ops), tuple(base), entry, net, f"h{i}")
+        for i, (ops, entry, net, base) in enumerate(example_blocks[:4])
+    ]
+    decoded: list[int] = []
+    real = source_mod.beam_search
+
+    def counting(model, batch, imms, **kw):
+        decoded.append(int(batch.num_graphs))
+        return real(model, batch, imms, **kw)
+
+    monkeypatch.setattr(source_mod, "beam_search", counting)
+    once = src.propose(tasks, CompileOptions())
+    src.clear_cache()
+    decoded.clear()
+    twice = src.propose(tasks + tasks, CompileOptions())
+    assert sum(decoded) == len(tasks)
+    assert twice == once + once
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_int8_decodes_grammatical_candidates(tmp_path, example_blocks, k: int) -> None:
+    """int8 weights (MODEL_PRECISION=int8) still decode through the grammar mask; the
+    verifier judges their candidates like any other."""
+    from tasmopt.model.checkpoint import for_inference
+
+    torch.manual_seed(0)
+    model = TasmModel(tiny_config()).eval()
+    quantized = for_inference(model, "int8")
+    assert quantized is not model
+    assert for_inference(model, "float32") is model
+    with pytest.raises(ValueError, match="float32 or int8"):
+        for_inference(model, "bf16")  # type: ignore[arg-type]  # a wrong value on purpose
+    datas, imms = zip(*(block_data(o, e, n, b, max_len=64) for o, e, n, b in example_blocks[:6]))
+    hyps = beam_search(quantized, batch_graphs(list(datas)), list(imms), k=k)
+    assert all(len(h) <= k for h in hyps) and any(hyps)

@@ -49,7 +49,7 @@ def test_equals_one_beam_on_a_random_model(example_blocks, seed: int) -> None:
     model = TasmModel(tiny_config(dec_layers=2)).eval()
     blocks = [b for b in example_blocks if len(b[3]) <= 40]
     batch, imms = _batch(blocks, 64)
-    want = beam_search(model, batch, imms, k=1)
+    want = beam_search(model, batch, imms, k=1, draft=0)
     for draft in (0, 1, 5, 16):
         got = greedy_decode(model, batch, imms, draft=draft)
         assert [[h.tokens for h in x] for x in got] == [[h.tokens for h in x] for x in want]
@@ -63,7 +63,7 @@ def test_equals_one_beam_on_the_shipped_model_in_fewer_passes(example_blocks) ->
     passes fall well below one per token."""
     model = load_model(SHIPPED, "cpu").eval()
     batch, imms = _batch(example_blocks, model.config.max_len)
-    want = beam_search(model, batch, imms, k=1)
+    want = beam_search(model, batch, imms, k=1, draft=0)
     plain: dict[str, int] = {}
     drafted: dict[str, int] = {}
     assert greedy_decode(model, batch, imms, draft=0, counts=plain) is not None

@@ -96,6 +96,8 @@ from tasmopt.vm.equivalence import REJECTION_CLASSES, check_blocks
 __all__ = [
     "compile",
     "anytime",
+    "tiers",
+    "MODEL_SOURCE",
     "QUICK_SOURCES",
     "PIPELINE",
     "PASSES",
@@ -363,7 +365,7 @@ def compile(
     run = Run(tir, baseline_tasm, options, verify, sources, cache)
     with run_memo():  # a merged run optimized once per compile, not once per attempt
         if options.deadline is None:
-            return result_of(execute(run, PIPELINE))
+            return anytime(run)  # one tier, or two when the model is among the sources
         with options.deadline.active():  # for the verifier's guard solving deep below
             return anytime(run)
 
@@ -372,55 +374,117 @@ def compile(
 #: module, and with the function-level passes most of what a full compile saves.
 QUICK_SOURCES: tuple[str, ...] = ("rules",)
 
+#: The candidate source that gets a tier of its own after the others (`tiers`).
+MODEL_SOURCE = "model"
+
+
+def tiers(r: Run) -> list[tuple[str, ...]]:
+    """The candidate sources of each tier of ``r``, in the order they run; the last tier is
+    the request's own sources.
+
+    * Under a deadline, `QUICK_SOURCES` first (when requested with other sources).
+    * The model, when requested and loaded with other sources, after them: the tier before
+      it is exactly the compile without the model, so adding the model never returns more
+      cycles than leaving it out (same request and seed; under a deadline, as long as the
+      time does not run out before that tier ends). A model source whose measured saving
+      per second beats the search's (``ahead_of_search``, from the checkpoint's marginal
+      table: `tasmopt.model.source.ModelSource`) runs before the search under a deadline
+      instead (issue 35: on the synchronous path when it pays).
+    """
+    names = r.options.sources
+    deadline = r.options.deadline is not None
+    model = r.sources.get(MODEL_SOURCE) if MODEL_SOURCE in names else None
+    present = [n for n in names if r.sources.get(n) is not None]
+    out: list[tuple[str, ...]] = []
+    if deadline and set(QUICK_SOURCES) <= set(names):
+        if any(n not in QUICK_SOURCES for n in present):
+            out.append(QUICK_SOURCES)
+    others = [n for n in present if n not in QUICK_SOURCES and n != MODEL_SOURCE]
+    if model is not None and others:
+        first = bool(getattr(model, "ahead_of_search", False)) and deadline
+        keep = (MODEL_SOURCE,) if first else tuple(others)
+        middle = tuple(n for n in names if n in QUICK_SOURCES or n in keep)
+        if middle not in out:
+            out.append(middle)
+    if not out or out[-1] != tuple(names):
+        out.append(tuple(names))
+    return out
+
 
 def anytime(r: Run) -> CompileResult:
-    """Run the pipeline under ``r.options.deadline`` in two tiers and answer with the better:
-    first with `QUICK_SOURCES` only (the rules and the function-level passes), assembled and
-    measured as an answer of its own; then with every requested source on the time left,
-    each function keeping the better proven state of the two (a function the second tier
-    cuts keeps the first tier's, and says ``improving``), assembled and measured again. The
-    second answer replaces the first only if it takes no more cycles as returned. So the
-    answer at a deadline is at least what the quick tier proves by then, and a longer
-    deadline only adds work (issue 34: anytime, no cliff). Without a source beyond the quick
-    ones there is one tier."""
+    """Run the pipeline in the tiers of `tiers` and answer with the best: each tier is
+    assembled and measured as an answer of its own, and each function keeps the better
+    proven state of the tier before and its own (a function a tier cuts keeps the earlier
+    one's, and says ``improving``); a later answer replaces an earlier one only if it takes
+    no more cycles as returned. Under ``r.options.deadline`` the first tier is the rules and
+    the function-level passes, so the answer at a deadline is at least what they prove by
+    then, and a longer deadline only adds work (issue 34: anytime, no cliff); a tier that
+    starts after the deadline does not run. With one tier this is the plain pipeline."""
     opts = r.options
-    if not _tiered(r):
+    plan = tiers(r)
+    if len(plan) == 1:
         return result_of(execute(r, PIPELINE))
     blocks = tuple(s for s in PIPELINE if s.kind in ("front", "block"))
     passes = tuple(s for s in PIPELINE if s.kind == "pass")
     finish = tuple(s for s in PIPELINE if s.kind == "finish")
-    quick = Run(
-        r.tir, r.baseline_tasm, replace(opts, sources=QUICK_SOURCES), r.verify, r.sources, r.cache
-    )
-    execute(quick, blocks)
-    if not any(_workable(f) for f in quick.fns):  # every function answered from the cache,
-        execute(quick, passes)  # passed through or cut: a second tier would only repeat it
-        execute(quick, finish)
-        return result_of(quick)
-    spliced = {f.name: f.new_lines for f in quick.fns}
-    execute(quick, passes)
-    own_cut = {f.name: f.cut for f in quick.fns}
-    for f in quick.fns:  # the search has not run on them yet: worth deepening
-        if f.tasks and f.cut is None and f.cached is None and not f.skipped:
-            f.cut = "request deadline reached before the search ran"
-    execute(quick, finish)
-    first = copy.deepcopy(result_of(quick))  # the second tier goes on with these states
-    if out_of_time(opts) is not None:  # the quick tier took the time: it is the answer
-        return first
-    execute(r, blocks)
-    by_name = {f.name: f for f in quick.fns}
-    for i, f in enumerate(r.fns):
-        q = by_name.get(f.name)
-        if q is not None and rewritable(f) and f.name in spliced and spliced[f.name] == f.new_lines:
-            q.settled = True  # the same blocks as the quick tier's: its passes' result stands
-            q.cut = f.cut or own_cut[q.name]
-            r.fns[i] = q
-    execute(r, passes)
-    r.fns = [_better(by_name.get(f.name), f, own_cut) for f in r.fns]
-    execute(r, finish)
-    r.timings["quick"] = sum(first.timings.values())
-    second = result_of(r)
-    return second if _answered(second, first) <= _answered(first, second) else first
+    prev: Run | None = None
+    answer: CompileResult | None = None
+    spliced: dict[str, Any] = {}
+    own_cut: dict[str, str | None] = {}
+    spent: dict[str, float] = {}
+    for i, names in enumerate(plan):
+        last = i == len(plan) - 1
+        run = (
+            r
+            if last
+            else Run(
+                r.tir, r.baseline_tasm, replace(opts, sources=names), r.verify, r.sources, r.cache
+            )
+        )
+        execute(run, blocks)
+        if prev is None and not any(_workable(f) for f in run.fns):
+            # every function answered from the cache, passed through or cut: a later tier
+            # would only repeat this one
+            execute(run, passes)
+            execute(run, finish)
+            return result_of(run)
+        by_name = {f.name: f for f in prev.fns} if prev is not None else {}
+        mine = {f.name: f.new_lines for f in run.fns}
+        for j, f in enumerate(run.fns):
+            q = by_name.get(f.name)
+            if (
+                q is not None
+                and rewritable(f)
+                and f.name in spliced
+                and spliced[f.name] == f.new_lines
+            ):
+                q.settled = True  # the same blocks as the tier before: its passes' result stands
+                q.cut = f.cut or own_cut[q.name]
+                run.fns[j] = q
+        spliced = mine
+        execute(run, passes)
+        if prev is not None:
+            run.fns = [_better(by_name.get(f.name), f, own_cut) for f in run.fns]
+        own_cut = {f.name: f.cut for f in run.fns}
+        if i == 0 and opts.deadline is not None and names == QUICK_SOURCES:
+            for f in run.fns:  # the search has not run on them yet: worth deepening
+                if f.tasks and f.cut is None and f.cached is None and not f.skipped:
+                    f.cut = "request deadline reached before the search ran"
+        execute(run, finish)
+        if last:
+            run.timings.update(spent)
+            result = result_of(run)
+        else:
+            result = copy.deepcopy(result_of(run))  # later tiers go on with these states
+            key = "quick" if names == QUICK_SOURCES else "tier:" + "+".join(names)
+            spent[key] = sum(result.timings.values())
+        if answer is None or _answered(result, answer) <= _answered(answer, result):
+            answer = result
+        if out_of_time(opts) is not None:
+            break
+        prev = run
+    assert answer is not None
+    return answer
 
 
 def _workable(f: FunctionState) -> bool:
@@ -435,13 +499,6 @@ def _answered(result: CompileResult, other: CompileResult) -> int:
     one (returned unchanged) at its baseline as ``other`` measured it (0 if neither did)."""
     base = {f.name: f.baseline_cycles for f in other.functions if f.measured}
     return sum(f.cycles if f.measured else base.get(f.name, 0) for f in result.functions)
-
-
-def _tiered(r: Run) -> bool:
-    names = r.options.sources
-    return set(QUICK_SOURCES) <= set(names) and any(
-        n not in QUICK_SOURCES and r.sources.get(n) is not None for n in names
-    )
 
 
 def _better(

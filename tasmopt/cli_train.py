@@ -384,8 +384,12 @@ passes (see report.json).
     show_default=True,
     metavar="N",
     help="Also compile the N smallest real modules with rules+search with and without the "
-    "model at equal wall-clock budget (the model's marginal contribution; minutes). The "
-    "model decodes the blocks the service's does (MODEL_MIN_INSTRS).",
+    "model at equal wall-clock budget (the model's marginal contribution; minutes), measure "
+    "what search and the model each save per second over the rules, and answer each module "
+    "cold at the service's default deadline with and without the model. The model decodes "
+    "as the service's does (MODEL_BEAMS, MODEL_MIN_INSTRS, MODEL_PRECISION). With --record "
+    "the rates go into metrics.json: the service runs the model's tier before the search's "
+    "under a deadline only where the model's rate is the higher.",
 )
 @click.option(
     "--out",
@@ -454,25 +458,45 @@ def eval_cmd(
     click.echo(markdown(report))
     if marginal:
         from tasmopt.model.source import load_model_source
-        from tasmopt.train.marginal import marginal_contribution, marginal_markdown
+        from tasmopt.train.marginal import (
+            cold_answers,
+            cold_markdown,
+            marginal_contribution,
+            marginal_markdown,
+            rates_markdown,
+            record_rates,
+            source_rates,
+        )
 
         files = sorted(_real_dir(settings, real).glob("*.json"), key=lambda p: p.stat().st_size)
-        table = marginal_contribution(
-            load_model_source(  # decoding only the blocks the service's model decodes
-                checkpoint,
-                device,
-                k=k,
-                samples=samples,
-                temperature=temperature,
-                min_instrs=settings.model_min_instrs,
-            ),
-            files[:marginal],
-            seed=seed,
-            progress=sys.stderr.isatty(),
+        source = load_model_source(  # decoding only the blocks the service's model decodes
+            checkpoint,
+            device,
+            k=k,
+            samples=samples,
+            temperature=temperature,
+            min_instrs=settings.model_min_instrs,
+            precision=settings.model_precision,
         )
+        progress = sys.stderr.isatty()
+        table = marginal_contribution(source, files[:marginal], seed=seed, progress=progress)
         click.echo(marginal_markdown(table, 0.5))
+        rates = source_rates(source, files[:marginal], seed=seed, progress=progress)
+        click.echo(rates_markdown(rates))
+        cold = cold_answers(
+            source,
+            files[:marginal],
+            deadline_ms=settings.default_deadline_ms,
+            seed=seed,
+            progress=progress,
+        )
+        click.echo(cold_markdown(cold, settings.default_deadline_ms))
         if out is not None:
-            (out / "marginal.json").write_text(json.dumps(table, indent=2) + "\n")
+            (out / "marginal.json").write_text(
+                json.dumps({"marginal": table, "rates": rates, "cold": cold}, indent=2) + "\n"
+            )
+        if record:
+            record_rates(checkpoint, rates)
 
 
 def _check_service_decoding(settings: Any, k: int, samples: int, temperature: float) -> None:

@@ -20,7 +20,13 @@ from pathlib import Path
 import torch
 
 from tasmopt.model.beam import beam_search, merged, sample
-from tasmopt.model.checkpoint import Precision, for_inference, load_model, read_config
+from tasmopt.model.checkpoint import (
+    Precision,
+    for_inference,
+    load_model,
+    read_config,
+    read_metrics,
+)
 from tasmopt.model.config import SERVICE_BEAMS
 from tasmopt.model.graph import batch_graphs
 from tasmopt.model.inputs import block_data
@@ -47,6 +53,9 @@ class ModelSource:
         min_instrs: blocks whose baseline has fewer instructions get no model candidates
             (not decoded: the search's exact scheduling already covers short blocks, and
             each skipped block saves a beam search). 0: every block.
+        ahead_of_search: the model saves more cycles per second than the search (measured:
+            the checkpoint's ``rates``, `tasmopt.train.marginal.source_rates`); under a
+            deadline its tier then runs before the search's (`tasmopt.optimizer.tiers`).
     """
 
     name = "model"
@@ -61,8 +70,10 @@ class ModelSource:
         temperature: float = 1.0,
         max_blocks: int = 64,
         min_instrs: int = 0,
+        ahead_of_search: bool = False,
     ) -> None:
         self.model = model
+        self.ahead_of_search = ahead_of_search
         self.version = version
         self.k = k
         self.samples = samples
@@ -211,7 +222,8 @@ def load_model_source(
     precision: Precision = "float32",
 ) -> CandidateSource:
     """Load the checkpoint in ``checkpoint_dir`` as candidate source ``"model"`` (options as
-    `ModelSource`'s), decoding at ``precision`` (`tasmopt.model.checkpoint.for_inference`).
+    `ModelSource`'s), decoding at ``precision`` (`tasmopt.model.checkpoint.for_inference`);
+    ``ahead_of_search`` from the checkpoint's measured ``rates`` (``metrics.json``).
 
     Raises:
         CheckpointError: the directory is not a loadable checkpoint.
@@ -219,6 +231,7 @@ def load_model_source(
     """
     config = read_config(checkpoint_dir)
     model = for_inference(load_model(checkpoint_dir, device), precision)
+    rates = read_metrics(checkpoint_dir).get("rates") or {}
     return ModelSource(
         model,
         str(config["version"]),
@@ -226,4 +239,5 @@ def load_model_source(
         samples=samples,
         temperature=temperature,
         min_instrs=min_instrs,
+        ahead_of_search=bool(rates.get("model_first", False)),
     )

@@ -431,6 +431,7 @@ def anytime(r: Run) -> CompileResult:
     answer: CompileResult | None = None
     spliced: dict[str, Any] = {}
     own_cut: dict[str, str | None] = {}
+    before: dict[str, int | None] = {}
     spent: dict[str, float] = {}
     for i, names in enumerate(plan):
         last = i == len(plan) - 1
@@ -464,8 +465,14 @@ def anytime(r: Run) -> CompileResult:
         spliced = mine
         execute(run, passes)
         if prev is not None:
-            run.fns = [_better(by_name.get(f.name), f, own_cut) for f in run.fns]
+            run.fns = [_better(by_name.get(f.name), f, own_cut, before) for f in run.fns]
         own_cut = {f.name: f.cut for f in run.fns}
+        before = {  # a state carried over from the tier before keeps that tier's figure
+            f.name: before.get(f.name)
+            if f is by_name.get(f.name)
+            else (f.report.cycles if f.report.measured else None)
+            for f in run.fns
+        }
         if i == 0 and opts.deadline is not None and names == QUICK_SOURCES:
             for f in run.fns:  # the search has not run on them yet: worth deepening
                 if f.tasks and f.cut is None and f.cached is None and not f.skipped:
@@ -502,14 +509,20 @@ def _answered(result: CompileResult, other: CompileResult) -> int:
 
 
 def _better(
-    quick: FunctionState | None, full: FunctionState, own_cut: dict[str, str | None]
+    quick: FunctionState | None,
+    full: FunctionState,
+    own_cut: dict[str, str | None],
+    before: dict[str, int | None],
 ) -> FunctionState:
     """The state of the tier whose proven answer takes fewer cycles (the full tier's on a
-    tie); a function the full tier cut keeps its reason (``improving``: worth deepening)."""
+    tie); a function the full tier cut keeps its reason (``improving``: worth deepening).
+    ``before``: the earlier tier's cycles of each function at the same point of the pipeline
+    (after the function-level passes, before ``settle``: its own state has been settled
+    since, and settling measures as returned, with the callees' final code)."""
     if quick is None or quick is full or full.cached is not None or full.skipped:
         return full
     mine = full.report.cycles if full.report.measured else None
-    theirs = quick.report.cycles if quick.report.measured else None
+    theirs = before.get(quick.name)
     if theirs is None or (mine is not None and mine <= theirs):
         return full
     quick.cut = full.cut or own_cut.get(quick.name)

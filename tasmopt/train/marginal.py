@@ -52,7 +52,16 @@ from tasmopt.search.source import SearchSource
 from tasmopt.sources import CandidateSource, SourceSet
 from tasmopt.vm.equivalence import clear_block_verdicts
 
-__all__ = ["marginal_contribution", "marginal_markdown", "search_curve"]
+__all__ = [
+    "marginal_contribution",
+    "marginal_markdown",
+    "search_curve",
+    "source_rates",
+    "rates_markdown",
+    "cold_answers",
+    "cold_markdown",
+    "record_rates",
+]
 
 
 def _blocks(result: CompileResult) -> dict[tuple[str, int], Any]:
@@ -227,3 +236,171 @@ def search_curve(
             cycles += result.cycles
         out.append({"budget_s": budget, "cycles": cycles, "seconds": seconds})
     return out
+
+
+def source_rates(
+    model: CandidateSource,
+    modules: Iterable[Path],
+    *,
+    budget_s: float = 0.5,
+    seed: int = 0,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """What each source saves per second of its own, on top of the rules (the anytime
+    compile's quick tier): every module compiled cold with ``rules``, ``rules+search`` and
+    ``rules+model`` (no deadline, search budget ``budget_s``).
+
+    Returns:
+        ``search`` and ``model``: ``saved`` (clock cycles below the rules-only answer, summed),
+        ``extra_s`` (seconds beyond the rules-only compiles), ``cycles_per_s`` (their ratio;
+        0 when nothing was saved); ``rules_cycles``, ``rules_s``, ``modules``, ``budget_s``
+        and ``model_first`` (the model's rate beats the search's: under a deadline the
+        model's tier goes first, `tasmopt.optimizer.tiers`).
+    """
+
+    def cold() -> SourceSet:
+        clear = getattr(model, "clear_cache", None)
+        if clear is not None:
+            clear()
+        clear_block_verdicts()
+        return SourceSet([RulesSource(), SearchSource(), model])
+
+    base = CompileOptions(sources=("rules",), search_budget_s=budget_s, use_cache=False, seed=seed)
+    cycles = {"rules": 0, "search": 0, "model": 0}
+    seconds = {"rules": 0.0, "search": 0.0, "model": 0.0}
+    files = list(modules)
+    for path in tqdm(files, desc="modules", unit="module", disable=not progress):
+        mod = json.loads(Path(path).read_text())
+        args = (mod["tir"], mod.get("compiler_tasm"))
+        compile_tir(*args, options=base, sources=cold())  # warm-up: one-time costs
+        for label, names in (
+            ("rules", ("rules",)),
+            ("search", ("rules", "search")),
+            ("model", ("rules", "model")),
+        ):
+            sources = cold()
+            t0 = time.perf_counter()
+            result = compile_tir(*args, options=replace(base, sources=names), sources=sources)
+            seconds[label] += time.perf_counter() - t0
+            cycles[label] += result.cycles
+    out: dict[str, Any] = {
+        "modules": len(files),
+        "budget_s": budget_s,
+        "rules_cycles": cycles["rules"],
+        "rules_s": seconds["rules"],
+    }
+    for label in ("search", "model"):
+        saved = cycles["rules"] - cycles[label]
+        extra = max(seconds[label] - seconds["rules"], 1e-3)
+        out[label] = {
+            "saved": saved,
+            "extra_s": seconds[label] - seconds["rules"],
+            "cycles_per_s": saved / extra if saved > 0 else 0.0,
+        }
+    out["model_first"] = out["model"]["cycles_per_s"] > out["search"]["cycles_per_s"]
+    return out
+
+
+def cold_answers(
+    model: CandidateSource,
+    modules: Iterable[Path],
+    *,
+    deadline_ms: int = 200,
+    seed: int = 0,
+    progress: bool = False,
+) -> list[dict[str, Any]]:
+    """Each module compiled cold under a ``deadline_ms`` deadline (the service's default
+    synchronous compile) with rules+search and with rules+search+model (the model's tier
+    where `tasmopt.optimizer.tiers` puts it): one row per module, ``module``,
+    ``baseline_cycles``, ``cycles`` (``rs``, ``model``: the answer's clock cycles, a function
+    returned unmeasured counted at its baseline) and ``seconds``."""
+
+    def cold() -> SourceSet:
+        clear = getattr(model, "clear_cache", None)
+        if clear is not None:
+            clear()
+        clear_block_verdicts()
+        return SourceSet([RulesSource(), SearchSource(), model])
+
+    rows = []
+    for path in tqdm(list(modules), desc="modules", unit="module", disable=not progress):
+        mod = json.loads(Path(path).read_text())
+        args = (mod["tir"], mod.get("compiler_tasm"))
+        measure = compile_tir(
+            *args, options=CompileOptions(sources=(), use_cache=False), sources=cold()
+        )
+        baseline = {f.name: f.baseline_cycles for f in measure.functions if f.measured}
+        row: dict[str, Any] = {
+            "module": mod.get("module", Path(path).stem),
+            "baseline_cycles": sum(baseline.values()),
+            "cycles": {},
+            "seconds": {},
+        }
+        for label, names in (("rs", ("rules", "search")), ("model", ("rules", "search", "model"))):
+            sources = cold()
+            opts = CompileOptions(
+                sources=names, use_cache=False, seed=seed, deadline=Deadline(deadline_ms / 1000)
+            )
+            t0 = time.perf_counter()
+            result = compile_tir(*args, options=opts, sources=sources)
+            row["seconds"][label] = time.perf_counter() - t0
+            row["cycles"][label] = sum(
+                f.cycles if f.measured else baseline.get(f.name, 0) for f in result.functions
+            )
+        rows.append(row)
+    return rows
+
+
+def cold_markdown(rows: list[dict[str, Any]], deadline_ms: int) -> str:
+    """The cold-answer table: per module and in total, cycles saved against the baseline
+    without and with the model."""
+    lines = [
+        f"## Cold answers at a {deadline_ms} ms deadline (clock cycles; saved against the "
+        "client's baseline)",
+        "",
+        "| module | baseline | rules+search | +model | saved without / with the model | "
+        "s (without / with) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in [*rows, None]:
+        if r is None:
+            if not rows:
+                break
+            r = {
+                "module": "**total**",
+                "baseline_cycles": sum(x["baseline_cycles"] for x in rows),
+                "cycles": {k: sum(x["cycles"][k] for x in rows) for k in ("rs", "model")},
+                "seconds": {k: sum(x["seconds"][k] for x in rows) for k in ("rs", "model")},
+            }
+        b, c, s = r["baseline_cycles"], r["cycles"], r["seconds"]
+        lines.append(
+            f"| {r['module']} | {b} | {c['rs']} | {c['model']} | {b - c['rs']} / "
+            f"{b - c['model']} | {s['rs']:.2f} / {s['model']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def rates_markdown(rates: dict[str, Any]) -> str:
+    """The per-source rate table of `source_rates`."""
+    lines = [
+        f"## Saving per second over the rules ({rates['modules']} modules, search budget "
+        f"{rates['budget_s']:g} s, cold, no deadline)",
+        "",
+        "| source | cycles saved | extra seconds | cycles per second |",
+        "|---|---|---|---|",
+    ]
+    for label in ("search", "model"):
+        x = rates[label]
+        lines.append(f"| {label} | {x['saved']} | {x['extra_s']:.1f} | {x['cycles_per_s']:.1f} |")
+    order = "before" if rates["model_first"] else "after"
+    lines += ["", f"Under a deadline the model's tier runs {order} the search's."]
+    return "\n".join(lines) + "\n"
+
+
+def record_rates(checkpoint: Path, rates: dict[str, Any]) -> None:
+    """Merge `source_rates` into the checkpoint's ``metrics.json`` under ``rates`` (what
+    `tasmopt.model.source.load_model_source` reads to place the model's tier)."""
+    path = Path(checkpoint) / "metrics.json"
+    metrics = json.loads(path.read_text()) if path.exists() else {}
+    metrics["rates"] = rates
+    path.write_text(json.dumps(metrics, indent=2) + "\n")

@@ -158,3 +158,19 @@ def test_int8_decodes_grammatical_candidates(tmp_path, example_blocks, k: int) -
     datas, imms = zip(*(block_data(o, e, n, b, max_len=64) for o, e, n, b in example_blocks[:6]))
     hyps = beam_search(quantized, batch_graphs(list(datas)), list(imms), k=k)
     assert all(len(h) <= k for h in hyps) and any(hyps)
+
+
+def test_the_measured_rates_place_the_models_tier(tmp_path) -> None:
+    """The model's tier runs before the search's under a deadline only where the checkpoint's
+    measured rates say it saves more per second (`tasmopt eval --marginal N --record`)."""
+    from tasmopt.train.marginal import record_rates
+
+    torch.manual_seed(0)
+    save_checkpoint(TasmModel(tiny_config()), tmp_path / "m", "m-test", metrics={"x": 1})
+    assert not load_model_source(tmp_path / "m").ahead_of_search  # type: ignore[attr-defined]  # ModelSource
+    rates = {"model_first": True, "search": {"cycles_per_s": 1.0}, "model": {"cycles_per_s": 2.0}}
+    record_rates(tmp_path / "m", rates)
+    assert json.loads((tmp_path / "m/metrics.json").read_text())["x"] == 1
+    assert load_model_source(tmp_path / "m").ahead_of_search  # type: ignore[attr-defined]  # ModelSource
+    record_rates(tmp_path / "m", {**rates, "model_first": False})
+    assert not load_model_source(tmp_path / "m").ahead_of_search  # type: ignore[attr-defined]  # ModelSource

@@ -99,3 +99,36 @@ def test_search_curve_sums_the_plain_compiles() -> None:
         )
         assert r["cycles"] == compile_tir(tir, options=opts).cycles
         assert r["seconds"] > 0
+
+
+def test_source_rates_measure_each_source_over_the_rules() -> None:
+    from tasmopt.train.marginal import rates_markdown, source_rates
+
+    rates = source_rates(OneRewrite(), [AUTH], budget_s=0.05)
+    assert rates["model"]["saved"] >= 4  # 7 -> 3 cycles, once per run through the block
+    assert rates["model"]["cycles_per_s"] > 0
+    assert rates["model_first"] == (
+        rates["model"]["cycles_per_s"] > rates["search"]["cycles_per_s"]
+    )
+    nothing = source_rates(SlowNothing(0.2), [EXAMPLES / "loop.json"], budget_s=0.05)
+    assert nothing["model"] == {
+        "saved": 0,
+        "extra_s": pytest.approx(nothing["model"]["extra_s"]),
+        "cycles_per_s": 0.0,
+    }
+    assert nothing["model"]["extra_s"] >= 0.1  # its thinking time is charged to it
+    assert not nothing["model_first"]
+    assert "| model | 0 |" in rates_markdown(nothing)
+
+
+def test_cold_answers_with_a_model_that_knows_a_rewrite() -> None:
+    from tasmopt.train.marginal import cold_answers, cold_markdown
+
+    # a deadline long enough for every tier: the model's tier comes after the search's and
+    # adds its rewrite; the answer without the model lacks it
+    (row,) = cold_answers(OneRewrite(), [AUTH], deadline_ms=60_000)
+    assert row["cycles"]["model"] <= row["cycles"]["rs"] - 4
+    assert row["cycles"]["rs"] <= row["baseline_cycles"]
+    (same,) = cold_answers(SlowNothing(0.0), [AUTH], deadline_ms=60_000)
+    assert same["cycles"]["model"] == same["cycles"]["rs"]
+    assert "**total**" in cold_markdown([row, same], 60_000)

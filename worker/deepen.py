@@ -19,7 +19,7 @@ from rq import get_current_job
 
 from service.core.compiling import DbBreaker
 from service.core.config import Settings
-from service.core.deepen import count_outcomes, run_payload
+from service.core.deepen import count_outcomes, replay_writer, run_payload
 from service.core.result_cache import ResultCache
 from worker.queue import DEEPEN_QUEUE, named_queue
 
@@ -99,6 +99,7 @@ def deepen_job(payload: dict[str, Any]) -> dict[str, str]:
         cache=ResultCache(ctx.session_factory),
         sources=ctx.watcher.sources if ctx.watcher is not None else None,
         settings=ctx.settings,
+        replay=replay_writer(ctx.session_factory, ctx.spool, ctx.breaker),
     )
     count_outcomes(payload["kind"], outcomes)
     job = get_current_job()

@@ -8,7 +8,8 @@ database nor a dead Redis ever delays a response):
 2. counts the hits it served;
 3. submits the functions answered ``improving`` (cut by the deadline, or searched at less than
    DEEPEN_BUDGET_S) to a `Deepener`, which runs them again with DEEPEN_BUDGET_S per function
-   and stores what it finds, so that the next build gets it;
+   and stores what it finds, so that the next build gets it, and its judged candidates in
+   the replay buffer, so that Stage 3 learns what the slow search found;
 4. submits a sample (CACHE_SPOT_CHECK) of the hits it served for a spot check: the stored
    program is proven again on fresh witnesses, and deleted (with an error logged) if that
    fails.
@@ -30,15 +31,17 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, Protocol
 
-from service.core.compiling import make_options
+from service.core.compiling import DbBreaker, make_options, persist
 from service.core.config import Settings
 from service.core.metrics import DEEPEN, SPOT_CHECKS
 from service.core.result_cache import ResultCache
 from service.core.schemas import CompileRequest
+from service.core.spool import Spool
 from tasmopt.deadline import Deadline
 from tasmopt.report import CompileOptions, CompileResult
 from tasmopt.sources import SourceSet
@@ -50,6 +53,9 @@ __all__ = [
     "LocalDeepener",
     "Followup",
     "run_payload",
+    "replay_records",
+    "replay_writer",
+    "ReplayWriter",
     "count_outcomes",
     "exit_with_parent",
 ]
@@ -89,6 +95,45 @@ def _payload(
     }
 
 
+#: Where a deepening run's judged candidates go: ``rows -> None`` (`replay_writer`).
+ReplayWriter = Callable[[list[dict[str, Any]]], None]
+
+
+def replay_records(result: CompileResult, functions: Iterable[str]) -> list[dict[str, Any]]:
+    """The replay buffer's rows of a deepening run: the block rows of the ``functions`` it
+    computed, each with its model input and every candidate judged on it
+    (`tasmopt.store.build_records`), under a fresh request id. A block's best accepted
+    candidate is what Stage 3 learns (issue 35: targets from deepening, the service's slow
+    search carried into the model's fast path). Functions served from the cache, and
+    blocks nothing was judged on, have no rows."""
+    from tasmopt.store import build_records
+    from tasmopt.store.records import TRAJECTORIES
+
+    names = set(functions)
+    computed = {f.name for f in result.functions if f.name in names and f.cache != "hit"}
+    return [
+        r
+        for r in build_records(result, uuid.uuid4())
+        if r["block_index"] is not None
+        and r["function"] in computed
+        and r.get("context")
+        and r.get(TRAJECTORIES)
+    ]
+
+
+def replay_writer(session_factory: Any, spool: Spool, breaker: DbBreaker) -> ReplayWriter:
+    """A `ReplayWriter` into the service's database, spooling when it is down
+    (`service.core.compiling.persist`: never raises)."""
+
+    def write(rows: list[dict[str, Any]]) -> None:
+        with session_factory() as session:
+            where = persist(rows, session=session, spool=spool, breaker=breaker)
+        if where == "lost":
+            log.error("deepening: %d replay row(s) lost (database and spool failed)", len(rows))
+
+    return write
+
+
 def run_payload(
     payload: dict[str, Any],
     *,
@@ -96,6 +141,7 @@ def run_payload(
     sources: SourceSet | None,
     settings: Settings,
     seed: int | None = None,
+    replay: ReplayWriter | None = None,
 ) -> dict[str, str]:
     """Do one deepening or spot check (in whatever process runs it).
 
@@ -103,6 +149,9 @@ def run_payload(
     others served from the cache or passed through), DEEPEN_SOURCES, DEEPEN_BUDGET_S of search per function, within
     DEEPEN_TIMEOUT_S, and stores each function's result where it beats the stored one.
     A spot check proves each function's stored lines again with a fresh witness seed.
+
+    ``replay`` receives the run's replay rows (`replay_records`); a failure to write them
+    is logged and changes no outcome.
 
     Returns:
         outcome per function name (deepen: ``inserted``, ``improved``, ``finalized``,
@@ -174,6 +223,13 @@ def run_payload(
     out = {name: "cut" for name in functions}
     for key, outcome in stored.items():
         out[by_key[key]] = outcome
+    if replay is not None:
+        try:
+            rows = replay_records(result, functions)
+            if rows:
+                replay(rows)
+        except Exception:  # training data: never fails the deepening
+            log.exception("deepening: could not write the replay rows")
     return out
 
 
@@ -213,11 +269,14 @@ def _child_init(settings: Settings) -> None:
     exit_with_parent()
     factory = make_sessionmaker(engine_from_settings(settings))
     watcher = ModelWatcher.from_settings(settings, factory)
+    replay = replay_writer(
+        factory, Spool(settings.spool_dir), DbBreaker(cooldown_s=settings.spool_retry_s)
+    )
     try:
         watcher.refresh_if_due()
     except Exception:  # no model is fine: rules and search still deepen
         log.warning("deepening runs without the model: it could not be loaded", exc_info=True)
-    _CHILD.update(settings=settings, cache=ResultCache(factory), watcher=watcher)
+    _CHILD.update(settings=settings, cache=ResultCache(factory), watcher=watcher, replay=replay)
 
 
 def _child_run(payload: dict[str, Any]) -> dict[str, str]:
@@ -227,7 +286,11 @@ def _child_run(payload: dict[str, Any]) -> dict[str, str]:
     except Exception:
         log.warning("model refresh failed in the deepening process", exc_info=True)
     return run_payload(
-        payload, cache=_CHILD["cache"], sources=watcher.sources, settings=_CHILD["settings"]
+        payload,
+        cache=_CHILD["cache"],
+        sources=watcher.sources,
+        settings=_CHILD["settings"],
+        replay=_CHILD["replay"],
     )
 
 

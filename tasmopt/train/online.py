@@ -3,9 +3,12 @@
 One run (`micro_finetune`):
 
 1. **Replay.** The blocks of the newest `REPLAY_WINDOW` judged candidates
-   (`tasmopt.store.trajectories.replay_blocks`), each with its best verified program (the
-   cheapest accepted candidate of any source; the baseline where none beat it). Targets are
-   therefore never worse than the compiler and always proven (design §4).
+   (`tasmopt.store.trajectories.replay_blocks`: served compiles, and background deepening,
+   whose 1 s searches find most of what the service ever finds), each with its best
+   verified program (the cheapest accepted candidate of any source). Only blocks where that
+   program beats the baseline are targets: a copy of the baseline teaches nothing (issue
+   35: expert iteration on what the slow search found). Targets are therefore cheaper than
+   the compiler's and always proven (design §4).
 2. **Prioritized sampling.** Each step draws a mini-batch: ``1 - history_share`` of it from
    replay with probability proportional to ``reward · 2^(-age / half_life)`` (design §4
    reward: blocks where a verified candidate saved cycles weigh up to twice a copy; recent
@@ -296,7 +299,9 @@ def micro_finetune(
         InvalidCheckpoint: the new checkpoint could not be registered.
     """
     t0 = time.perf_counter()
-    blocks = replay_blocks(session, window=cfg.window)
+    window = replay_blocks(session, window=cfg.window)
+    # a block whose best verified program is the baseline teaches nothing (issue 35)
+    blocks = [b for b in window if b.best_cycles < b.baseline_cycles]
     rows = replay_rows(blocks)
     device = cfg.device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(cfg.seed)
@@ -304,7 +309,10 @@ def micro_finetune(
     parent = str(read_config(production)["version"])
     replay = PairDataset(rows, max_len=model.config.max_len, isa=model.config.isa)
     if not len(replay):
-        return FinetuneOutcome("no_new_results", detail={"replay_blocks": len(blocks)})
+        return FinetuneOutcome(
+            "no_new_results",
+            detail={"replay_blocks": len(window), "improved_blocks": len(blocks)},
+        )
     # PairDataset drops rows it cannot encode: sample over what it kept
     kept = {id(e.row): k for k, e in enumerate(replay.examples)}
     usable = [(b, kept[id(r)]) for b, r in zip(blocks, rows, strict=True) if id(r) in kept]

@@ -378,3 +378,21 @@ def test_tasmopt_finetune_on_an_empty_embedded_home(tmp_path, monkeypatch):
     assert res.output.strip().splitlines()[-1] == (
         "finetune: outcome=no_new_results steps=0 validity_before=n/a validity_after=n/a"
     )
+
+
+def test_copies_of_the_baseline_are_not_targets(tmp_path, db):
+    """Issue 35: a replay block whose best verified program is the baseline teaches nothing;
+    with only such blocks there is nothing to learn."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    prod = save_checkpoint(TasmModel(TINY), tmp_path / "tiny-v1", "tiny-v1")
+    now = datetime.now(UTC)
+    with db() as s, s.begin():
+        s.execute(delete(Trajectory))
+        s.execute(delete(BuildResult))
+        _step(s, accepted=True, cycles=3, base=3, when=now)  # accepted, but no cheaper
+        _step(s, accepted=False, cycles=1, base=3, when=now, lines=("push 2",))  # refused
+    with db() as s, s.begin():
+        out = micro_finetune(s, production=prod, model_store=tmp_path, cfg=_cfg())
+    assert out.outcome == "no_new_results" and out.steps == 0
+    assert out.detail == {"replay_blocks": 2, "improved_blocks": 0}

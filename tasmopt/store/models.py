@@ -72,11 +72,13 @@ class Base(DeclarativeBase):
 
 
 class BuildResult(Base):
-    """One served function or block.
+    """One served function or block, or a block a background deepening judged (its rows
+    carry the replay buffer's targets: `service.core.deepen.replay_records`).
 
     Attributes:
         id: row id, chosen by the writer (uuid4).
-        request_id: the compile this row belongs to; one request writes several rows.
+        request_id: the compile this row belongs to (a request, or one deepening run); one
+            compile writes several rows.
         tir_hash: sha256 hex of the canonical TIR JSON of the function or block.
         function: function name (``FnStart`` payload); ``""`` for a whole-module row.
         block_index: block index within the function; NULL for a function-level row.

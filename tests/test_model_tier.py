@@ -104,6 +104,16 @@ def test_an_adversarial_model_leaves_the_answer_as_without_it(trident_std, make)
     assert model.calls >= 1
     assert with_model.tasm == without.tasm
     assert [f.cycles for f in with_model.functions] == [f.cycles for f in without.functions]
+    # the answer is the tier without the model, but it reports the model's candidates, and
+    # the replay buffer gets them (judged, none accepted as cheaper)
+    assert any("model" in b.candidates for f in with_model.functions for b in f.blocks)
+    judged = [c for t in with_model.trajectories for c in t.candidates if c.source == "model"]
+    assert judged and not any(
+        c.accepted and c.cycles < t.baseline_cycles
+        for t in with_model.trajectories
+        for c in t.candidates
+        if c.source == "model"
+    )
 
 
 @pytest.mark.skipif(not SHIPPED.exists(), reason="no shipped checkpoint")

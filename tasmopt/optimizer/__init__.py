@@ -461,6 +461,7 @@ def anytime(r: Run) -> CompileResult:
             ):
                 q.settled = True  # the same blocks as the tier before: its passes' result stands
                 q.cut = f.cut or own_cut[q.name]
+                _carry_judgements(q, f)
                 run.fns[j] = q
         spliced = mine
         execute(run, passes)
@@ -526,4 +527,20 @@ def _better(
     if theirs is None or (mine is not None and mine <= theirs):
         return full
     quick.cut = full.cut or own_cut.get(quick.name)
+    _carry_judgements(quick, full)
     return quick
+
+
+def _carry_judgements(kept: FunctionState, later: FunctionState) -> None:
+    """A later tier judged the same blocks with more sources: its per-block candidate counts,
+    rejections and judged candidates (the replay buffer's) go with the state that is kept,
+    so that the answer reports every source that proposed (the model included) and Stage 3
+    learns from every candidate judged."""
+    if not later.trajectories:
+        return
+    counts = {b.index: b.candidates for b in later.report.blocks}
+    for b in kept.report.blocks:
+        if b.index in counts:
+            b.candidates = dict(counts[b.index])
+    kept.report.rejections = dict(later.report.rejections)
+    kept.trajectories = list(later.trajectories)

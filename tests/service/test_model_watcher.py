@@ -159,7 +159,14 @@ def test_sampling_settings_reach_the_model_source(pg_engine, tmp_path, monkeypat
     assert seen == [
         (
             tmp_path / "v1",
-            {"device": "cpu", "k": 8, "samples": 16, "temperature": 1.5, "min_instrs": 7},
+            {
+                "device": "cpu",
+                "k": 8,
+                "samples": 16,
+                "temperature": 1.5,
+                "min_instrs": 7,
+                "precision": "float32",
+            },
         )
     ]
     with pytest.raises(ValueError, match="model_samples"):

@@ -134,33 +134,41 @@ def marginal(
     names: list[str] | None = None,
     min_instrs: int = 0,
     beams: int | None = None,
+    precision: str = "float32",
+    rates: bool = False,
 ) -> list[dict]:
     """The model's marginal contribution on the ``modules`` smallest real modules at equal
     wall-clock budget (`tasmopt.train.marginal`); prints the table. ``samples``: sampled
     hypotheses per block after the 32 beams, at ``temperature``. ``names``: these modules
     (file stems) instead of the smallest ones. ``min_instrs``: the model decodes only blocks
     of at least this many baseline instructions (MODEL_MIN_INSTRS). ``beams``: beams per block
-    (default: the service's, SERVICE_BEAMS)."""
+    (default: the service's, SERVICE_BEAMS). ``precision``: the model's weights (float32 or
+    int8). ``rates``: also print each source's saving per second over the rules and the cold
+    answers at a 200 ms deadline with and without the model (`tasmopt eval --marginal`'s
+    tables)."""
     from tasmopt.model.config import SERVICE_BEAMS
     from tasmopt.model.source import load_model_source
     from tasmopt.train.marginal import marginal_contribution, marginal_markdown
 
     files = real_modules(modules, names)
+    source = load_model_source(
+        checkpoint,
+        k=beams or SERVICE_BEAMS,
+        samples=samples,
+        temperature=temperature,
+        min_instrs=min_instrs,
+        precision=precision,  # type: ignore[arg-type]  # argparse choices
+    )
+    progress = sys.stderr.isatty()
     rows = marginal_contribution(
-        load_model_source(
-            checkpoint,
-            k=beams or SERVICE_BEAMS,
-            samples=samples,
-            temperature=temperature,
-            min_instrs=min_instrs,
-        ),
-        files,
-        budget_s=budget_s,
-        seed=seed,
-        progress=sys.stderr.isatty(),
-        cap=cap,
+        source, files, budget_s=budget_s, seed=seed, progress=progress, cap=cap
     )
     print(marginal_markdown(rows, budget_s))
+    if rates:
+        from tasmopt.train.marginal import cold_answers, cold_markdown, rates_markdown, source_rates
+
+        print(rates_markdown(source_rates(source, files, budget_s=budget_s, seed=seed)))
+        print(cold_markdown(cold_answers(source, files, seed=seed, progress=progress), 200))
     return rows
 
 
@@ -393,7 +401,13 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=["float32"],
         choices=["float32", "int8"],
-        help="--per-module: weight precisions (MODEL_PRECISION)",
+        help="--per-module: weight precisions (MODEL_PRECISION); --marginal: the first",
+    )
+    ap.add_argument(
+        "--rates",
+        action="store_true",
+        help="--marginal: also each source's saving per second over the rules and the cold "
+        "answers at a 200 ms deadline with and without the model",
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
@@ -423,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
             args.modules,
             args.min_instrs,
             args.beams,
+            args.precision[0],
+            args.rates,
         )
         print(json.dumps(rows))
         if args.curve:

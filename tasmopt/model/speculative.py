@@ -140,7 +140,8 @@ def greedy_decode(
             states.append(states[-1].step(tables, tokens[:, i + 1]))
         h = torch.stack([s.h for s in states], 1)  # (A, M+1)
         types = torch.stack([s.types for s in states], 1)  # (A, M+1, W)
-        allowed = torch.stack([s.allowed(tables) for s in states], 1)  # (A, M+1, V)
+        steps = torch.stack([s.steps for s in states], 1)  # (A, M+1)
+        allowed = _allowed_along(state, h, steps, tables)  # (A, M+1, V)
         logp = model.extend(
             rows, cache, tokens, positions, h, types, allowed, state.entry, state.net
         )
@@ -180,7 +181,7 @@ def greedy_decode(
             state.net,
             state.floor,
             state.ptr_valid,
-            torch.stack([s.steps for s in states], 1)[lane, idx],
+            steps[lane, idx],
             state.limit,
         ).step(tables, torch.tensor(nxt, dtype=torch.long, device=device))
         sel = torch.tensor(keep, dtype=torch.long, device=device)
@@ -204,3 +205,23 @@ def greedy_decode(
             ]
         )
     return hyps
+
+
+def _allowed_along(
+    state: GrammarState, h: torch.Tensor, steps: torch.Tensor, tables
+) -> torch.Tensor:
+    """(A, M+1, V) grammar masks of A rows at M+1 positions along their drafts, in one call:
+    the mask depends on the depth ``h`` and the tokens emitted ``steps`` (both (A, M+1)),
+    not on the slot types, so the positions are laid out as A * (M+1) rows of one state."""
+    a, n = h.shape
+    flat = GrammarState(
+        h.reshape(-1),
+        h.new_empty((a * n, 0)),  # slot types: not read by `allowed`
+        state.entry.repeat_interleave(n),
+        state.net.repeat_interleave(n),
+        state.floor.repeat_interleave(n),
+        state.ptr_valid.repeat_interleave(n, 0),
+        steps.reshape(-1),
+        state.limit.repeat_interleave(n),
+    )
+    return flat.allowed(tables).view(a, n, -1)

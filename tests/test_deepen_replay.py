@@ -42,6 +42,20 @@ def _payload(trident_std, cache) -> tuple[dict, dict[str, str]]:
 SETTINGS = Settings(deepen_sources=["rules", "search"], deepen_budget_s=0.2)
 
 
+def _deepen(trident_std, replay) -> dict[str, str]:
+    """Deepen lock_multisig's ``verify_key`` with ``replay`` as the replay writer."""
+    cache = _Putting()
+    payload, _ = _payload(trident_std, cache)
+    return run_payload(
+        payload,
+        cache=cache,  # type: ignore[arg-type]  # the ResultCache calls this test makes
+        sources=None,
+        settings=SETTINGS,
+        seed=3,
+        replay=replay,
+    )
+
+
 def test_replay_records_are_the_judged_blocks_of_the_deepened_functions(trident_std) -> None:
     tir = trident_std["lock_multisig"]["tir"]
     result = compile_tir(tir, options=OPTS)
@@ -61,16 +75,7 @@ def test_a_deepening_writes_its_judged_blocks_to_the_replay_buffer(
     engine = make_engine(pg_database_factory())
     factory = make_sessionmaker(engine)
     spool = Spool(tmp_path / "spool")
-    cache = _Putting()
-    payload, _ = _payload(trident_std, cache)
-    out = run_payload(
-        payload,
-        cache=cache,  # type: ignore[arg-type]  # the ResultCache calls this test makes
-        sources=None,
-        settings=SETTINGS,
-        seed=3,
-        replay=replay_writer(factory, spool, DbBreaker(cooldown_s=60)),
-    )
+    out = _deepen(trident_std, replay_writer(factory, spool, DbBreaker(cooldown_s=60)))
     assert out == {"verify_key": "inserted"}
     with factory() as s:
         stored = list(s.query(BuildResult))
@@ -88,16 +93,7 @@ def test_with_the_database_down_the_replay_rows_are_spooled(trident_std, tmp_pat
         make_engine("postgresql://nobody@127.0.0.1:1/none", connect_timeout_s=1)
     )
     spool = Spool(tmp_path / "spool")
-    cache = _Putting()
-    payload, _ = _payload(trident_std, cache)
-    out = run_payload(
-        payload,
-        cache=cache,  # type: ignore[arg-type]  # the ResultCache calls this test makes
-        sources=None,
-        settings=SETTINGS,
-        seed=3,
-        replay=replay_writer(dead, spool, DbBreaker(cooldown_s=60)),
-    )
+    out = _deepen(trident_std, replay_writer(dead, spool, DbBreaker(cooldown_s=60)))
     assert out == {"verify_key": "inserted"}
     assert spool.pending_rows() > 0
 
@@ -106,14 +102,5 @@ def test_a_failing_replay_writer_changes_no_outcome(trident_std) -> None:
     def broken(rows):
         raise RuntimeError("boom")
 
-    cache = _Putting()
-    payload, _ = _payload(trident_std, cache)
-    out = run_payload(
-        payload,
-        cache=cache,  # type: ignore[arg-type]  # the ResultCache calls this test makes
-        sources=None,
-        settings=SETTINGS,
-        seed=3,
-        replay=broken,
-    )
+    out = _deepen(trident_std, broken)
     assert out == {"verify_key": "inserted"}

@@ -64,6 +64,16 @@ __all__ = [
 ]
 
 
+def _cold(model: CandidateSource) -> SourceSet:
+    """Fresh sources for a cold compile: the model's decode cache and every memoized block
+    verdict cleared, a new search source."""
+    clear = getattr(model, "clear_cache", None)
+    if clear is not None:
+        clear()
+    clear_block_verdicts()
+    return SourceSet([RulesSource(), SearchSource(), model])
+
+
 def _blocks(result: CompileResult) -> dict[tuple[str, int], Any]:
     return {(f.name, b.index): b for f in result.functions for b in f.blocks}
 
@@ -86,13 +96,6 @@ def marginal_contribution(
     the equal-budget run gets the extra search budget but no deadline (it then runs longer
     than the model run: the search budget does not bound verification)."""
 
-    def cold() -> SourceSet:
-        clear = getattr(model, "clear_cache", None)
-        if clear is not None:
-            clear()
-        clear_block_verdicts()
-        return SourceSet([RulesSource(), SearchSource(), model])
-
     base = CompileOptions(
         sources=("rules", "search"), search_budget_s=budget_s, use_cache=False, seed=seed
     )
@@ -100,17 +103,17 @@ def marginal_contribution(
     for path in tqdm(list(modules), desc="modules", unit="module", disable=not progress):
         mod = json.loads(Path(path).read_text())
         args = (mod["tir"], mod.get("compiler_tasm"))
-        compile_tir(*args, options=replace(base, sources=("rules",)), sources=cold())
+        compile_tir(*args, options=replace(base, sources=("rules",)), sources=_cold(model))
         runs, times = {}, {}
         for label, opts in (("rs", base), ("all", replace(base, sources=(*base.sources, "model")))):
-            sources = cold()
+            sources = _cold(model)
             t0 = time.perf_counter()
             runs[label] = compile_tir(*args, options=opts, sources=sources)
             times[label] = time.perf_counter() - t0
         extra = max(0.0, times["all"] - times["rs"])
         t_c = runs["rs"].timings.get("candidates", 0.0)
         budget_eq = budget_s * (t_c + extra) / t_c if t_c > 0 else budget_s + extra
-        sources = cold()
+        sources = _cold(model)
         t0 = time.perf_counter()
         runs["eq"] = compile_tir(  # the same wall clock: the model run's time is its deadline
             *args,
@@ -258,13 +261,6 @@ def source_rates(
         model's tier goes first, `tasmopt.optimizer.tiers`).
     """
 
-    def cold() -> SourceSet:
-        clear = getattr(model, "clear_cache", None)
-        if clear is not None:
-            clear()
-        clear_block_verdicts()
-        return SourceSet([RulesSource(), SearchSource(), model])
-
     base = CompileOptions(sources=("rules",), search_budget_s=budget_s, use_cache=False, seed=seed)
     cycles = {"rules": 0, "search": 0, "model": 0}
     seconds = {"rules": 0.0, "search": 0.0, "model": 0.0}
@@ -272,13 +268,13 @@ def source_rates(
     for path in tqdm(files, desc="modules", unit="module", disable=not progress):
         mod = json.loads(Path(path).read_text())
         args = (mod["tir"], mod.get("compiler_tasm"))
-        compile_tir(*args, options=base, sources=cold())  # warm-up: one-time costs
+        compile_tir(*args, options=base, sources=_cold(model))  # warm-up: one-time costs
         for label, names in (
             ("rules", ("rules",)),
             ("search", ("rules", "search")),
             ("model", ("rules", "model")),
         ):
-            sources = cold()
+            sources = _cold(model)
             t0 = time.perf_counter()
             result = compile_tir(*args, options=replace(base, sources=names), sources=sources)
             seconds[label] += time.perf_counter() - t0
@@ -315,19 +311,12 @@ def cold_answers(
     ``baseline_cycles``, ``cycles`` (``rs``, ``model``: the answer's clock cycles, a function
     returned unmeasured counted at its baseline) and ``seconds``."""
 
-    def cold() -> SourceSet:
-        clear = getattr(model, "clear_cache", None)
-        if clear is not None:
-            clear()
-        clear_block_verdicts()
-        return SourceSet([RulesSource(), SearchSource(), model])
-
     rows = []
     for path in tqdm(list(modules), desc="modules", unit="module", disable=not progress):
         mod = json.loads(Path(path).read_text())
         args = (mod["tir"], mod.get("compiler_tasm"))
         measure = compile_tir(
-            *args, options=CompileOptions(sources=(), use_cache=False), sources=cold()
+            *args, options=CompileOptions(sources=(), use_cache=False), sources=_cold(model)
         )
         baseline = {f.name: f.baseline_cycles for f in measure.functions if f.measured}
         row: dict[str, Any] = {
@@ -337,7 +326,7 @@ def cold_answers(
             "seconds": {},
         }
         for label, names in (("rs", ("rules", "search")), ("model", ("rules", "search", "model"))):
-            sources = cold()
+            sources = _cold(model)
             opts = CompileOptions(
                 sources=names, use_cache=False, seed=seed, deadline=Deadline(deadline_ms / 1000)
             )

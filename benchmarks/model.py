@@ -234,7 +234,9 @@ def per_module(
     """Every block of each of the 30 real modules decoded by the model source as one request
     (`ModelSource.propose`: one batch, repeated blocks once, cold cache), at each beam width
     and precision; prints a row per setting with the per-module latency P50/P90/max and the
-    slowest module. Target (issue 35): P90 <= 100 ms at the service's K on 2 CPU cores."""
+    slowest module, and for every precision after the first, on how many blocks its
+    candidates are the first precision's. Target (issue 35): P90 <= 100 ms at the service's
+    K on 2 CPU cores."""
     from tasmopt.model.checkpoint import for_inference
     from tasmopt.model.source import ModelSource
     from tasmopt.report import CompileOptions
@@ -248,16 +250,18 @@ def per_module(
     )
     out = []
     options = CompileOptions()
+    first: dict[int, list] = {}  # per K, the first precision's candidates
     for precision in precisions:
         model = for_inference(base, precision)  # type: ignore[arg-type]  # argparse choices
         for k in beams:
             src = ModelSource(model, "bench", k=k, min_instrs=min_instrs)
             src.propose(modules[0][1], options)  # warm-up
             lat: dict[str, float] = {}
+            got = []
             for name, tasks in modules:
                 src.clear_cache()
                 t0 = time.perf_counter()
-                src.propose(tasks, options)
+                got.extend(src.propose(tasks, options))
                 lat[name] = time.perf_counter() - t0
             xs = list(lat.values())
             worst = max(lat, key=lambda n: lat[n])
@@ -270,11 +274,17 @@ def per_module(
                 "slowest": worst,
                 "total_s": sum(xs),
             }
+            same = ""
+            if k in first:  # the same candidates, in the same order, as the first precision's
+                row["same_as_" + precisions[0]] = sum(a == b for a, b in zip(got, first[k]))
+                same = f"  same as {precisions[0]}: {row['same_as_' + precisions[0]]}/{len(got)}"
+            else:
+                first[k] = got
             out.append(row)
             print(
                 f"{precision:8s} K={k:3d}  per module P50 {row['p50_ms']:7.0f} ms  "
                 f"P90 {row['p90_ms']:7.0f} ms  max {row['max_ms']:7.0f} ms ({worst})  "
-                f"all 30: {row['total_s']:.1f} s",
+                f"all 30: {row['total_s']:.1f} s{same}",
                 flush=True,
             )
     return out

@@ -150,9 +150,9 @@ Precision = Literal["float32", "int8"]
 def for_inference(model: TasmModel, precision: Precision = "float32") -> TasmModel:
     """The model to decode with at ``precision``: ``float32`` as is; ``int8`` with every
     ``nn.Linear`` dynamically quantized (int8 weights, activations quantized per batch;
-    PyTorch's ``quantize_dynamic``, CPU only). On 2 CPU cores int8 decodes the real modules
-    about 1.6x faster; its greedy output differs from float32's on about 2% of the blocks
-    (`benchmarks/model.py --precision`).
+    PyTorch's ``quantize_dynamic``, CPU only). On 2 CPU cores int8 decodes the 30 real modules
+    about 1.6x faster greedily, and its candidates differ from float32's on 23 of their 1,004
+    blocks (`benchmarks/model.py --per-module --k 1 --precision float32 int8`).
 
     Raises:
         ValueError: an unknown precision, or int8 on a non-CPU device.

@@ -50,6 +50,9 @@ __all__ = ["Summary", "StackLiveness", "dead_slots", "of_program", "MAX_DEPTH"]
 #: address at most st15, and a bounded set keeps the analysis cheap.
 MAX_DEPTH = 32
 
+#: Every slot the analysis tracks, as a bit mask (bit j = slot j).
+_ALL = (1 << MAX_DEPTH) - 1
+
 
 @dataclass(frozen=True)
 class Summary:
@@ -79,13 +82,13 @@ class StackLiveness:
         self.isa = isa
         self.labels = {arg: k for k, (name, arg) in enumerate(self.items) if name == "label"}
         self._summaries: dict[str, Summary | None] = {}
-        self._dead = self._backward()
+        self._dead = self._backward()  # bit masks, bit j = slot j dead
 
     def dead_before(self, index: int) -> frozenset[int]:
         """Slots (depth from the top) dead just before ``items[index]`` executes (after
         ``items[index - 1]`` when control falls through); ``index == len(items)`` is the end
         of the program (nothing dead)."""
-        return self._dead[index]
+        return _slots(self._dead[index])
 
     def _flow(self, name: str, arg: int | str | None) -> SlotFlow:
         """`tasmopt.isa.slot_flow` of one item (a field-element argument is no count)."""
@@ -190,15 +193,14 @@ class StackLiveness:
 
     # -- dead slots (backward, to a fixpoint) -------------------------------------------------
 
-    def _backward(self) -> list[frozenset[int]]:
-        """Dead sets before every item: the greatest solution (the least liveness), from
-        "everything dead" swept backward until nothing changes. A ``return`` sees what is
-        dead after *every* call site of its frame (nothing, for the harness's own call: it
-        halts), a ``recurse`` what is dead at its frame's first instruction."""
+    def _backward(self) -> list[int]:
+        """Dead sets before every item, as bit masks: the greatest solution (the least
+        liveness), from "everything dead" swept backward until nothing changes. A ``return``
+        sees what is dead after *every* call site of its frame (nothing, for the harness's
+        own call: it halts), a ``recurse`` what is dead at its frame's first instruction."""
         n = len(self.items)
         self._frame_of, self._sites = self._frames()
-        full = frozenset(range(MAX_DEPTH))
-        dead: list[frozenset[int]] = [full] * n + [frozenset()]
+        dead: list[int] = [_ALL] * n + [0]
         readers = self._readers()
         # a worklist, latest item first (the order of a backward sweep): an item is looked
         # at again only when something its `_before` reads has changed
@@ -239,13 +241,13 @@ class StackLiveness:
                         readers.setdefault(self.labels[label], set()).add(k)
         return readers
 
-    def _exit(self, k: int, dead: list[frozenset[int]], *, returns: bool) -> frozenset[int]:
+    def _exit(self, k: int, dead: list[int], *, returns: bool) -> int:
         """Dead after control leaves item ``k``'s frame: by ``return`` (after each call site
         of each frame) or by ``recurse`` (at each frame's start); nothing outside a frame."""
         frames = self._frame_of.get(k)
         if not frames:
-            return frozenset()
-        out: frozenset[int] | None = None
+            return 0
+        out: int | None = None
         for label in frames:
             if returns:
                 for c in self._sites[label]:
@@ -253,56 +255,82 @@ class StackLiveness:
             else:
                 start = dead[self.labels[label]]
                 out = start if out is None else out & start
-        return out or frozenset()
+        return out or 0
 
-    def _before(self, k: int, dead: list[frozenset[int]]) -> frozenset[int]:
+    def _before(self, k: int, dead: list[int]) -> int:
+        """The dead mask before item ``k`` from the masks after it (the transfer function;
+        the module docstring says why each slot is live)."""
         name, arg = self.items[k]
         after = dead[k + 1]
         if name == "label":
             return after
         if name not in self.table or self.table[name].halts:
-            return frozenset()
+            return 0
         spec = self.table[name]
         if spec.ends_section:  # leaves the frame: returns, recurses or both
-            left: frozenset[int] | None = None
+            left: int | None = None
             if spec.may_return:
                 left = self._exit(k, dead, returns=True)
             if spec.may_recurse:
                 again = self._exit(k, dead, returns=False)
                 left = again if left is None else left & again
-            reads = self._flow(name, None).reads  # recurse_or_return: st5, st6
-            return (left or frozenset()) - set(reads)
+            reads = _mask(self._flow(name, None).reads)  # recurse_or_return: st5, st6
+            return (left or 0) & ~reads
         if name == "call":
             if not isinstance(arg, str) or arg.startswith(EXTERNAL_PREFIX):
-                return frozenset()
+                return 0
             callee = self.summary(arg)
             if callee is None:
-                return frozenset()
-            return _cap(j - callee.delta for j in after if j - callee.delta >= callee.reach)
+                return 0
+            # slot j before is slot j + delta after; the callee may reach st0 .. st(reach-1)
+            return _shift(after, callee.delta) & ~_below(callee.reach)
         flow = self._flow(name, arg)
         if spec.may_skip_next:
             nxt = self.items[k + 1][0] if k + 1 < len(self.items) else "label"
-            after = after & dead[k + 2] if nxt != "label" else frozenset()
+            after = after & dead[k + 2] if nxt != "label" else 0
         observing = not spec.is_stack_shuffle and (
             spec.has_side_effect or spec.can_fail or spec.is_control_flow
         )
-        fresh_live = any(s < 0 and i not in after for i, s in enumerate(flow.src))
-        reads_used = observing or fresh_live
-        live_moved = {s for i, s in enumerate(flow.src) if s >= 0 and i not in after}
-        out: set[int] = set()
-        for j in range(flow.consumed):
-            if j in live_moved or (reads_used and j in flow.reads):
-                continue
-            out.add(j)
-        for i in after:
-            j = i - flow.delta
-            if j >= flow.consumed and j not in live_moved and not (reads_used and j in flow.reads):
-                out.add(j)
-        return _cap(out)
+        live_moved = 0
+        fresh_live = False
+        for i, src in enumerate(flow.src):
+            if not after >> i & 1:  # slot i after is live: so is where it came from
+                if src >= 0:
+                    live_moved |= 1 << src
+                else:
+                    fresh_live = True
+        blocked = live_moved | (_mask(flow.reads) if observing or fresh_live else 0)
+        consumed = _below(flow.consumed)
+        # the slots it consumes are dead unless moved to a live slot or read for a use; the
+        # ones below them are the slots after, shifted back by the stack's change
+        out = (consumed | (_shift(after, flow.delta) & ~consumed)) & ~blocked
+        return out & _ALL
 
 
-def _cap(slots: Iterable[int]) -> frozenset[int]:
-    return frozenset(j for j in slots if 0 <= j < MAX_DEPTH)
+def _mask(slots: Iterable[int]) -> int:
+    """Bit mask of ``slots`` (those outside 0 .. MAX_DEPTH-1 left out)."""
+    m = 0
+    for j in slots:
+        if 0 <= j < MAX_DEPTH:
+            m |= 1 << j
+    return m
+
+
+def _slots(mask: int) -> frozenset[int]:
+    """The slots of a bit mask."""
+    return frozenset(j for j in range(MAX_DEPTH) if mask >> j & 1)
+
+
+def _below(n: int) -> int:
+    """Mask of slots 0 .. n-1."""
+    return (1 << max(n, 0)) - 1
+
+
+def _shift(after: int, delta: int) -> int:
+    """Slots ``i - delta`` for every slot ``i`` of ``after`` that stays at a depth >= 0 and
+    below MAX_DEPTH: where a slot after an instruction that changes the stack length by
+    ``delta`` was before it."""
+    return (after >> delta if delta >= 0 else after << -delta) & _ALL
 
 
 def dead_slots(items: Sequence[Item], index: int, isa: IsaVariant = "release") -> frozenset[int]:

@@ -27,11 +27,13 @@ timed in `CompileResult.timings` (seconds) under its name:
 The verifier is the authority: nothing reaches the output unless it was proven equivalent
 to the baseline (or is the baseline). With a result cache (`FunctionCache`), functions
 answered before in the same context (`tasmopt.optimizer.keys`) skip every later step;
-`CompileResult.cache_entries` holds what this run computed for the caller to store. With a
-deadline, `anytime` runs the pipeline in two tiers (the rules and the function-level passes
-first, answering on their own; then every requested source on the time left, each function
-keeping the better proven state); whatever the deadline cuts keeps the best proven answer so
-far, at worst its baseline, and is reported ``improving``.
+`CompileResult.cache_entries` holds what this run computed for the caller to store.
+`anytime` runs the pipeline in the tiers `tiers` plans, each function keeping the better
+proven state: with a deadline the rules and the function-level passes first, answering on
+their own, then every requested source on the time left; the model, when it is among the
+sources, in a tier of its own after the others (before the search under a deadline where it
+is measured to pay more), so that adding it never costs cycles. Whatever the deadline cuts
+keeps the best proven answer so far, at worst its baseline, and is reported ``improving``.
 """
 
 from __future__ import annotations

@@ -45,6 +45,8 @@ from service.core.spool import Spool
 from tasmopt.deadline import Deadline
 from tasmopt.report import CompileOptions, CompileResult
 from tasmopt.sources import SourceSet
+from tasmopt.store import build_records
+from tasmopt.store.records import TRAJECTORIES
 
 __all__ = [
     "DEEPEN_KIND",
@@ -106,9 +108,6 @@ def replay_records(result: CompileResult, functions: Iterable[str]) -> list[dict
     candidate is what Stage 3 learns (issue 35: targets from deepening, the service's slow
     search carried into the model's fast path). Functions served from the cache, and
     blocks nothing was judged on, have no rows."""
-    from tasmopt.store import build_records
-    from tasmopt.store.records import TRAJECTORIES
-
     names = set(functions)
     computed = {f.name for f in result.functions if f.name in names and f.cache != "hit"}
     return [

@@ -74,6 +74,17 @@ def _cold(model: CandidateSource) -> SourceSet:
     return SourceSet([RulesSource(), SearchSource(), model])
 
 
+def _cold_compile(
+    model: CandidateSource, args: tuple[Any, Any], options: CompileOptions
+) -> tuple[CompileResult, float]:
+    """One cold compile of ``args`` (TIR, client TASM) with `_cold` sources: the result and
+    its wall-clock seconds (the sources are made before the clock starts)."""
+    sources = _cold(model)
+    t0 = time.perf_counter()
+    result = compile_tir(*args, options=options, sources=sources)
+    return result, time.perf_counter() - t0
+
+
 def _blocks(result: CompileResult) -> dict[tuple[str, int], Any]:
     return {(f.name, b.index): b for f in result.functions for b in f.blocks}
 
@@ -95,7 +106,6 @@ def marginal_contribution(
     ``t_c``). See the module docstring. ``cap=False``:
     the equal-budget run gets the extra search budget but no deadline (it then runs longer
     than the model run: the search budget does not bound verification)."""
-
     base = CompileOptions(
         sources=("rules", "search"), search_budget_s=budget_s, use_cache=False, seed=seed
     )
@@ -106,25 +116,18 @@ def marginal_contribution(
         compile_tir(*args, options=replace(base, sources=("rules",)), sources=_cold(model))
         runs, times = {}, {}
         for label, opts in (("rs", base), ("all", replace(base, sources=(*base.sources, "model")))):
-            sources = _cold(model)
-            t0 = time.perf_counter()
-            runs[label] = compile_tir(*args, options=opts, sources=sources)
-            times[label] = time.perf_counter() - t0
+            runs[label], times[label] = _cold_compile(model, args, opts)
         extra = max(0.0, times["all"] - times["rs"])
         t_c = runs["rs"].timings.get("candidates", 0.0)
         budget_eq = budget_s * (t_c + extra) / t_c if t_c > 0 else budget_s + extra
-        sources = _cold(model)
-        t0 = time.perf_counter()
-        runs["eq"] = compile_tir(  # the same wall clock: the model run's time is its deadline
-            *args,
-            options=replace(
-                base,
-                search_budget_s=budget_eq,
-                deadline=Deadline(times["all"]) if cap else None,
+        # the same wall clock: the model run's time is the deadline
+        runs["eq"], times["eq"] = _cold_compile(
+            model,
+            args,
+            replace(
+                base, search_budget_s=budget_eq, deadline=Deadline(times["all"]) if cap else None
             ),
-            sources=sources,
         )
-        times["eq"] = time.perf_counter() - t0
         b_rs, b_all, b_eq = _blocks(runs["rs"]), _blocks(runs["all"]), _blocks(runs["eq"])
         out.append(
             {
@@ -260,7 +263,6 @@ def source_rates(
         and ``model_first`` (the model's rate beats the search's: under a deadline the
         model's tier goes first, `tasmopt.optimizer.tiers`).
     """
-
     base = CompileOptions(sources=("rules",), search_budget_s=budget_s, use_cache=False, seed=seed)
     cycles = {"rules": 0, "search": 0, "model": 0}
     seconds = {"rules": 0.0, "search": 0.0, "model": 0.0}
@@ -274,10 +276,8 @@ def source_rates(
             ("search", ("rules", "search")),
             ("model", ("rules", "model")),
         ):
-            sources = _cold(model)
-            t0 = time.perf_counter()
-            result = compile_tir(*args, options=replace(base, sources=names), sources=sources)
-            seconds[label] += time.perf_counter() - t0
+            result, took = _cold_compile(model, args, replace(base, sources=names))
+            seconds[label] += took
             cycles[label] += result.cycles
     out: dict[str, Any] = {
         "modules": len(files),
@@ -310,7 +310,6 @@ def cold_answers(
     where `tasmopt.optimizer.tiers` puts it): one row per module, ``module``,
     ``baseline_cycles``, ``cycles`` (``rs``, ``model``: the answer's clock cycles, a function
     returned unmeasured counted at its baseline) and ``seconds``."""
-
     rows = []
     for path in tqdm(list(modules), desc="modules", unit="module", disable=not progress):
         mod = json.loads(Path(path).read_text())
@@ -326,13 +325,10 @@ def cold_answers(
             "seconds": {},
         }
         for label, names in (("rs", ("rules", "search")), ("model", ("rules", "search", "model"))):
-            sources = _cold(model)
             opts = CompileOptions(
                 sources=names, use_cache=False, seed=seed, deadline=Deadline(deadline_ms / 1000)
             )
-            t0 = time.perf_counter()
-            result = compile_tir(*args, options=opts, sources=sources)
-            row["seconds"][label] = time.perf_counter() - t0
+            result, row["seconds"][label] = _cold_compile(model, args, opts)
             row["cycles"][label] = sum(
                 f.cycles if f.measured else baseline.get(f.name, 0) for f in result.functions
             )

@@ -29,7 +29,7 @@ def _answered(result, baselines: dict[str, int]) -> int:
     return sum(f.cycles if f.measured else baselines[f.name] for f in result.functions)
 
 
-@pytest.mark.parametrize("module", ["coin", "std_crypto_auth"])
+@pytest.mark.parametrize("module", ["coin", "std_crypto_auth", "std_crypto_keccak256"])
 def test_a_longer_deadline_never_returns_more_cycles(trident_std, module: str) -> None:
     """Same request, same seed, deadlines 0.5 s < 2 s < 5 s: the cycles of the answer do
     not grow, and the longest deadline saves something."""

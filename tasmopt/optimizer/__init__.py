@@ -30,7 +30,9 @@ answered before in the same context (`tasmopt.optimizer.keys`) skip every later 
 `CompileResult.cache_entries` holds what this run computed for the caller to store.
 `anytime` runs the pipeline in the tiers `tiers` plans, each function keeping the better
 proven state: with a deadline the rules and the function-level passes first, answering on
-their own, then every requested source on the time left; the model, when it is among the
+their own — on the functions of highest expected saving before the rest of the module
+(`tasmopt.optimizer.priority`: a tier of their own, where a module's weight is concentrated)
+— then every requested source on the time left; the model, when it is among the
 sources, in a tier of its own after the others (before the search under a deadline where it
 is measured to pay more), so that adding it never costs cycles. Whatever the deadline cuts
 keeps the best proven answer so far, at worst its baseline, and is reported ``improving``.
@@ -63,6 +65,7 @@ from tasmopt.optimizer.pipeline import (
 )
 from tasmopt.optimizer.pointers import layout_stage, pointer_stage
 from tasmopt.optimizer.prepare import entry_hazard
+from tasmopt.optimizer.priority import focus
 from tasmopt.optimizer.recheck import recheck
 from tasmopt.optimizer.reverse import reverse_stage
 from tasmopt.optimizer.shortcuts import shortcut_stage
@@ -421,31 +424,39 @@ def anytime(r: Run) -> CompileResult:
     no more cycles as returned. Under ``r.options.deadline`` the first tier is the rules and
     the function-level passes, so the answer at a deadline is at least what they prove by
     then, and a longer deadline only adds work (issue 34: anytime, no cliff); a tier that
-    starts after the deadline does not run. With one tier this is the plain pipeline."""
+    starts after the deadline does not run. Before that first tier, the functions of the
+    module's `focus` (the heaviest, where its weight is concentrated) get a tier of their own,
+    the rest returned unchanged and ``improving`` if the deadline ends it. The tiers share one
+    decoded, lowered module. With one tier this is the plain pipeline."""
     opts = r.options
-    plan = tiers(r)
+    plan: list[tuple[tuple[str, ...], frozenset[str] | None]] = [(n, None) for n in tiers(r)]
     if len(plan) == 1:
         return result_of(execute(r, PIPELINE))
-    blocks = tuple(s for s in PIPELINE if s.kind in ("front", "block"))
+    front = tuple(s for s in PIPELINE if s.kind == "front" and s.name != "prepare")
+    blocks = tuple(s for s in PIPELINE if s.kind == "block" or s.name == "prepare")
     passes = tuple(s for s in PIPELINE if s.kind == "pass")
     finish = tuple(s for s in PIPELINE if s.kind == "finish")
+    first = _tier_run(r, plan[0][0], last=False)
+    execute(first, front)  # once per request: every tier shares the decoded, lowered module
+    if opts.deadline is not None and plan[0][0] == QUICK_SOURCES and first.ours is not None:
+        open_ = [n for n in first.ours.functions if first.keys.get(n) not in first.hits]
+        heaviest = focus(first.ours, open_)  # first, in a tier of their own
+        if heaviest:
+            plan.insert(0, (QUICK_SOURCES, heaviest))
     prev: Run | None = None
     answer: CompileResult | None = None
     spliced: dict[str, Any] = {}
     own_cut: dict[str, str | None] = {}
     before: dict[str, int | None] = {}
     spent: dict[str, float] = {}
-    for i, names in enumerate(plan):
+    for i, (names, fo) in enumerate(plan):
         last = i == len(plan) - 1
-        run = (
-            r
-            if last
-            else Run(
-                r.tir, r.baseline_tasm, replace(opts, sources=names), r.verify, r.sources, r.cache
-            )
-        )
+        run = first if i == 0 else _tier_run(r, names, last)
+        if run is not first:
+            _share_front(first, run, timings=last)
+        run.focus = fo
         execute(run, blocks)
-        if prev is None and not any(_workable(f) for f in run.fns):
+        if prev is None and fo is None and not any(_workable(f) for f in run.fns):
             # every function answered from the cache, passed through or cut: a later tier
             # would only repeat this one
             execute(run, passes)
@@ -457,6 +468,8 @@ def anytime(r: Run) -> CompileResult:
             q = by_name.get(f.name)
             if (
                 q is not None
+                and prev is not None
+                and prev.focus is None  # a focus tier's passes saw the rest at baseline code
                 and rewritable(f)
                 and f.name in spliced
                 and spliced[f.name] == f.new_lines
@@ -476,7 +489,7 @@ def anytime(r: Run) -> CompileResult:
             else (f.report.cycles if f.report.measured else None)
             for f in run.fns
         }
-        if i == 0 and opts.deadline is not None and names == QUICK_SOURCES:
+        if opts.deadline is not None and names == QUICK_SOURCES:
             for f in run.fns:  # the search has not run on them yet: worth deepening
                 if f.tasks and f.cut is None and f.cached is None and not f.skipped:
                     f.cut = "request deadline reached before the search ran"
@@ -486,7 +499,13 @@ def anytime(r: Run) -> CompileResult:
             result = result_of(run)
         else:
             result = copy.deepcopy(result_of(run))  # later tiers go on with these states
-            key = "quick" if names == QUICK_SOURCES else "tier:" + "+".join(names)
+            key = (
+                "focus"
+                if fo is not None
+                else "quick"
+                if names == QUICK_SOURCES
+                else "tier:" + "+".join(names)
+            )
             spent[key] = sum(result.timings.values())
         if answer is None or _answered(result, answer) <= _answered(answer, result):
             answer = result
@@ -495,6 +514,42 @@ def anytime(r: Run) -> CompileResult:
         prev = run
     assert answer is not None
     return answer
+
+
+def _tier_run(r: Run, names: tuple[str, ...], last: bool) -> Run:
+    """The `Run` of one tier: ``r`` itself for the last (the request's own sources)."""
+    if last:
+        return r
+    return Run(
+        r.tir, r.baseline_tasm, replace(r.options, sources=names), r.verify, r.sources, r.cache
+    )
+
+
+#: What the ``front`` steps before ``prepare`` (decode, lower, cache) leave in a `Run`: the
+#: same for every tier of a request, computed once (`anytime`).
+_FRONT_FIELDS = (
+    "ops",
+    "request_hash",
+    "low",
+    "ours",
+    "client",
+    "labels",
+    "private",
+    "keys",
+    "hits",
+)
+
+
+def _share_front(src: Run, dst: Run, *, timings: bool) -> None:
+    """Give ``dst`` the front of ``src`` (nothing after ``cache`` changes these: the steps
+    read them, and the tiers' own states are built from them by ``prepare``); ``timings``:
+    and the time it took (for the last tier, whose timings show the whole request)."""
+    for name in _FRONT_FIELDS:
+        setattr(dst, name, getattr(src, name))
+    if timings:
+        for k in ("decode", "lower", "cache"):
+            if k in src.timings:
+                dst.timings[k] = src.timings[k]
 
 
 def _workable(f: FunctionState) -> bool:

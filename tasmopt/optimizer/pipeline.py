@@ -65,6 +65,8 @@ class Run:
         low, ours, client, labels, private: our lowering, its text, the client's text,
             function labels, private scratch cells per function (``lower``).
         keys, hits: result-cache keys and entries found (``cache``).
+        focus: the functions ``prepare`` looks at (None: all; the first tier of an anytime
+            compile, `tasmopt.optimizer.priority`).
         fns, tasks: per-function working state and the rewritable blocks (``prepare``).
         proposals, checks, owners, verdicts: candidates, their checks, and the verdicts
             (``candidates``, ``verify``).
@@ -90,6 +92,7 @@ class Run:
     private: dict[str, frozenset[int]] = field(default_factory=dict)
     keys: dict[str, str] = field(default_factory=dict)
     hits: dict[str, CachedFunction] = field(default_factory=dict)
+    focus: frozenset[str] | None = None
     fns: list[FunctionState] = field(default_factory=list)
     tasks: list[BlockTask] = field(default_factory=list)
     proposals: dict[str, Any] = field(default_factory=dict)

@@ -186,10 +186,14 @@ def prepare_functions(
     keys: dict[str, str] | None = None,
     hits: dict[str, CachedFunction] | None = None,
     private: dict[str, frozenset[int]] | None = None,
+    focus: frozenset[str] | None = None,
 ) -> list[FunctionState]:
     """One `FunctionState` per function of the lowering, in order.
 
     Args:
+        focus: the functions to look at (`tasmopt.optimizer.priority.focus`), None: all; the
+            others are returned unchanged and reported cut by the deadline (``improving``),
+            as if the time had run out before them.
         private: `tasmopt.optimizer.contract.private_by_function` of this request, if the
             caller has it (else it is computed here).
         keys: result-cache key per function name (`tasmopt.optimizer.keys`).
@@ -240,6 +244,8 @@ def prepare_functions(
             )
             continue
         why = out_of_time(options)
+        if why is None and focus is not None and lf.name not in focus:
+            why = "request deadline: the functions of highest expected saving came first"
         if why is not None:  # not even the reference is checked: the baseline, unchanged
             f.passthrough = True
             f.cut = f.report.reason = (

@@ -93,7 +93,7 @@ def prepare_step(r: Run) -> None:
     """Per-function working state: references, cache hits, the rewritable blocks."""
     assert r.low is not None and r.ours is not None
     r.fns = prepare_functions(
-        r.low, r.ours, r.client, r.options, r.timings, r.keys, r.hits, r.private
+        r.low, r.ours, r.client, r.options, r.timings, r.keys, r.hits, r.private, r.focus
     )
     chunks = {c.name: c.ops for c in split_functions(r.ops)}
     for f in r.fns:

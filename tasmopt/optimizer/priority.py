@@ -1,0 +1,123 @@
+"""Which functions of a module an anytime compile looks at first (issue 34 item 1: order the
+work by expected saving).
+
+A module's cost, as a build pays it and as `tasmopt.optimizer.compile` reports it, is every
+function measured with its callees: a function's own code runs once for itself and once for
+every call path that reaches it from another function of the module. A leaf that many
+functions call (keccak256's ``u32_pow2``, 351 cycles, under five layers of rotations) weighs
+far more than its own size says. So the static weight of a function is
+
+    weight(f) = own instructions(f) * paths(f),   paths(f) = 1 + sum over call sites g -> f
+                                                                 of paths(g)
+
+(``paths`` counts the call paths into ``f`` from every function of the module, each call site
+once; loops are not unrolled, so it is a static estimate, not a profile). The focus of a
+compile under a deadline is the heaviest `FOCUS_FUNCTIONS` functions whose weight is
+concentrated (call paths at least `FOCUS_DENSITY` times the module's average per instruction),
+within `FOCUS_SHARE` of the module's instructions: the first tier of `tasmopt.optimizer.anytime` proves what it can on them before
+the rest of the module is even prepared, so that the answer at a short deadline carries the
+rewrites worth most (the rest of the module follows in the next tier, each function keeping
+the better proven state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tasmopt.module import ModuleText, line_kind
+
+__all__ = [
+    "weights",
+    "focus",
+    "FOCUS_FUNCTIONS",
+    "FOCUS_SHARE",
+    "FOCUS_DENSITY",
+    "FOCUS_MIN_INSTRUCTIONS",
+]
+
+#: Most functions in a focus: the first tier should take a fraction of what the quick tier
+#: over the whole module takes.
+FOCUS_FUNCTIONS = 3
+
+#: Most of the module's own instructions (a share) the focus may hold.
+FOCUS_SHARE = 2 / 3
+
+#: A function joins the focus only when its call paths are at least this many times the
+#: module's average (weighted by instructions): when its weight is concentrated, proving it
+#: first is worth more per second than the module in order. Measured on the real modules
+#: (`benchmarks/anytime.py`): a focus without concentration (coin: weight share 0.62 for an
+#: instruction share of 0.52) only delays the quick tier.
+FOCUS_DENSITY = 2.0
+
+#: Below this many instructions in all, a module gets no focus tier (the quick tier over the
+#: whole module is as short).
+FOCUS_MIN_INSTRUCTIONS = 400
+
+
+def _own(text: ModuleText, name: str) -> tuple[int, dict[str, int]]:
+    """(own instruction lines, call sites per callee of this module) of function ``name``."""
+    by_label = {f.label: f.name for f in text.functions.values()}
+    size = 0
+    calls: dict[str, int] = {}
+    for line in text.section_lines(name):
+        kind = line_kind(line)
+        if kind is None or kind == ":":
+            continue
+        size += 1
+        if kind == "call":
+            parts = line.split("//", 1)[0].split()
+            callee = by_label.get(parts[1]) if len(parts) > 1 else None
+            if callee is not None and callee != name:
+                calls[callee] = calls.get(callee, 0) + 1
+    return size, calls
+
+
+def weights(text: ModuleText) -> dict[str, tuple[int, int]]:
+    """Per function of ``text``: (own instructions, call paths into it from every function of
+    the module, itself included). A function on a call cycle counts the paths found before
+    the cycle closes (a cycle cannot run to a return anyway)."""
+    own = {name: _own(text, name) for name in text.functions}
+    callers: dict[str, list[tuple[str, int]]] = {name: [] for name in text.functions}
+    for g, (_, calls) in own.items():
+        for f, n in calls.items():
+            callers[f].append((g, n))
+    paths: dict[str, int] = {}
+
+    def count(name: str, seen: frozenset[str]) -> int:
+        if name in paths:
+            return paths[name]
+        total = 1
+        for g, n in callers[name]:
+            if g not in seen:
+                total += n * count(g, seen | {name})
+        if not seen:
+            paths[name] = total
+        return total
+
+    for name in text.functions:
+        count(name, frozenset())
+    return {name: (own[name][0], paths[name]) for name in text.functions}
+
+
+def focus(text: ModuleText, workable: Iterable[str]) -> frozenset[str]:
+    """The heaviest of the ``workable`` functions by `weights` (own instructions times call
+    paths) with call paths at least `FOCUS_DENSITY` times the average, in that order, at most
+    `FOCUS_FUNCTIONS`, up to the first that would take their own instructions past
+    `FOCUS_SHARE` of the workable functions'; empty when the module is too small to need a
+    focus (`FOCUS_MIN_INSTRUCTIONS`) or no function's weight is concentrated."""
+    w = weights(text)
+    names = [n for n in workable if n in w and w[n][0] > 0]
+    total = sum(w[n][0] for n in names)
+    if total < FOCUS_MIN_INSTRUCTIONS:
+        return frozenset()
+    average = sum(w[n][0] * w[n][1] for n in names) / total
+    dense = [n for n in names if w[n][1] >= FOCUS_DENSITY * average]
+    order = sorted(dense, key=lambda n: (-w[n][0] * w[n][1], n))
+    chosen: list[str] = []
+    size = 0
+    for n in order[:FOCUS_FUNCTIONS]:
+        size += w[n][0]
+        if size > total * FOCUS_SHARE:
+            break
+        chosen.append(n)
+    return frozenset(chosen)

@@ -208,9 +208,8 @@ class Measure:
         """(cycles, baseline cycles, functions measured, functions a witness shows to differ
         from the client's, functions no witness ran to their return: cycles of failing runs).
         """
-        from tasmopt.errors import TasmSyntaxError
         from tasmopt.module import ModuleText
-        from tasmopt.vm.equivalence import check_function
+        from tasmopt.optimizer.recheck import measure_as_returned
 
         labels = self.labels[name]
         client = ModuleText.from_text(self.modules[name]["compiler_tasm"], labels)
@@ -221,12 +220,9 @@ class Measure:
                 continue
             key = (name, fn, out.closure_text(fn)[0])
             if key not in self._memo:
-                try:
-                    ref = client.harness(fn, "release")
-                    cand = out.harness(fn, "release")
-                except TasmSyntaxError:
+                v = measure_as_returned(client, out, fn, witnesses=self.witnesses, seed=0)
+                if v is None:
                     continue  # upstream text of TIR that cannot be lowered: not measurable
-                v = check_function(ref, cand, witnesses=self.witnesses, seed=0)
                 self._memo[key] = (v.cycles, v.baseline_cycles, v.witness >= 0, v.halted == 0)
             c, b, differs, unreached = self._memo[key]
             cyc, base, measured = cyc + c, base + b, measured + 1

@@ -69,7 +69,7 @@ class _Cache(dict):
 
 
 def test_a_deadline_after_the_focus_tier_keeps_its_proofs_and_leaves_the_rest(
-    trident_std,
+    trident_std, monkeypatch
 ) -> None:
     """The deadline expires when the tier after the focus starts verifying: the focus's
     proven rewrites are in the answer, every other function is the client's text, reported
@@ -92,6 +92,7 @@ def test_a_deadline_after_the_focus_tier_keeps_its_proofs_and_leaves_the_rest(
         options=CompileOptions(sources=("rules",), use_cache=False, only=tuple(fo)),
         verify=record,
     )
+    monkeypatch.setattr("tasmopt.optimizer.FOCUS_WITHIN_S", 1e9)  # a deadline the test controls
     deadline = Deadline(600.0)
     calls: list[int] = []
 
@@ -134,3 +135,20 @@ def test_a_deadline_after_the_focus_tier_keeps_its_proofs_and_leaves_the_rest(
 
 def _labels(result) -> dict[str, str]:
     return {f.name: "__" + f.name for f in result.functions}
+
+
+def test_the_focus_tier_is_for_request_deadlines_not_deepening(trident_std) -> None:
+    """Under a request's deadline coin's concentrated ``hash_leaf`` gets a tier of its own;
+    under a deepening run's long deadline (or none) the whole module goes first."""
+    mod = trident_std["coin"]
+
+    def tiers_run(deadline):
+        opts = CompileOptions(
+            sources=("rules", "search"), use_cache=False, search_budget_s=0.05, deadline=deadline
+        )
+        return compile_tir(mod["tir"], mod["compiler_tasm"], options=opts).timings
+
+    assert "focus" in tiers_run(Deadline(9.0))
+    long = tiers_run(Deadline(120.0))
+    assert "focus" not in long and "quick" in long
+    assert "focus" not in tiers_run(None)

@@ -65,7 +65,7 @@ from tasmopt.optimizer.pipeline import (
 )
 from tasmopt.optimizer.pointers import layout_stage, pointer_stage
 from tasmopt.optimizer.prepare import entry_hazard
-from tasmopt.optimizer.priority import focus
+from tasmopt.optimizer.priority import FOCUS_WITHIN_S, focus
 from tasmopt.optimizer.recheck import recheck
 from tasmopt.optimizer.reverse import reverse_stage
 from tasmopt.optimizer.shortcuts import shortcut_stage
@@ -438,8 +438,17 @@ def anytime(r: Run) -> CompileResult:
     finish = tuple(s for s in PIPELINE if s.kind == "finish")
     first = _tier_run(r, plan[0][0], last=False)
     execute(first, front)  # once per request: every tier shares the decoded, lowered module
-    if opts.deadline is not None and plan[0][0] == QUICK_SOURCES and first.ours is not None:
-        open_ = [n for n in first.ours.functions if first.keys.get(n) not in first.hits]
+    if (
+        opts.deadline is not None
+        and opts.deadline.remaining() <= FOCUS_WITHIN_S
+        and plan[0][0] == QUICK_SOURCES
+        and first.ours is not None
+    ):
+        open_ = [
+            n
+            for n in first.ours.functions
+            if first.keys.get(n) not in first.hits and (opts.only is None or n in opts.only)
+        ]
         heaviest = focus(first.ours, open_)  # first, in a tier of their own
         if heaviest:
             plan.insert(0, (QUICK_SOURCES, heaviest))

@@ -33,6 +33,7 @@ __all__ = [
     "FOCUS_SHARE",
     "FOCUS_DENSITY",
     "FOCUS_MIN_INSTRUCTIONS",
+    "FOCUS_WITHIN_S",
 ]
 
 #: Most functions in a focus: the first tier should take a fraction of what the quick tier
@@ -41,6 +42,12 @@ FOCUS_FUNCTIONS = 3
 
 #: Most of the module's own instructions (a share) the focus may hold.
 FOCUS_SHARE = 2 / 3
+
+#: A focus tier runs only under a deadline at most this far off, seconds: a request's (the
+#: service's default is 200 ms), not a deepening run's (`DEEPEN_TIMEOUT_S`, a safety bound:
+#: there the quick tier over the whole module finishes and a focus tier only repeats part of
+#: it). 10 s is what a full-effort compile of a real module may take (issue 34 item 3).
+FOCUS_WITHIN_S = 10.0
 
 #: A function joins the focus only when its call paths are at least this many times the
 #: module's average (weighted by instructions): when its weight is concentrated, proving it

@@ -16,12 +16,12 @@ from tasmopt.module import ModuleText
 from tasmopt.optimizer.contract import private_by_function
 from tasmopt.optimizer.prepare import decode_tir
 from tasmopt.report import CompileOptions
-from tasmopt.vm.equivalence import check_aligned, check_function
+from tasmopt.vm.equivalence import FunctionVerdict, check_aligned, check_function
 
 #: How `check_aligned` says that two programs have different control skeletons.
 SKELETONS_DIFFER = "control skeletons differ"
 
-__all__ = ["recheck"]
+__all__ = ["recheck", "measure_as_returned"]
 
 
 def recheck(
@@ -97,3 +97,22 @@ def recheck(
     if rewrites and SKELETONS_DIFFER in (proof.reason or ""):
         return None  # a pass's rewrite: its proof is not an alignment (docstring)
     return f"not proven: {proof.reason}"
+
+
+def measure_as_returned(
+    client: ModuleText, out: ModuleText, name: str, *, witnesses: int = 16, seed: int = 0
+) -> FunctionVerdict | None:
+    """Function ``name`` of a returned module run against the client's program of it, each
+    with its callees as that module holds them (so the costs are what a build pays, callees'
+    rewrites included, whatever the answer's report says), on the verifier's witnesses:
+    ``cycles`` and ``baseline_cycles`` (clock cycles), ``witness >= 0`` when a witness shows
+    them to differ (a verifier bug), ``halted == 0`` when no witness ran the client's program
+    to its return. None when either closure does not assemble (upstream text of TIR we
+    cannot lower). Used by the benchmarks that measure answers (`benchmarks/latency.py`,
+    `benchmarks/anytime.py`)."""
+    try:
+        ref = client.harness(name, "release")
+        cand = out.harness(name, "release")
+    except TasmSyntaxError:
+        return None
+    return check_function(ref, cand, witnesses=witnesses, seed=seed)

@@ -82,12 +82,17 @@ class StackLiveness:
         self.isa = isa
         self.labels = {arg: k for k, (name, arg) in enumerate(self.items) if name == "label"}
         self._summaries: dict[str, Summary | None] = {}
-        self._dead = self._backward()  # bit masks, bit j = slot j dead
+        n = len(self.items)
+        self._frame_of, self._sites = self._frames()
+        self._dead: list[int] = [_ALL] * n + [0]  # bit masks, bit j = slot j dead
+        self._solved: set[int] = {n}  # items whose mask is final (`_solve`)
 
     def dead_before(self, index: int) -> frozenset[int]:
         """Slots (depth from the top) dead just before ``items[index]`` executes (after
         ``items[index - 1]`` when control falls through); ``index == len(items)`` is the end
         of the program (nothing dead)."""
+        if index not in self._solved:
+            self._solve(index)
         return _slots(self._dead[index])
 
     def _flow(self, name: str, arg: int | str | None) -> SlotFlow:
@@ -193,22 +198,62 @@ class StackLiveness:
 
     # -- dead slots (backward, to a fixpoint) -------------------------------------------------
 
-    def _backward(self) -> list[int]:
-        """Dead sets before every item, as bit masks: the greatest solution (the least
+    def _deps(self, k: int) -> list[int]:
+        """The indices whose masks `_before` reads for item ``k``: the next item, the one
+        after it when ``k`` may skip its next, and for a frame exit what is dead after each
+        call site of its frames (``return``) or at each frame's first item (``recurse``)."""
+        n = len(self.items)
+        if k >= n:
+            return []
+        name = self.items[k][0]
+        if name == "label":
+            return [k + 1]
+        if name not in self.table or self.table[name].halts:
+            return []  # nothing dead before it, whatever follows
+        spec = self.table[name]
+        out = [] if spec.ends_section else [k + 1]  # a frame exit reads its exits instead
+        if spec.may_skip_next and k + 2 <= n:
+            out.append(k + 2)
+        if spec.ends_section:
+            for label in self._frame_of.get(k, ()):
+                if spec.may_return:
+                    out.extend(c + 1 for c in self._sites[label])
+                if spec.may_recurse:
+                    out.append(self.labels[label])
+        return out
+
+    def _solve(self, index: int) -> None:
+        """Solve the dead masks of ``index`` and of every item its mask depends on
+        (`_deps`, transitively), backward to a fixpoint: the greatest solution (the least
         liveness), from "everything dead" swept backward until nothing changes. A ``return``
         sees what is dead after *every* call site of its frame (nothing, for the harness's
-        own call: it halts), a ``recurse`` what is dead at its frame's first instruction."""
-        n = len(self.items)
-        self._frame_of, self._sites = self._frames()
-        dead: list[int] = [_ALL] * n + [0]
-        readers = self._readers()
+        own call: it halts), a ``recurse`` what is dead at its frame's first instruction.
+
+        On demand: the masks of a set of items closed under `_deps` are the same whether
+        the rest of the program is solved or not (their equations read only that set), so
+        a function's proofs solve its own items and not its callees' bodies (a call reads
+        the callee's `Summary`, not its items). Items already solved are final."""
+        region: set[int] = set()
+        todo = [index]
+        while todo:
+            k = todo.pop()
+            if k in region or k in self._solved:
+                continue
+            region.add(k)
+            todo.extend(self._deps(k))
+        readers: dict[int, list[int]] = {}
+        for k in region:
+            for d in self._deps(k):
+                if d in region:
+                    readers.setdefault(d, []).append(k)
+        dead = self._dead
         # a worklist, latest item first (the order of a backward sweep): an item is looked
         # at again only when something its `_before` reads has changed
-        todo = [-k for k in range(n)]
-        heapq.heapify(todo)
-        queued = set(range(n))
-        while todo:
-            k = -heapq.heappop(todo)
+        heap = [-k for k in region]
+        heapq.heapify(heap)
+        queued = set(region)
+        while heap:
+            k = -heapq.heappop(heap)
             queued.discard(k)
             new = self._before(k, dead)
             if new == dead[k]:
@@ -217,29 +262,8 @@ class StackLiveness:
             for r in readers.get(k, ()):
                 if r not in queued:
                     queued.add(r)
-                    heapq.heappush(todo, -r)
-        return dead
-
-    def _readers(self) -> dict[int, set[int]]:
-        """For each index ``j``, the items whose `_before` reads ``dead[j]``: the one before
-        it, the one two before when that may skip its next, and every frame exit (``return``
-        reads after each call site of its frames, ``recurse`` its frames' first items)."""
-        readers: dict[int, set[int]] = {}
-        for k, (name, _arg) in enumerate(self.items):
-            readers.setdefault(k + 1, set()).add(k)
-            if name == "label" or name not in self.table:
-                continue
-            spec = self.table[name]
-            if spec.may_skip_next:
-                readers.setdefault(k + 2, set()).add(k)
-            if spec.ends_section:
-                for label in self._frame_of.get(k, ()):
-                    if spec.may_return:
-                        for c in self._sites[label]:
-                            readers.setdefault(c + 1, set()).add(k)
-                    if spec.may_recurse:
-                        readers.setdefault(self.labels[label], set()).add(k)
-        return readers
+                    heapq.heappush(heap, -r)
+        self._solved |= region
 
     def _exit(self, k: int, dead: list[int], *, returns: bool) -> int:
         """Dead after control leaves item ``k``'s frame: by ``return`` (after each call site

@@ -743,3 +743,27 @@ def test_worklist_equals_sweeps_on_real_programs(trident_std, module: str) -> No
         assert [live.dead_before(k) for k in range(len(want))] == want, label
         checked += 1
     assert checked >= 3
+
+
+@pytest.mark.parametrize(
+    "module,label", [("std_crypto_keccak256", "__keccak_round"), ("coin", "__pay")]
+)
+def test_on_demand_solves_a_functions_own_items_and_agrees_in_any_order(
+    trident_std, module: str, label: str
+) -> None:
+    """A point in the function's own body is solved without its callees' bodies (a call
+    reads the callee's summary), and every point, asked in a random order so that the solved
+    region grows piece by piece, has the dead set of whole sweeps of the definition."""
+    from tasmopt.vm.equivalence import harness
+
+    prog = harness(trident_std[module]["compiler_tasm"], label)
+    items = items_of_program(prog)
+    want = _swept(StackLiveness(items))
+    live = StackLiveness(items)
+    start = items.index(("label", label))
+    first_return = next(k for k, it in enumerate(items) if k > start and it[0] == "return")
+    assert live.dead_before(first_return - 1) == want[first_return - 1]
+    assert len(live._solved) < len(items) / 2  # the callees' bodies were not solved
+    order = list(range(len(items) + 1))
+    random.Random(7).shuffle(order)
+    assert {k: live.dead_before(k) for k in order} == dict(enumerate(want))

@@ -24,6 +24,7 @@ from tasmopt.report import (
     Source,
 )
 from tasmopt.vm.equivalence import (
+    BlockCheck,
     FunctionVerdict,
     check_aligned,
     check_function,
@@ -101,7 +102,8 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
         except TasmSyntaxError as exc:  # a spliced candidate must parse; be safe anyway
             v = FunctionVerdict(False, reason=f"spliced function does not assemble: {exc}")
         if v.equivalent:  # differential agreement is not a proof: prove it by alignment
-            # the block stage's seed: its proofs of the chosen blocks are reused
+            # the block stage's seed and its proofs of the chosen blocks: a run that differs
+            # only by chosen blocks is proven by them, not checked again
             proof = check_aligned(
                 f.reference,
                 cand,
@@ -109,6 +111,7 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
                 seed=options.seed,
                 deadline=dl,
                 private_cells=f.private,
+                proven=_chosen_checks(f, options),
             )
             if not proof.equivalent:
                 v = replace(v, equivalent=False, reason=f"not proven: {proof.reason}")
@@ -169,6 +172,29 @@ def mark_unmeasured(rep: FunctionReport, why: str) -> None:
 def _unfinished(reason: str | None) -> bool:
     """A check stopped by the deadline (`check_function`/`check_aligned` say ``unverified:``)."""
     return reason is not None and "unverified: deadline" in reason
+
+
+def _chosen_checks(f: FunctionState, options: CompileOptions) -> tuple[BlockCheck, ...]:
+    """The block stage's accepted checks of the blocks chosen for ``f`` (as `build_checks`
+    made them: the task's baseline, the chosen candidate, the task's dead cells and slots,
+    the request's witnesses and seed)."""
+    out = []
+    for j, (_, cand, verdict) in f.chosen.items():
+        if not verdict.equivalent:
+            continue
+        task = f.tasks[j]
+        out.append(
+            BlockCheck(
+                tuple(str(i) for i in task.baseline),
+                tuple(cand),
+                options.isa,
+                options.witnesses,
+                options.seed,
+                task.dead_cells,
+                task.dead_slots,
+            )
+        )
+    return tuple(out)
 
 
 def measure_with_callees(

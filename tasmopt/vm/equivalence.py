@@ -1118,6 +1118,7 @@ def check_aligned(
     seed: int = 0,
     deadline: Deadline | None = None,
     private_cells: frozenset[int] = frozenset(),
+    proven: Sequence[BlockCheck] = (),
 ) -> AlignedVerdict:
     """Prove two whole programs equivalent by alignment: identical labels and control-flow
     instructions in the same order, and every pair of straight-line runs between them
@@ -1141,6 +1142,14 @@ def check_aligned(
     flow only from live slots (a callee's summary bounds what a call may reach), so a state
     that differs only in dead slots leads to the same observables, and each later run of the
     candidate equals the baseline's on every entry state.
+
+    ``proven``: block checks already accepted with this ``witnesses`` and ``seed`` (the
+    block stage's, for the blocks spliced into ``candidate``). A differing run that is the
+    baseline's with some of those blocks' baselines replaced by their candidates, the rest
+    identical, is proven by them (`_by_proven_blocks`) without a check of its own: the same
+    composition argument at the points inside the run where each block ends, provided every
+    op-stack slot and scratch cell a block's check left out is dead there in the baseline
+    (by this program's own analyses, not by what the check was told).
     """
     sa = _segments_at(baseline)
     a, b = [(k, v) for k, v, _ in sa], _segments(candidate)
@@ -1169,6 +1178,9 @@ def check_aligned(
         if stack_live is None:
             stack_live = stack_liveness(baseline)
         slots = tuple(sorted(stack_live.dead_before(end)))
+        if proven and _by_proven_blocks(va, vb, start, proven, stack_live, live):  # type: ignore[arg-type]  # segments are tuples of instruction lines
+            checked += 1
+            continue
         v = _check_block_cached(BlockCheck(va, vb, baseline.isa, witnesses, seed, dead, slots))  # type: ignore[arg-type]  # segments are tuples of instruction lines
         if not v.equivalent:
             return AlignedVerdict(
@@ -1178,6 +1190,52 @@ def check_aligned(
             )
         checked += 1
     return AlignedVerdict(True, None, checked)
+
+
+def _by_proven_blocks(
+    va: tuple[str, ...],
+    vb: tuple[str, ...],
+    start: int,
+    proven: Sequence[BlockCheck],
+    stack_live: StackLiveness,
+    live: Liveness | None,
+) -> bool:
+    """Whether run ``vb`` is run ``va`` (baseline items ``start ..``) with one or more
+    non-overlapping sub-runs replaced by the candidates of ``proven`` checks whose baseline
+    they are, every other instruction the same, and each such block's left-out slots and
+    cells dead where it ends in the baseline (`check_aligned`)."""
+    by_first: dict[str, list[BlockCheck]] = {}
+    for c in proven:
+        if c.baseline:
+            by_first.setdefault(c.baseline[0], []).append(c)
+
+    def dead_ok(c: BlockCheck, i: int) -> bool:
+        end = start + i + len(c.baseline)
+        if not set(c.dead_slots) <= stack_live.dead_before(end):
+            return False
+        if not c.dead_cells:
+            return True
+        return live is not None and set(c.dead_cells) <= live.dead_after(start + i, end)
+
+    if va == vb:
+        return False
+    todo, seen = [(0, 0)], {(0, 0)}  # positions in (va, vb) both runs agree up to
+    while todo:
+        i, j = todo.pop()
+        if i == len(va):
+            if j == len(vb):
+                return True
+            continue
+        steps = [(i + 1, j + 1)] if j < len(vb) and va[i] == vb[j] else []
+        for c in by_first.get(va[i], ()):
+            m, n = len(c.baseline), len(c.candidate)
+            if va[i : i + m] == c.baseline and vb[j : j + n] == c.candidate and dead_ok(c, i):
+                steps.append((i + m, j + n))
+        for nxt in steps:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return False
 
 
 _BLOCK_VERDICTS: dict[BlockCheck, Verdict] = {}

@@ -61,9 +61,9 @@ FOCUS_DENSITY = 2.0
 FOCUS_MIN_INSTRUCTIONS = 400
 
 
-def _own(text: ModuleText, name: str) -> tuple[int, dict[str, int]]:
-    """(own instruction lines, call sites per callee of this module) of function ``name``."""
-    by_label = {f.label: f.name for f in text.functions.values()}
+def _own(text: ModuleText, name: str, by_label: dict[str, str]) -> tuple[int, dict[str, int]]:
+    """(own instruction lines, call sites per callee of this module) of function ``name``;
+    ``by_label``: function name by label."""
     size = 0
     calls: dict[str, int] = {}
     for line in text.section_lines(name):
@@ -83,7 +83,8 @@ def weights(text: ModuleText) -> dict[str, tuple[int, int]]:
     """Per function of ``text``: (own instructions, call paths into it from every function of
     the module, itself included). A function on a call cycle counts the paths found before
     the cycle closes (a cycle cannot run to a return anyway)."""
-    own = {name: _own(text, name) for name in text.functions}
+    by_label = {f.label: f.name for f in text.functions.values()}
+    own = {name: _own(text, name, by_label) for name in text.functions}
     callers: dict[str, list[tuple[str, int]]] = {name: [] for name in text.functions}
     for g, (_, calls) in own.items():
         for f, n in calls.items():

@@ -233,25 +233,25 @@ class StackLiveness:
         the rest of the program is solved or not (their equations read only that set), so
         a function's proofs solve its own items and not its callees' bodies (a call reads
         the callee's `Summary`, not its items). Items already solved are final."""
-        region: set[int] = set()
+        deps: dict[int, list[int]] = {}  # the region: item -> what its mask reads
         todo = [index]
         while todo:
             k = todo.pop()
-            if k in region or k in self._solved:
+            if k in deps or k in self._solved:
                 continue
-            region.add(k)
-            todo.extend(self._deps(k))
+            deps[k] = self._deps(k)
+            todo.extend(deps[k])
         readers: dict[int, list[int]] = {}
-        for k in region:
-            for d in self._deps(k):
-                if d in region:
+        for k, ds in deps.items():
+            for d in ds:
+                if d in deps:
                     readers.setdefault(d, []).append(k)
         dead = self._dead
         # a worklist, latest item first (the order of a backward sweep): an item is looked
         # at again only when something its `_before` reads has changed
-        heap = [-k for k in region]
+        heap = [-k for k in deps]
         heapq.heapify(heap)
-        queued = set(region)
+        queued = set(deps)
         while heap:
             k = -heapq.heappop(heap)
             queued.discard(k)
@@ -263,7 +263,7 @@ class StackLiveness:
                 if r not in queued:
                     queued.add(r)
                     heapq.heappush(heap, -r)
-        self._solved |= region
+        self._solved.update(deps)
 
     def _exit(self, k: int, dead: list[int], *, returns: bool) -> int:
         """Dead after control leaves item ``k``'s frame: by ``return`` (after each call site

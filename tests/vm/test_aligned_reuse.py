@@ -120,3 +120,28 @@ def test_the_splice_passes_only_accepted_checks() -> None:
     assert [c.candidate for c in checks] == [()]
     assert checks[0].baseline == ("push 3", "pop 1") and checks[0].seed == 3
     assert checks[0].dead_slots == (0,)
+
+
+def test_a_proven_block_never_spans_an_entry_point(real_checks) -> None:
+    """A label inside the baseline's block (a mid-block entry: control may arrive between
+    ``push 3`` and ``pop 1``) splits it into two runs; the proof of the whole block does not
+    cover either half, and the first half alone changes the stack length."""
+    base = parse(
+        "    call main\n    halt\nmain:\n    push 3\nl:\n    pop 1\n    push 9\n    write_io 1\n"
+        "    return\n"
+    )
+    cand = parse("    call main\n    halt\nmain:\nl:\n    push 9\n    write_io 1\n    return\n")
+    erase = _lie(("push 3", "pop 1"), ())
+    v = check_aligned(base, cand, witnesses=8, proven=[erase])
+    assert not v.equivalent and real_checks  # checked run by run, and rejected
+
+
+def test_a_client_baseline_that_differs_from_the_proven_text_is_checked(real_checks) -> None:
+    """The reference is the client's program: where its run is not the proven block's text
+    (ours), the proof does not apply and the run gets a check of its own."""
+    client = _program(POPPED.replace("push 3", "push 5"))  # the client's differs here
+    cand = _program(POPPED.replace("push 3", "push 4"))
+    proof = _lie(("push 3",), ("push 4",), dead_slots=(0,))
+    v = check_aligned(client, cand, witnesses=8, proven=[proof])
+    assert len(real_checks) == 1  # not taken from the proof
+    assert v.equivalent  # push 5; pop 1 and push 4; pop 1 do agree: the check decided it

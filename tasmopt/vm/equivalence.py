@@ -846,7 +846,9 @@ def check_function(
     Args:
         baseline, candidate: harness programs (start at instruction 0). ``candidate=None``
             only measures the baseline (``cycles``/``heights`` then repeat the baseline's).
-        depth: initial op stack length of each witness (>= 16).
+        depth: initial op stack length of each witness (>= 16); doubled (up to
+            `MAX_HARNESS_DEPTH`) while the baseline's run fails TooShallow, so a function
+            taking more elements than that is still run to its return.
         witnesses: halting witnesses required.
         seed: witness seed.
         step_limit: clock cycles after which a baseline run is inconclusive (skipped).
@@ -969,15 +971,31 @@ class _BaselineRuns:
         longest = 0  # cycles of the longest halting baseline run so far
         stalls = 0  # runs that reached their step limit
 
-        def conclusive(w: Witness, limit: int = step_limit) -> VmResult | None:
-            nonlocal longest, stalls
+        def conclusive(w: Witness, limit: int = step_limit) -> tuple[Witness, VmResult | None]:
+            """``w`` and the baseline's run on it (None: past ``limit``, inconclusive).
+
+            A random witness on whose run the harness stack was too shallow (the function
+            takes or reaches more elements than the stack holds below the harness's
+            ``call``) is drawn again with a deeper stack, and every later one with it: a
+            witness never fails for want of stack (a candidate that reaches deeper than the
+            baseline still fails on it, and differs)."""
+            nonlocal longest, stalls, depth
             rb = _run(baseline, w, limit)
+            while (
+                rb.error is not None
+                and rb.error.kind == "TooShallow"
+                and not w.directed
+                and depth < MAX_HARNESS_DEPTH
+            ):
+                depth = min(MAX_HARNESS_DEPTH, 2 * depth)
+                w = make(w.index)
+                rb = _run(baseline, w, limit)
             if rb.error is not None and rb.error.kind == "StepLimitExceeded":
                 stalls += 1
-                return None
+                return w, None
             if rb.error is None:
                 longest = max(longest, rb.cycles)
-            return rb
+            return w, rb
 
         for i in range(tries):
             if halted >= witnesses:
@@ -990,7 +1008,7 @@ class _BaselineRuns:
             # costs the whole step limit, so later runs stop at a multiple of the longest
             # halting run (a run cut there is inconclusive, as one cut at the limit is)
             cap = step_limit if not (stalls and halted) else stall_cap(longest, step_limit)
-            rb = conclusive(w := make(i), cap)
+            w, rb = conclusive(make(i), cap)
             if rb is not None:
                 halted += rb.error is None
                 yield i, w, rb
@@ -1025,11 +1043,17 @@ class _BaselineRuns:
                 misses += 1
                 if misses >= 3 and halted == 0:
                     return
-            elif (rb := conclusive(directed)) is not None:
-                halted += rb.error is None
-                yield j, directed, rb
+            else:
+                directed, rb = conclusive(directed)
+                if rb is not None:
+                    halted += rb.error is None
+                    yield j, directed, rb
             j += 1
 
+
+#: Deepest op stack, elements, a function check's witnesses are drawn with (they start at the
+#: check's ``depth`` and double while the baseline's run fails TooShallow).
+MAX_HARNESS_DEPTH = 1024
 
 #: After a stall (a random witness's baseline run reached the step limit), the random runs of
 #: a function check stop at this many times the longest halting run so far ...

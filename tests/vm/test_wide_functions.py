@@ -1,0 +1,82 @@
+"""Functions that take more op-stack elements than the harness's first witnesses hold: the
+check deepens its witnesses instead of counting TooShallow runs as failures, and still
+rejects every candidate that differs (design §2; spec/triton-vm.md: the op stack never
+shrinks below 16 elements, TooShallow)."""
+
+from __future__ import annotations
+
+import random
+
+from tasmopt.vm.equivalence import check_function, harness
+from tasmopt.vm.simulator import run
+from tasmopt.vm.state import VmInput
+
+#: A 50-element argument (a 25-lane state as in Keccak, each lane two u32 words): keep the
+#: four deepest elements (its first two lanes), drop the rest, as the frontend lowers it.
+WIDE = 50
+
+
+def _popping(pops: list[int], tail: str = "") -> str:
+    return "__first:\n" + "".join(f"    pop {k}\n" for k in pops) + tail + "    return\n"
+
+
+BASELINE = _popping([1] * (WIDE - 4))
+
+
+def test_a_function_taking_fifty_elements_is_proven_and_measured() -> None:
+    """Before: every witness (48 elements deep) failed TooShallow, 'only 0 witnesses ran the
+    baseline to its return', and the function fell back."""
+    cand = _popping([5] * 9 + [1])
+    v = check_function(harness(BASELINE, "__first"), harness(cand, "__first"))
+    assert v.equivalent, v.reason
+    assert v.halted >= 16
+    assert (v.baseline_cycles, v.cycles) == (WIDE - 4 + 1, 10 + 1)
+
+
+def test_one_element_too_many_or_too_few_is_rejected() -> None:
+    base = harness(BASELINE, "__first")
+    for pops in ([5] * 9, [5] * 9 + [2]):
+        v = check_function(base, harness(_popping(pops), "__first"))
+        assert not v.equivalent, pops
+
+
+def test_a_candidate_reading_below_the_baseline_is_rejected() -> None:
+    """The deepened witnesses hold distinct values below the baseline's low-water mark: a
+    candidate that returns one of them (st55) in place of the argument the baseline keeps
+    (st40) differs (a stack of zeros would not tell them apart)."""
+    head = "__f:\n" + "    pop 5\n" * 8
+    base = head + "    return\n"
+    cand = head + "    dup 15\n    swap 1\n    pop 1\n    return\n"
+    v = check_function(harness(base, "__f"), harness(cand, "__f"))
+    assert not v.equivalent and "witness" in (v.reason or "")
+
+
+def test_a_wrong_deep_argument_is_rejected() -> None:
+    """Choosing the neighbouring element of a 50-element argument (``dup 3`` for ``dup 4``
+    after dropping 40) is caught: the witness values differ from each other."""
+    head = "__f:\n" + "    pop 5\n" * 8
+    base = head + "    dup 4\n    return\n"
+    cand = head + "    dup 3\n    return\n"
+    v = check_function(harness(base, "__f"), harness(cand, "__f"))
+    assert not v.equivalent and "witness" in (v.reason or "")
+
+
+def test_the_deepening_stops_at_its_bound_and_fails_closed() -> None:
+    """A function that pops forever (past any stack) never halts: no witness counts."""
+    loop = "__f:\n    pop 1\n    recurse\n"
+    v = check_function(harness(loop, "__f"), harness(loop, "__f"))
+    assert not v.equivalent
+    assert v.halted == 0
+
+
+def test_the_proven_program_runs_like_the_baseline_on_deep_stacks() -> None:
+    """Independently of the check: both programs on random 80-element stacks."""
+    cand = _popping([5] * 9 + [1])
+    rng = random.Random(5)
+    for _ in range(8):
+        stack = tuple(rng.randrange(2**64 - 2**32 + 1) for _ in range(80))
+        outs = [
+            run(harness(t, "__first"), VmInput(initial_stack=stack)) for t in (BASELINE, cand)
+        ]
+        assert outs[0].error is None and outs[1].error is None
+        assert outs[0].stack == outs[1].stack

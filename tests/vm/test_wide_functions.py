@@ -75,8 +75,6 @@ def test_the_proven_program_runs_like_the_baseline_on_deep_stacks() -> None:
     rng = random.Random(5)
     for _ in range(8):
         stack = tuple(rng.randrange(2**64 - 2**32 + 1) for _ in range(80))
-        outs = [
-            run(harness(t, "__first"), VmInput(initial_stack=stack)) for t in (BASELINE, cand)
-        ]
+        outs = [run(harness(t, "__first"), VmInput(initial_stack=stack)) for t in (BASELINE, cand)]
         assert outs[0].error is None and outs[1].error is None
         assert outs[0].stack == outs[1].stack

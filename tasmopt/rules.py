@@ -5,7 +5,9 @@ Two kinds of rules, both applied to a fixpoint:
 * **peephole patterns** on adjacent instructions — ``swap 1; ..; swap k`` as ``pick k`` and
   ``swap k; ..; swap 1`` as ``place k``, redundant ``dup``/``push`` followed by
   ``pop``, ``swap i; swap i``, ``swap 1`` before a commutative operation, ``push c; add`` ->
-  ``addi c``, merged ``pop``s and ``addi``s, multiplications by one, no-ops;
+  ``addi c``, merged ``pop``s and ``addi``s, multiplications by one, no-ops, RAM round trips
+  of adjacent cells merged (``push a; write_mem 1; pop 1; push a+1; write_mem 1`` ->
+  ``push a; write_mem 2``);
 * **window re-synthesis**: a short window whose whole effect is to drop some stack elements
   and push constants or copies of surviving elements, with no side effect or failure (e.g.
   ``push c; split; pop 1`` -> ``push hi(c)``, ``dup 0; split; pop 3`` -> nothing), as the
@@ -49,6 +51,9 @@ def _peephole(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None: 
     chain = _swap_chain(code, i)
     if chain is not None:
         return chain
+    merged = _memory_run(code, i)
+    if merged is not None:
+        return merged
     # a value pushed and dropped at once
     if a.name in ("push", "dup") and _is(b, "pop"):
         return ([Instr("pop", b.arg - 1)] if b.arg > 1 else []), 2
@@ -97,6 +102,46 @@ def _swap_chain(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None
         args.append(ins.arg)
     chain = swap_chain(args)
     return None if chain is None else ([Instr(chain[0], chain[1])], chain[2])
+
+
+#: RAM pointer step of each memory instruction per word (spec/triton-vm.md §5: ``read_mem n``
+#: leaves ``p - n`` and pushes ``RAM[p]``, ..., ``RAM[p - n + 1]``; ``write_mem n`` stores
+#: ``st1..stn`` at ``p..p + n - 1`` and leaves ``p + n``).
+_POINTER_STEP = {"read_mem": -1, "write_mem": 1}
+
+
+def _memory_run(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None:
+    """Consecutive RAM round trips as one (a spill or reload of adjacent cells, word by word):
+
+    * ``push a; write_mem m; pop 1; push a+m`` -> ``push a; write_mem m`` (the pointer the
+      instruction leaves is the one pushed again; likewise ``read_mem`` with ``a-m``, and
+      after several stores or loads in a row, with ``m`` their words together);
+    * ``write_mem m; write_mem n`` -> ``write_mem m+n`` and ``read_mem m; read_mem n`` ->
+      ``read_mem m+n`` for ``m + n <= 5``: the second continues at the pointer the first
+      left, in the same direction and word order; for ``m + n > 5`` (``m < 5``) the words
+      move to the first (``write_mem 5; write_mem m+n-5``), so a run of them packs into
+      fives (twelve ``read_mem 4`` become nine ``read_mem 5`` and a ``read_mem 3``)."""
+    a = code[i]
+    b = code[i + 1]
+    if a.name in _POINTER_STEP and b.name == a.name and a.arg < 5:
+        if a.arg + b.arg <= 5:
+            return [Instr(a.name, a.arg + b.arg)], 2
+        return [Instr(a.name, 5), Instr(a.name, a.arg + b.arg - 5)], 2  # fill the first
+    if a.name != "push" or b.name not in _POINTER_STEP:
+        return None
+    # push a; M k1; ..; M kj; pop 1; push a + step*(k1 + .. + kj) -> push a; M k1; ..; M kj
+    j, moved = i + 1, 0
+    while j < len(code) and code[j].name == b.name:
+        moved += code[j].arg
+        j += 1
+    if (
+        j + 1 < len(code)
+        and _is(code[j], "pop", 1)
+        and code[j + 1].name == "push"
+        and code[j + 1].arg % P == (a.arg + _POINTER_STEP[b.name] * moved) % P
+    ):
+        return list(code[i:j]), j + 2 - i
+    return None
 
 
 def _simplify_window(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None:

@@ -78,7 +78,11 @@ def spill_traffic(instrs: Sequence[str]) -> tuple[int, int]:
             continue
         if i + 1 >= len(instrs) or instrs[i + 1].split()[0] not in RAM_WORDS:
             continue
-        span = [i, i + 1] + ([i + 2] if i + 2 < len(instrs) and instrs[i + 2] == "pop 1" else [])
+        # a round trip may move several chunks in a row (``write_mem 5; write_mem 5; ..``)
+        j = i + 1
+        while j < len(instrs) and instrs[j].split()[0] == instrs[i + 1].split()[0]:
+            j += 1
+        span = list(range(i, j)) + ([j] if j < len(instrs) and instrs[j] == "pop 1" else [])
         for k in span:
             if not used[k]:
                 used[k] = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set
@@ -121,8 +122,17 @@ def parse_field_literal(text: str) -> int:
     return value % P
 
 
+#: Texts up to this many characters are parsed once per process (`parse` keeps the last
+#: `PARSED_SHORT` of them), longer ones up to `LONG_TEXT` once per `PARSED_LONG`: a compile
+#: parses the same lines, blocks and harness programs again and again (a cold keccak256
+#: compile parsed 1,466 texts, 69 of its 290 ms). A `Program` is immutable (its analyses are
+#: memoized on it), so one parse serves every caller.
+SHORT_TEXT, PARSED_SHORT = 2_000, 16_384
+LONG_TEXT, PARSED_LONG = 200_000, 256
+
+
 def parse(text: str, isa: IsaVariant = "release", *, allow_external: bool = True) -> Program:
-    """Parse TASM text into a `Program`.
+    """Parse TASM text into a `Program` (memoized: the same text gives the same object).
 
     Args:
         text: program text.
@@ -133,6 +143,24 @@ def parse(text: str, isa: IsaVariant = "release", *, allow_external: bool = True
     Raises:
         TasmSyntaxError: with 1-based ``line`` and ``column`` of the offending token.
     """
+    if len(text) <= SHORT_TEXT:
+        return _parse_short(text, isa, allow_external)
+    if len(text) <= LONG_TEXT:
+        return _parse_long(text, isa, allow_external)
+    return _parse(text, isa, allow_external)
+
+
+@lru_cache(maxsize=PARSED_SHORT)
+def _parse_short(text: str, isa: IsaVariant, allow_external: bool) -> Program:
+    return _parse(text, isa, allow_external)
+
+
+@lru_cache(maxsize=PARSED_LONG)
+def _parse_long(text: str, isa: IsaVariant, allow_external: bool) -> Program:
+    return _parse(text, isa, allow_external)
+
+
+def _parse(text: str, isa: IsaVariant, allow_external: bool) -> Program:
     src = _Source(text)
     table = instruction_set(isa)
     toks = _tokenize(src)

@@ -315,3 +315,21 @@ def test_trident_std_compiler_tasm_parses(path):
     for fn in module["functions"]:
         assert f"__{fn}" in program.labels
     assert set(program.external_symbols) <= set(module["external_calls"])
+
+
+def test_parsing_is_memoized_per_text_and_variant_and_errors_are_not():
+    """The same text parses to the same (immutable) Program once per process; another ISA
+    variant or another ``allow_external`` is another parse; a syntax error is raised every
+    time (nothing cached for it); a long text is memoized too."""
+    from tasmopt.tasm.parser import SHORT_TEXT, parse
+
+    text = "push 1\npush 2\nadd\nhalt\n"
+    assert parse(text) is parse(text)
+    assert parse(text, "head") is not parse(text) and parse(text, "head") == parse(text, "head")
+    assert parse(text, allow_external=False) is not parse(text)
+    for _ in range(2):
+        with pytest.raises(TasmSyntaxError):
+            parse("push\n")
+    long = "push 1\npop 1\n" * (SHORT_TEXT // 10) + "halt\n"
+    assert len(long) > SHORT_TEXT and parse(long) is parse(long)
+    assert len(parse(long).instructions) == 2 * (SHORT_TEXT // 10) + 1

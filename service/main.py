@@ -46,6 +46,7 @@ from service.core.schemas import CompileRequest
 from service.core.spool import Spool
 from service.limits import BodyLimit
 from service.runners import RqRunner, ThreadRunner
+from tasmopt.optimizer import preload
 from tasmopt.store import make_sessionmaker
 from worker import context as worker_context
 from worker.deepen import RqDeepener
@@ -105,6 +106,7 @@ def create_app(settings: Settings | None = None, *, model_loader: Loader | None 
         state.watcher = ModelWatcher.from_settings(settings, state.session_factory, model_loader)
         if state.migrated:  # serve the production model from the first request on
             await asyncio.to_thread(_try_refresh, state.watcher)
+        await asyncio.to_thread(preload)  # the first request's checks skip the imports
         state.redis, state.verifier = verifier_from_settings(settings)
         slots = settings.compile_slots or os.cpu_count() or 1
         state.compile_slots = threading.BoundedSemaphore(slots)

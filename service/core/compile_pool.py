@@ -24,6 +24,7 @@ from typing import Any
 
 from service.core.config import Settings
 from service.core.deepen import exit_with_parent
+from tasmopt.optimizer import preload
 from tasmopt.report import CompileOptions, CompileResult, FunctionCache
 from tasmopt.sources import SourceSet
 
@@ -41,6 +42,7 @@ def _init(settings: Settings) -> None:
 
     logging.basicConfig(level=settings.log_level)
     exit_with_parent()
+    preload()
     watcher = ModelWatcher.from_settings(
         settings, make_sessionmaker(engine_from_settings(settings))
     )

@@ -96,7 +96,7 @@ from tasmopt.report import CompileOptions, CompileResult, FunctionCache
 from tasmopt.rules import RulesSource
 from tasmopt.search.source import SearchSource
 from tasmopt.sources import SourceSet
-from tasmopt.vm.equivalence import REJECTION_CLASSES, check_blocks
+from tasmopt.vm.equivalence import REJECTION_CLASSES, check_blocks, preload
 
 __all__ = [
     "compile",
@@ -105,6 +105,7 @@ __all__ = [
     "MODEL_SOURCE",
     "QUICK_SOURCES",
     "PIPELINE",
+    "preload",
     "PASSES",
     "Step",
     "PipelineError",

@@ -83,7 +83,21 @@ if TYPE_CHECKING:  # the simulator is imported late (its Tip5 tables are heavy)
 
 log = logging.getLogger(__name__)
 
+
+def preload() -> None:
+    """Import now what the verifier imports late (the lane-parallel simulator and NumPy, the
+    concolic layer, z3): a long-running process calls this at start, so that its first
+    request's checks do not pay for the imports inside their deadline (NumPy alone: about
+    80 ms on 2 cores, most of a 200 ms deadline's block checks)."""
+    import z3  # noqa: F401 - the import is the point
+
+    import tasmopt.vm.concolic  # noqa: F401
+    import tasmopt.vm.lanes  # noqa: F401
+    import tasmopt.vm.simulator  # noqa: F401
+
+
 __all__ = [
+    "preload",
     "REJECTION_CLASSES",
     "rejection_class",
     "degree_ok",

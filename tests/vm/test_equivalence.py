@@ -370,3 +370,20 @@ def test_a_candidate_wrong_only_past_the_cap_is_not_accepted_as_a_whole() -> Non
     av = check_aligned(base, cand, seed=5)
     assert not (fv.equivalent and av.equivalent), (fv.reason, av.reason)
     assert not av.equivalent
+
+
+def test_preload_imports_what_the_checks_import_late() -> None:
+    """A fresh process has not imported the lane simulator, NumPy, the concolic layer or z3
+    after importing the verifier; `preload` (called at service start) imports them all."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import tasmopt.vm.equivalence as e; "
+        "late = ('numpy', 'z3', 'tasmopt.vm.lanes', 'tasmopt.vm.concolic'); "
+        "print(sum(m in sys.modules for m in late)); e.preload(); "
+        "print(sum(m in sys.modules for m in late))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after = out.stdout.split()
+    assert int(after) == 4 and int(before) < 4

@@ -66,6 +66,7 @@ FAMILIES = (
     "chain",
     "hash",
     "xfield",
+    "wide",
 )
 
 #: First address of the compiler's private scratch regions (design §2): left out of the
@@ -369,6 +370,33 @@ class _Gen:
             "    pub_write(s[9])",
             "    pub_write(s[5])",
         ]
+
+    def _wide(self, body: list[str]) -> None:
+        """A struct of 18-30 fields (more op-stack elements than the 16 reachable ones, and
+        with two of them live more than a function check's first witnesses hold) built in
+        ``main``, passed to a helper that reads some fields by value and to one that updates
+        a field and returns the struct: deep arguments, spills and reloads of adjacent
+        cells, and functions whose harness needs a deeper op stack."""
+        fields = [f"f{k}" for k in range(self.rng.randrange(18, 31))]
+        struct = "Wide" + self.fresh("")
+        self.header += [f"struct {struct} {{", *[f"    {f}: Field," for f in fields], "}", ""]
+        read = self.rng.sample(fields, k=self.rng.randrange(1, 4))
+        terms = " + ".join(f"s.{f} * {self.rng.randrange(1, 9)}" for f in read)
+        self.header += [f"fn get(s: {struct}) -> Field {{", f"    {terms}", "}", ""]
+        bumped = self.rng.choice(fields)
+        lit = ", ".join(f"{f}: s.{f} + x" if f == bumped else f"{f}: s.{f}" for f in fields)
+        self.header += [
+            f"fn put(s: {struct}, x: Field) -> {struct} {{",
+            f"    {struct} {{ {lit} }}",
+            "}",
+            "",
+        ]
+        w, u = self.fresh("w"), self.fresh("w")
+        values = ", ".join(f"{f}: {self.expr()}" for f in fields)
+        body.append(f"    let {w} = {struct} {{ {values} }}")
+        body.append(f"    let {u} = put({w}, {self.expr()})")
+        body.append(f"    pub_write(get({u}))")
+        body.append(f"    pub_write({u}.{self.rng.choice(fields)} + {w}.{bumped})")
 
     def _xdot(self, body: list[str]) -> None:
         """An inner product of extension-field arrays (X3 structs, 3 words each) in a helper:

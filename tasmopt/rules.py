@@ -207,8 +207,10 @@ def rewrite(
     Args:
         code: a straight-line fragment.
         rules: names from `RULES`.
-        max_passes: bound on full passes (each pass strictly shortens the code, so the
-            bound only guards against a rule that does not).
+        max_passes: bound on full passes (every rule shortens the code, except the one
+            that packs memory words into the earlier of two ``read_mem``/``write_mem``,
+            which moves words one way only, so a fixpoint is reached; the bound only guards
+            against a rule that does neither).
     """
     out = list(code)
     for _ in range(max_passes):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from tasmopt.vm.equivalence import check_function, harness
 from tasmopt.vm.simulator import run
 from tasmopt.vm.state import VmInput
@@ -40,23 +42,21 @@ def test_one_element_too_many_or_too_few_is_rejected() -> None:
         assert not v.equivalent, pops
 
 
-def test_a_candidate_reading_below_the_baseline_is_rejected() -> None:
-    """The deepened witnesses hold distinct values below the baseline's low-water mark: a
-    candidate that returns one of them (st55) in place of the argument the baseline keeps
-    (st40) differs (a stack of zeros would not tell them apart)."""
+@pytest.mark.parametrize(
+    "tail,wrong",
+    [
+        # the deepened witnesses hold distinct values below the baseline's low-water mark:
+        # returning one of them (st55) in place of the argument the baseline keeps (st40)
+        ("", "    dup 15\n    swap 1\n    pop 1\n"),
+        # the neighbouring element of a 50-element argument after dropping 40
+        ("    dup 4\n", "    dup 3\n"),
+    ],
+)
+def test_a_wrong_or_too_deep_element_is_rejected(tail: str, wrong: str) -> None:
+    """Caught because the witness values differ from each other (a stack of zeros would
+    not tell these apart)."""
     head = "__f:\n" + "    pop 5\n" * 8
-    base = head + "    return\n"
-    cand = head + "    dup 15\n    swap 1\n    pop 1\n    return\n"
-    v = check_function(harness(base, "__f"), harness(cand, "__f"))
-    assert not v.equivalent and "witness" in (v.reason or "")
-
-
-def test_a_wrong_deep_argument_is_rejected() -> None:
-    """Choosing the neighbouring element of a 50-element argument (``dup 3`` for ``dup 4``
-    after dropping 40) is caught: the witness values differ from each other."""
-    head = "__f:\n" + "    pop 5\n" * 8
-    base = head + "    dup 4\n    return\n"
-    cand = head + "    dup 3\n    return\n"
+    base, cand = (head + t + "    return\n" for t in (tail, wrong))
     v = check_function(harness(base, "__f"), harness(cand, "__f"))
     assert not v.equivalent and "witness" in (v.reason or "")
 

@@ -12,7 +12,7 @@ far more than its own size says. So the static weight of a function is
 
 (``paths`` counts the call paths into ``f`` from every function of the module, each call site
 once; loops are not unrolled, so it is a static estimate, not a profile). The focus of a
-compile under a deadline is the heaviest `FOCUS_FUNCTIONS` functions whose weight is
+compile under a deadline is the heaviest `FOCUS_FUNCTIONS` function(s) whose weight is
 concentrated (call paths at least `FOCUS_DENSITY` times the module's average per instruction),
 within `FOCUS_SHARE` of the module's instructions: the first tier of `tasmopt.optimizer.anytime` proves what it can on them before
 the rest of the module is even prepared, so that the answer at a short deadline carries the
@@ -37,8 +37,13 @@ __all__ = [
 ]
 
 #: Most functions in a focus: the first tier should take a fraction of what the quick tier
-#: over the whole module takes.
-FOCUS_FUNCTIONS = 3
+#: over the whole module takes. One, not three: a cold keccak256 compile ended its focus tier
+#: 260 ms in with ``u32_pow2``, ``shl_u32`` and ``xor_lane``, 190 ms in with ``u32_pow2``
+#: alone, whose rewrite makes its callers cheap as returned too; on keccak256, sha256, coin and poseidon
+#: (`benchmarks/anytime.py`, side by side) the answers at 0.15/0.2/0.5 s saved
+#: 3,050/4,082/6,501 cycles as returned with one, 2,946/3,456/5,167 with three, the same at
+#: 1 s; and the cold answers of `benchmarks/latency.py` 13% of the settled saving against 9%.
+FOCUS_FUNCTIONS = 1
 
 #: Most of the module's own instructions (a share) the focus may hold.
 FOCUS_SHARE = 2 / 3

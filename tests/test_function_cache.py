@@ -542,3 +542,27 @@ def test_deepening_asks_the_sources_of_deepen_sources_only():
         )
         assert out == {"main": "inserted"}
         assert (model.asked > 0) is listed
+
+
+def test_a_cut_function_keeps_its_measurement_when_it_has_one():
+    """`settle` (`tasmopt.optimizer.steps._settle`): a function the deadline cut before it was
+    measured gets a placeholder (unmeasured, no lines); one measured before the cut (a focus
+    tier that proved its baseline and found nothing, then the search did not run) gets a
+    non-final entry with its measurement, served as the baseline and deepened later. Before,
+    both got a placeholder, so a response said "measured" while its cache entry said not."""
+    from tasmopt.optimizer.splice import mark_unmeasured
+    from tasmopt.optimizer.state import FunctionState
+    from tasmopt.optimizer.steps import _settle
+    from tasmopt.tasm.parser import parse
+
+    opts = replace(OPTS, search_budget_s=0.0)
+    cut = "request deadline reached before the search ran"
+    unmeasured = FunctionReport(name="f", source="compiler", cycles=0, baseline_cycles=0)
+    mark_unmeasured(unmeasured, cut)
+    holder = _settle(FunctionState("f", unmeasured, key="k", cut=cut), opts)
+    assert holder is not None and not holder.measured and holder.lines is None
+    measured = FunctionReport(name="g", source="compiler", cycles=16, baseline_cycles=16)
+    state = FunctionState("g", measured, parse("push 1\nhalt\n"), key="k2", cut=cut)
+    entry = _settle(state, opts)
+    assert entry is not None and entry.measured and not entry.final and entry.lines is None
+    assert entry.report["cycles"] == 16 and state.report.status == "improving"

@@ -293,7 +293,9 @@ def _settle(f: FunctionState, options: CompileOptions) -> CachedFunction | None:
     rep.status = "improving" if f.cut is not None or (f.tasks and not searched) else "final"
     if f.key is None:
         return None
-    if f.cut is not None and f.new_lines is None:  # a placeholder, until deepening measures it
+    if f.cut is not None and f.new_lines is None and not rep.measured:
+        # a placeholder, until deepening measures it (a function measured before the cut,
+        # e.g. by a focus tier that found nothing, keeps its measurement in a non-final entry)
         return CachedFunction(
             key=f.key,
             name=f.name,

@@ -127,8 +127,8 @@ def parse_field_literal(text: str) -> int:
 #: parses the same lines, blocks and harness programs again and again (a cold keccak256
 #: compile parsed 1,466 texts, 69 of its 290 ms). A `Program` is immutable (its analyses are
 #: memoized on it), so one parse serves every caller.
-SHORT_TEXT, PARSED_SHORT = 2_000, 16_384
-LONG_TEXT, PARSED_LONG = 200_000, 256
+SHORT_TEXT, PARSED_SHORT = 2_000, 4_096
+LONG_TEXT, PARSED_LONG = 200_000, 64
 
 
 def parse(text: str, isa: IsaVariant = "release", *, allow_external: bool = True) -> Program:

@@ -1028,17 +1028,22 @@ class _BaselineRuns:
                 yield i, w, rb
         from tasmopt.vm.concolic import directed_witness  # the concolic layer imports us
 
-        deadline = time.perf_counter() + budget_s
+        # seconds of guard-directed search left: only the time spent producing counts, not
+        # the time paused at a yield (a later caller, possibly seconds later, resumes here
+        # with what is left; an absolute deadline set by the first caller left it nothing)
+        left = budget_s
         ctx = ExprContext()
         guards: set[Guard] = set()
         rng = random.Random(seed * 104_729 + 3)
         misses = 0
         j = tries
-        while halted < witnesses and time.perf_counter() < deadline:
+        while halted < witnesses and left > 0:
             if self._stop is not None and self._stop.expired:
                 yield _PAUSED  # the caller's deadline: a later caller resumes here
                 continue
             stop = self._stop
+            t0 = time.perf_counter()
+            deadline = t0 + left
             directed = directed_witness(
                 baseline,
                 make(j),
@@ -1046,19 +1051,20 @@ class _BaselineRuns:
                 guards,
                 rng,
                 step_limit=min(step_limit, 20_000),
-                deadline=deadline
-                if stop is None
-                else min(deadline, time.perf_counter() + stop.remaining()),
+                deadline=deadline if stop is None else min(deadline, t0 + stop.remaining()),
             )
             if directed is None and stop is not None and stop.expired:
+                left -= time.perf_counter() - t0
                 yield _PAUSED  # cut by the caller's deadline, not a miss: retried when resumed
                 continue
             if directed is None:
+                left -= time.perf_counter() - t0
                 misses += 1
                 if misses >= 3 and halted == 0:
                     return
             else:
                 directed, rb = conclusive(directed)
+                left -= time.perf_counter() - t0
                 if rb is not None:
                     halted += rb.error is None
                     yield j, directed, rb

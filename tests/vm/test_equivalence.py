@@ -387,3 +387,26 @@ def test_preload_imports_what_the_checks_import_late() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     before, after = out.stdout.split()
     assert int(after) == 4 and int(before) < 4
+
+
+def test_the_guard_directed_budget_counts_work_not_the_pause_between_callers() -> None:
+    """The baseline runs of a function check are shared (and resumed) by every check of the
+    same baseline; the guard-directed phase's budget is the time spent producing witnesses,
+    so a caller resuming it after a pause longer than the budget still gets its witnesses.
+    (With a deadline fixed when the first caller entered the phase, the second got none and
+    its check failed: a rewrite proven in one compile was rejected in the next, depending on
+    how long the machine took in between.)"""
+    import time
+
+    import tasmopt.vm.equivalence as E
+
+    fn = "__f:\n    dup 0\n    push 12345\n    eq\n    assert\n    return\n"
+    runs = E._BaselineRuns(harness(fn, "__f"), 48, 16, 0, 50_000, 32, 1.0)
+    first = runs.runs()
+    while True:  # the first caller stops at the first directed witness that halts
+        _, w, rb = next(first)
+        if w.directed and rb.error is None:
+            break
+    time.sleep(1.2)  # longer than the whole budget
+    halting = [w for _, w, rb in runs.runs() if rb.error is None]
+    assert len(halting) >= 16 and all(w.directed for w in halting)

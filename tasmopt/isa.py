@@ -62,6 +62,8 @@ _EXTRA_READS = {"assert_vector": 10, "recurse_or_return": 7}  # the latter compa
 _TAKES_ERROR_ID = frozenset({"assert", "assert_vector"})
 _ST = re.compile(r"st(\d+)")
 _RAM_WRITE = re.compile(r"RAM\[[^\]]*\]\s*=(?!=)")
+#: The pointer a RAM-word instruction leaves on st0 (the table's "then push p+n" / "p-n").
+_POINTER_LEFT = re.compile(r"push p([+-])n\b")
 
 
 def _count(value: int | str, arg: int | None, what: str, name: str) -> int:
@@ -224,6 +226,17 @@ class Instruction:
     def reads_ram(self) -> bool:
         """Loads from RAM without storing (``read_mem``, the ``*_mem`` and dot/horner steps)."""
         return self.accesses_ram and not self.writes_ram
+
+    @property
+    def pointer_step(self) -> int:
+        """Per word moved, how ``read_mem n`` / ``write_mem n`` move the RAM pointer they
+        leave on st0: +1 (``write_mem``: cells ``p..p+n-1``, leaves ``p+n``), -1
+        (``read_mem``: cells ``p..p-n+1``, leaves ``p-n``); 0 for every other instruction.
+        From the table's semantics (spec/triton-vm.md §5)."""
+        if not (self.accesses_ram and self.arg_kind == "n_1_5"):
+            return 0
+        m = _POINTER_LEFT.search(self.semantics)
+        return 0 if m is None else (1 if m.group(1) == "+" else -1)
 
     @property
     def reads_public_input(self) -> bool:

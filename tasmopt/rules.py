@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from tasmopt.isa import P, names_where, swap_chain
+from tasmopt.isa import P, instruction_set, names_where, swap_chain
 from tasmopt.report import CompileOptions
 from tasmopt.sources import BlockTask
 from tasmopt.tasm.program import Instr
@@ -104,10 +104,8 @@ def _swap_chain(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None
     return None if chain is None else ([Instr(chain[0], chain[1])], chain[2])
 
 
-#: RAM pointer step of each memory instruction per word (spec/triton-vm.md §5: ``read_mem n``
-#: leaves ``p - n`` and pushes ``RAM[p]``, ..., ``RAM[p - n + 1]``; ``write_mem n`` stores
-#: ``st1..stn`` at ``p..p + n - 1`` and leaves ``p + n``).
-_POINTER_STEP = {"read_mem": -1, "write_mem": 1}
+#: RAM pointer step per word of ``read_mem`` / ``write_mem`` (ISA table ``pointer_step``).
+_POINTER_STEP = {i.name: i.pointer_step for i in instruction_set() if i.pointer_step}
 
 
 def _memory_run(code: Sequence[Instr], i: int) -> tuple[list[Instr], int] | None:

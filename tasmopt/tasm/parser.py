@@ -150,16 +150,6 @@ def parse(text: str, isa: IsaVariant = "release", *, allow_external: bool = True
     return _parse(text, isa, allow_external)
 
 
-@lru_cache(maxsize=PARSED_SHORT)
-def _parse_short(text: str, isa: IsaVariant, allow_external: bool) -> Program:
-    return _parse(text, isa, allow_external)
-
-
-@lru_cache(maxsize=PARSED_LONG)
-def _parse_long(text: str, isa: IsaVariant, allow_external: bool) -> Program:
-    return _parse(text, isa, allow_external)
-
-
 def _parse(text: str, isa: IsaVariant, allow_external: bool) -> Program:
     src = _Source(text)
     table = instruction_set(isa)
@@ -273,6 +263,10 @@ def _parse(text: str, isa: IsaVariant, allow_external: bool) -> Program:
         if name not in label_pos:
             raise src.error(f"call to undefined label {name!r}", pos)
     return Program(tuple(items), isa)
+
+
+_parse_short = lru_cache(maxsize=PARSED_SHORT)(_parse)
+_parse_long = lru_cache(maxsize=PARSED_LONG)(_parse)
 
 
 def parse_instructions(text: str, isa: IsaVariant = "release") -> list[Instr]:

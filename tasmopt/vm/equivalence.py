@@ -1053,21 +1053,20 @@ class _BaselineRuns:
                 step_limit=min(step_limit, 20_000),
                 deadline=deadline if stop is None else min(deadline, t0 + stop.remaining()),
             )
+            rb = None
+            if directed is not None:
+                directed, rb = conclusive(directed)
+            left -= time.perf_counter() - t0
             if directed is None and stop is not None and stop.expired:
-                left -= time.perf_counter() - t0
                 yield _PAUSED  # cut by the caller's deadline, not a miss: retried when resumed
                 continue
             if directed is None:
-                left -= time.perf_counter() - t0
                 misses += 1
                 if misses >= 3 and halted == 0:
                     return
-            else:
-                directed, rb = conclusive(directed)
-                left -= time.perf_counter() - t0
-                if rb is not None:
-                    halted += rb.error is None
-                    yield j, directed, rb
+            elif rb is not None:
+                halted += rb.error is None
+                yield j, directed, rb
             j += 1
 
 

@@ -150,9 +150,8 @@ def constant_accesses(
         if name in RAM_WORDS and prev[0] == "push" and isinstance(prev[1], int) and not skippable:
             a = prev[1]
             if _scratch(a):
-                w = spec.writes_ram
-                cells = tuple(range(a, a + n)) if w else tuple(range(a - n + 1, a + 1))
-                accesses.append(Access(i, w, cells))
+                cells = tuple(sorted(a + spec.pointer_step * k for k in range(n)))
+                accesses.append(Access(i, spec.writes_ram, cells))
                 used_push.add(i - 1)
             continue  # a constant address outside the scratch regions: observable RAM
         dynamic.append(i)

@@ -125,6 +125,10 @@ def test_the_verifier_refuses_a_merge_one_cell_off_or_reversed():
         (store, (f"push {BASE}", "write_mem 2")),  # the pointer is left behind
         (load, (f"push {BASE - 1}", "read_mem 2", "pop 1")),
         (load, (f"push {BASE}", "read_mem 2", "pop 1", "swap 1")),
+        # the same two stores at an address from the stack (it may alias the constant one)
+        (store, ("dup 2", "write_mem 2", "pop 1")),
+        # at an address of high degree in a stack value
+        (store, ("dup 2", "dup 0", "mul", "dup 0", "mul", "write_mem 2", "pop 1")),
     ]
     for base, cand in wrongs:
         assert not check_block(BlockCheck(base, cand, "release", 16, 7)).equivalent, cand

@@ -78,3 +78,28 @@ def test_the_proven_program_runs_like_the_baseline_on_deep_stacks() -> None:
         outs = [run(harness(t, "__first"), VmInput(initial_stack=stack)) for t in (BASELINE, cand)]
         assert outs[0].error is None and outs[1].error is None
         assert outs[0].stack == outs[1].stack
+
+
+def test_a_rare_guard_on_a_deep_argument_is_solved_on_the_deepened_stack() -> None:
+    """An ``assert`` that an element 44 deep equals 12345 fails on every random witness:
+    the guard-directed witnesses are drawn on the deepened stack and solved there, so an
+    equivalent candidate is proven on witnesses that pass the guard, and one that differs
+    only after it is rejected by such a witness (not accepted on failing runs)."""
+    head = "__f:\n" + "    pop 5\n" * 8 + "    dup 4\n    push 12345\n    eq\n    assert\n"
+    base = head + "    return\n"
+    good = head + "    push 0\n    pop 1\n    return\n"
+    bad = head + "    addi 1\n    return\n"
+    v = check_function(harness(base, "__f"), harness(good, "__f"))
+    assert v.equivalent and v.halted >= 16, v.reason
+    v = check_function(harness(base, "__f"), harness(bad, "__f"))
+    assert not v.equivalent and "directed witness" in (v.reason or ""), v.reason
+
+
+def test_a_sponge_absorbing_deep_arguments_in_another_order_is_rejected() -> None:
+    """Ten arguments 40 deep absorbed into the sponge: absorbing them with two swapped
+    leaves another sponge state (the witnesses start with a live sponge)."""
+    head = "__f:\n" + "    pop 5\n" * 8
+    base = head + "    sponge_absorb\n    return\n"
+    cand = head + "    swap 1\n    sponge_absorb\n    return\n"
+    v = check_function(harness(base, "__f"), harness(cand, "__f"))
+    assert not v.equivalent and "witness" in (v.reason or ""), v.reason

@@ -73,7 +73,8 @@ class BlockReport:
         candidates: per source, generated / valid counts.
         tir_hash: sha256 of the block's canonical TIR JSON.
         heights, baseline_heights: AET heights of the block run alone as a program (with a
-            ``halt``), max over witnesses.
+            ``halt``), max over witnesses; empty for a block no source proposed anything for
+            (its baseline is not run alone).
     """
 
     index: int

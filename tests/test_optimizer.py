@@ -144,6 +144,17 @@ def test_build_checks_measures_each_baseline_once_then_each_distinct_candidate()
     assert checks[1].candidate == ("nop",)
 
 
+def test_build_checks_leaves_a_block_without_candidates_unmeasured():
+    idle, busy = _task(["push 0", "add"]), _task(["push 1", "mul"])
+    checks, owners = build_checks(
+        [idle, busy],
+        {"rules": [[list(idle.baseline)], [[Instr("nop")]]], "search": [[], []]},
+        CompileOptions(),
+    )
+    assert owners == [(1, ""), (1, "rules")]  # only a copy for the first: nothing to check
+    assert checks[0].baseline == checks[0].candidate == ("push 1", "mul")
+
+
 def test_propose_skips_failing_and_malformed_sources():
     t = _task(["push 0", "add"])
     good = Broken(result=[[[Instr("nop")]]])

@@ -471,6 +471,15 @@ def _run(program: Program, w: Witness, step_limit: int, start: int | str = 0) ->
     return result
 
 
+#: Witness sizes of a block check (op-stack depth, input tokens) are multiples of this.
+_WITNESS_QUANTUM = 8
+
+
+def _quantum(n: int, q: int = _WITNESS_QUANTUM) -> int:
+    """``n`` rounded up to a multiple of ``q``."""
+    return -(-n // q) * q
+
+
 def _block_program(instrs: Sequence[Instr], isa: IsaVariant) -> Program:
     return Program.from_items(list(instrs) + [Instr("halt")], isa)
 
@@ -551,30 +560,43 @@ def check_block(check: BlockCheck) -> Verdict:
         base = parse_instructions("\n".join(check.baseline), check.isa)
     except TasmSyntaxError as exc:
         return _reject(f"baseline does not parse: {exc}")
+    # the baseline checked against itself (`tasmopt.optimizer.candidates.build_checks`: it
+    # measures the baseline's cycles and heights, half of a request's checks) runs each
+    # program once: the symbolic run, the lanes and the simulator are deterministic, so a
+    # second run of the same program could only repeat the first
+    same = tuple(check.candidate) == tuple(check.baseline)
     try:
-        cand = parse_instructions("\n".join(check.candidate), check.isa)
+        cand = base if same else parse_instructions("\n".join(check.candidate), check.isa)
     except TasmSyntaxError as exc:
         return _reject(f"candidate does not parse: {exc}")
     need = max(check.witnesses, MIN_WITNESSES)
     ctx = ExprContext()
     sym_b = run_symbolic(base, ctx, check.isa)
-    sym_c = run_symbolic(cand, ctx, check.isa)
+    sym_c = sym_b if same else run_symbolic(cand, ctx, check.isa)
     hidden = frozenset(check.dead_cells)
     dead = frozenset(check.dead_slots)
     cmp = compare_symbolic(ctx, sym_b, sym_c, need, hidden, dead)
     if cmp.status in ("different", "unprovable"):
         return _reject(cmp.reason or cmp.status)
-    depth = 16 + max(sym_b.base, sym_c.base, -sym_b.low_water) + 2
-    inputs = max(sym_b.consumed["public"], sym_b.consumed["secret"]) + 2
-    digests = sym_b.consumed["digests"] + 1
-    prog_b, prog_c = _block_program(base, check.isa), _block_program(cand, check.isa)
+    # the witnesses' sizes rounded up (`_WITNESS_QUANTUM`): the blocks of a request then
+    # share the memoized witnesses instead of drawing their own for every size (drawing was
+    # half the time of a block check); a deeper stack or a longer input stream only adds
+    # values the programs do not reach
+    depth = _quantum(16 + max(sym_b.base, sym_c.base, -sym_b.low_water) + 2)
+    inputs = _quantum(max(sym_b.consumed["public"], sym_b.consumed["secret"]) + 2)
+    digests = _quantum(sym_b.consumed["digests"] + 1, 2)
+    prog_b = _block_program(base, check.isa)
+    prog_c = prog_b if same else _block_program(cand, check.isa)
     limit = len(cand) + 2
     heights: dict[str, int] = {}
     passed = random_field = 0
 
     def compare(i: int, w: Witness, runs: tuple[VmResult, VmResult] | None = None) -> str | None:
         nonlocal passed, random_field
-        rb, rc = runs or (_run(prog_b, w, len(base) + 2), _run(prog_c, w, limit))
+        if runs is None:
+            rb = _run(prog_b, w, len(base) + 2)
+            runs = (rb, rb if same else _run(prog_c, w, limit))
+        rb, rc = runs
         ob, oc = observe(rb, hidden, dead), observe(rc, hidden, dead)
         if ob != oc:
             detail = _explain(ob, oc)
@@ -598,10 +620,10 @@ def check_block(check: BlockCheck) -> Verdict:
         return witness(i, check.seed, depth=depth, inputs=inputs, digests=digests)
 
     wide = [draw(i) for i in range(max(need, LANE_WITNESSES))]
-    lanes = _lane_runs(prog_b, prog_c, wide, (len(base) + 2, limit), check.seed)
+    lanes = _lane_runs(prog_b, None if same else prog_c, wide, (len(base) + 2, limit), check.seed)
     if lanes is not None:  # one numpy pass over every witness (`tasmopt.vm.lanes`)
         lane_b, lane_c = lanes
-        i = lane_b.first_difference(lane_c, hidden, dead)
+        i = None if same else lane_b.first_difference(lane_c, hidden, dead)
         if i is not None:
             bad = compare(i, wide[i], (lane_b.result(i), lane_c.result(i)))
             if bad:
@@ -726,13 +748,14 @@ def _lane_inputs(ws: tuple[Witness, ...]) -> LaneInputs:
 
 def _lane_runs(
     prog_b: Program,
-    prog_c: Program,
+    prog_c: Program | None,
     ws: list[Witness],
     limits: tuple[int, int],
     seed: int,
 ) -> tuple[LaneRun, LaneRun] | None:
     """Baseline and candidate of a straight-line block run on all of ``ws`` at once
     (`tasmopt.vm.lanes`), or None where the lane evaluator does not cover them.
+    ``prog_c`` None: the candidate is the baseline itself (run once, returned twice).
 
     Spot check: one lane of each program (the first halting one from ``seed``'s choice on)
     is run again in the simulator, the authority; when the two disagree the batch is thrown
@@ -742,13 +765,19 @@ def _lane_runs(
 
     lanes = _lane_inputs(tuple(ws))
     rb = execute(prog_b, lanes, step_limit=limits[0])
-    rc = execute(prog_c, lanes, step_limit=limits[1]) if rb is not None else None
+    if prog_c is None:
+        rc = rb
+    else:
+        rc = execute(prog_c, lanes, step_limit=limits[1]) if rb is not None else None
     if rb is None or rc is None:
         return None
     halting = rb.halting_lanes()
     j = seed % len(ws)
     j = next((k for k in halting if k >= j), halting[0] if halting else j)
-    for prog, run, limit in ((prog_b, rb, limits[0]), (prog_c, rc, limits[1])):
+    spot = [(prog_b, rb, limits[0])]
+    if prog_c is not None:
+        spot.append((prog_c, rc, limits[1]))
+    for prog, run, limit in spot:
         if not _agree(run.result(j), _run(prog, ws[j], limit)):
             log.error("lane evaluator disagrees with the simulator on witness %d: %s", j, prog)
             return None

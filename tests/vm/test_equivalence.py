@@ -410,3 +410,58 @@ def test_the_guard_directed_budget_counts_work_not_the_pause_between_callers() -
     time.sleep(1.2)  # longer than the whole budget
     halting = [w for _, w, rb in runs.runs() if rb.error is None]
     assert len(halting) >= 16 and all(w.directed for w in halting)
+
+
+# -- the baseline measured against itself, and witness sizes --------------------------------
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        "push 5;split;pop 1",  # u32 table rows
+        "dup 2;dup 2;mul;dup 1;mul",
+        "read_io 2;add;write_io 1",
+        "push 5;push 7;write_mem 1;pop 1",
+        "sponge_init;sponge_absorb",
+        "divine 1;dup 0;mul",
+        "pop 5;pop 5;pop 5;dup 5",  # reaches st20: a witness deeper than 16
+        "push 0;split;pop 1;dup 2;lt;assert",  # a guard the random witnesses mostly fail
+    ],
+)
+def test_a_baseline_checked_against_itself_runs_it_once_with_the_same_verdict(block) -> None:
+    """The self-check shortcut (each program run once) gives the verdict of the full check:
+    the same candidate spelled with extra spaces parses to the same program but is not the
+    same text, so it takes the path that runs both programs."""
+    base = tuple(block.split(";"))
+    spaced = tuple(f" {line} " for line in base)
+    fast = check_block(BlockCheck(base, base))
+    full = check_block(BlockCheck(base, spaced))
+    assert (fast.equivalent, fast.method, fast.reason, fast.cycles, fast.heights) == (
+        full.equivalent,
+        full.method,
+        full.reason,
+        full.cycles,
+        full.heights,
+    )
+
+
+def test_a_baseline_that_never_gets_past_its_guard_is_not_measured_against_itself() -> None:
+    v = check("push 0;assert", "push 0;assert")  # fails on every witness
+    assert not v.equivalent and "witnesses pass" in (v.reason or "")
+
+
+@pytest.mark.parametrize(
+    "baseline,candidate",
+    [
+        ("pop 5;pop 5;pop 5;dup 5", "pop 5;pop 5;pop 5;dup 6"),  # st20 against st21
+        ("pop 5;pop 5;pop 5;pop 2;swap 1", "pop 5;pop 5;pop 5;pop 2;swap 2"),
+        ("read_io 3;add;add", "read_io 3;add;pop 1"),
+        ("divine 5;pop 4", "divine 5;pop 3;pop 1"),  # the same after all: must be accepted
+    ],
+)
+def test_witness_sizes_rounded_up_still_tell_neighbouring_slots_apart(baseline, candidate):
+    """Witness stacks and input streams are drawn at sizes rounded up to a multiple of 8
+    (shared between blocks); the values a program reaches stay distinct and random, so a
+    candidate one slot off is still rejected and an equal one still accepted."""
+    v = check(baseline, candidate)
+    assert v.equivalent == (candidate == "divine 5;pop 3;pop 1"), v

@@ -561,7 +561,7 @@ def check_block(check: BlockCheck) -> Verdict:
     except TasmSyntaxError as exc:
         return _reject(f"baseline does not parse: {exc}")
     # the baseline checked against itself (`tasmopt.optimizer.candidates.build_checks`: it
-    # measures the baseline's cycles and heights, half of a request's checks) runs each
+    # measures the baseline's cycles and heights of every block with a candidate) runs each
     # program once: the symbolic run, the lanes and the simulator are deterministic, so a
     # second run of the same program could only repeat the first
     same = tuple(check.candidate) == tuple(check.baseline)
@@ -580,7 +580,7 @@ def check_block(check: BlockCheck) -> Verdict:
         return _reject(cmp.reason or cmp.status)
     # the witnesses' sizes rounded up (`_WITNESS_QUANTUM`): the blocks of a request then
     # share the memoized witnesses instead of drawing their own for every size (drawing was
-    # half the time of a block check); a deeper stack or a longer input stream only adds
+    # 45% of the time of coin's baseline checks); a deeper stack or a longer input stream only adds
     # values the programs do not reach
     depth = _quantum(16 + max(sym_b.base, sym_c.base, -sym_b.low_water) + 2)
     inputs = _quantum(max(sym_b.consumed["public"], sym_b.consumed["secret"]) + 2)

@@ -387,10 +387,26 @@ class _Encoder:
         self.vars: dict[int, object] = {}
         self.side: list[Any] = []
         self._memo: dict[int, object] = {}
+        # the same polynomial (a guard's operand, a shared subterm) and the same constant
+        # recur across a path's guards: each is encoded once (building z3 terms through its
+        # Python API was most of the solver's time on std.crypto.lut_sponge)
+        self._polys: dict[int, object] = {}
+        self._consts: dict[int, object] = {}
         self._ev = Evaluator(ctx, a)
 
     def const(self, v: int) -> Any:
-        return self.z3.IntVal(v % P)
+        v %= P
+        got = self._consts.get(v)
+        if got is None:
+            got = self._consts[v] = self.z3.IntVal(v)
+        return got
+
+    def poly_id(self, pid: int) -> Any:
+        """The encoding of the context's polynomial ``pid`` (memoized)."""
+        got = self._polys.get(pid)
+        if got is None:
+            got = self._polys[pid] = self.poly(self.ctx._by_id[pid])
+        return got
 
     def guard(self, g: Guard) -> Any:
         z3 = self.z3
@@ -400,8 +416,8 @@ class _Encoder:
                 self.a.sponge = [0] * 16
             return z3.BoolVal(True)
         if kind == "xnonzero":
-            return z3.Or(*[self.poly(self.ctx._by_id[x]) != 0 for x in g[1:]])
-        v = self.poly(self.ctx._by_id[g[1]])
+            return z3.Or(*[self.poly_id(x) != 0 for x in g[1:]])
+        v = self.poly_id(g[1])
         if kind == "zero":
             return v == 0
         if kind == "nonzero":
@@ -451,7 +467,7 @@ class _Encoder:
 
         def arg(i: int) -> Any:
             tag, val = args[i]
-            return self.poly(self.ctx._by_id[val]) if tag == "p" else self.const(val)
+            return self.poly_id(val) if tag == "p" else self.const(val)
 
         one, zero = self.const(1), self.const(0)
         if name == "iszero":

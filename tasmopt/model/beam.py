@@ -73,6 +73,7 @@ def beam_search(
     limits: torch.Tensor | None = None,
     stop: Callable[[], bool] | None = None,
     draft: int = 16,
+    max_passes: int | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search for every graph of ``batch`` at once; with ``k == 1`` and ``draft`` > 0,
     greedy decoding that checks baseline drafts of up to ``draft`` tokens per forward pass
@@ -89,13 +90,24 @@ def beam_search(
         stop: looked at every 4 decoding steps (with the host sync); when it returns True
             decoding ends and only the hypotheses finished by then are returned (a request's
             deadline: the model never makes a request wait past its budget).
+        draft: baseline draft tokens per pass of greedy decoding (``k == 1``).
+        max_passes: ``k == 1`` only: most forward passes of greedy decoding
+            (`tasmopt.model.config.GREEDY_MAX_PASSES` is the service's); the blocks
+            unfinished by then get no hypothesis. None: no limit.
 
     Returns:
         per graph, up to ``k`` distinct finished hypotheses, best score first.
     """
     if k == 1 and draft > 0:
         return greedy_decode(
-            model, batch, immediates, draft=draft, alpha=alpha, limits=limits, stop=stop
+            model,
+            batch,
+            immediates,
+            draft=draft,
+            alpha=alpha,
+            limits=limits,
+            stop=stop,
+            max_passes=max_passes,
         )
     g_count = int(batch.num_graphs)
     limits = decode_limits(batch, limits, model.config.max_len)

@@ -27,7 +27,7 @@ from tasmopt.model.checkpoint import (
     read_config,
     read_metrics,
 )
-from tasmopt.model.config import SERVICE_BEAMS
+from tasmopt.model.config import GREEDY_MAX_PASSES, SERVICE_BEAMS
 from tasmopt.model.graph import batch_graphs
 from tasmopt.model.inputs import block_data
 from tasmopt.model.model import TasmModel
@@ -56,6 +56,8 @@ class ModelSource:
         ahead_of_search: the model saves more cycles per second than the search (measured:
             the checkpoint's ``rates``, `tasmopt.train.marginal.source_rates`); under a
             deadline its tier then runs before the search's (`tasmopt.optimizer.tiers`).
+        max_passes: with ``k == 1``, most forward passes of greedy decoding per batch
+            (`GREEDY_MAX_PASSES`); the blocks unfinished by then get no candidates.
     """
 
     name = "model"
@@ -71,8 +73,10 @@ class ModelSource:
         max_blocks: int = 64,
         min_instrs: int = 0,
         ahead_of_search: bool = False,
+        max_passes: int | None = GREEDY_MAX_PASSES,
     ) -> None:
         self.model = model
+        self.max_passes = max_passes
         self.ahead_of_search = ahead_of_search
         self.version = version
         self.k = k
@@ -165,6 +169,8 @@ class ModelSource:
                 isa=isa,
             )
             items.append((i, data, imms))
+        # batches of blocks of similar length: a batch is padded to its longest block
+        items.sort(key=lambda item: len(tasks[item[0]].baseline))
         dl = options.deadline
         stop = (lambda: dl.expired) if dl is not None else None
         generator = torch.Generator(device=self.device)
@@ -175,7 +181,9 @@ class ModelSource:
             chunk = items[s : s + self.max_blocks]
             batch = batch_graphs([d for _, d, _ in chunk]).to(self.device)
             chunk_imms = [m for _, _, m in chunk]
-            hyps = beam_search(self.model, batch, chunk_imms, k=self.k, stop=stop)
+            hyps = beam_search(
+                self.model, batch, chunk_imms, k=self.k, stop=stop, max_passes=self.max_passes
+            )
             if self.samples:
                 extra = sample(
                     self.model,

@@ -78,6 +78,7 @@ def greedy_decode(
     limits: torch.Tensor | None = None,
     stop: Callable[[], bool] | None = None,
     counts: dict[str, int] | None = None,
+    max_passes: int | None = None,
 ) -> list[list[Hypothesis]]:
     """Greedy decoding of every graph of ``batch``, checking baseline drafts of up to
     ``draft`` tokens per forward pass.
@@ -94,6 +95,8 @@ def greedy_decode(
             blocks finished by then have a hypothesis (a request's deadline).
         counts: if given, ``passes`` (forward passes) and ``fed`` (positions fed, drafts
             included) are added to it.
+        max_passes: most forward passes; the blocks unfinished after them get no
+            hypothesis (None: decode to the end, exactly greedy decoding).
 
     Returns:
         per graph, a list of at most one `Hypothesis` (none where the grammar left the row
@@ -118,9 +121,13 @@ def greedy_decode(
     hint = [0] * g_count
     active = list(range(g_count))  # block ids of the rows, in row order
     last = torch.full((g_count,), BOS, dtype=torch.long, device=device)
+    passes = 0
     while active:
         if stop is not None and stop():
             break
+        if max_passes is not None and passes >= max_passes:
+            break
+        passes += 1
         drafts = []
         for b in active:
             d, hint[b] = draft_from(

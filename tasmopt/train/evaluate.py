@@ -39,6 +39,7 @@ import torch
 from tasmopt.isa import IsaVariant
 from tasmopt.model.beam import beam_search, merged, sample
 from tasmopt.model.checkpoint import load_model, read_config
+from tasmopt.model.config import GREEDY_MAX_PASSES
 from tasmopt.model.graph import batch_graphs
 from tasmopt.model.inputs import block_data
 from tasmopt.model.model import TasmModel
@@ -157,7 +158,9 @@ def evaluate_rows(
 
     ``samples`` > 0 adds that many temperature-sampled hypotheses per block after the
     ``k`` beams (the beam's top-1 stays first; samples equal to a beam are dropped), drawn
-    from one ``torch.Generator`` seeded with ``seed`` so a run repeats exactly."""
+    from one ``torch.Generator`` seeded with ``seed`` so a run repeats exactly. With
+    ``k == 1`` greedy decoding stops after `GREEDY_MAX_PASSES` forward passes, as the
+    service's model source does."""
     isa = model.config.isa
     device = next(model.parameters()).device
     generator = torch.Generator(device=device)
@@ -187,7 +190,7 @@ def evaluate_rows(
             imms.append(m)
         t0 = time.perf_counter()
         batch = batch_graphs(datas).to(device)
-        hyps = beam_search(model, batch, imms, k=k)
+        hyps = beam_search(model, batch, imms, k=k, max_passes=GREEDY_MAX_PASSES)
         if samples:
             drawn = sample(
                 model, batch, imms, k=samples, temperature=temperature, generator=generator

@@ -82,3 +82,29 @@ def test_stop_leaves_unfinished_blocks_without_a_hypothesis(example_blocks) -> N
     cut = greedy_decode(model, batch, imms, draft=0, stop=lambda: next(calls))
     # one pass emits one token: only a block whose first token is EOS could be done
     assert all(not x or not x[0].tokens for x in cut)
+
+
+def test_a_pass_budget_keeps_the_blocks_finished_within_it_and_drops_the_rest(
+    example_blocks,
+) -> None:
+    """``max_passes``: the decode stops after that many forward passes; every block that
+    finished by then has exactly its uncapped hypothesis, the others none; enough passes
+    change nothing."""
+    model = load_model(SHIPPED, "cpu").eval()
+    batch, imms = _batch(example_blocks, model.config.max_len)
+    counts: dict[str, int] = {}
+    full = greedy_decode(model, batch, imms, counts=counts)
+    assert counts["passes"] > 2
+    for cap in (1, 2, counts["passes"] - 1):
+        seen: dict[str, int] = {}
+        got = greedy_decode(model, batch, imms, max_passes=cap, counts=seen)
+        assert seen["passes"] == cap
+        assert any(not g for g in got)  # the block needing the most passes is cut
+        for g, f in zip(got, full):
+            assert not g or [h.tokens for h in g] == [h.tokens for h in f]
+    same = greedy_decode(model, batch, imms, max_passes=counts["passes"])
+    assert [[h.tokens for h in x] for x in same] == [[h.tokens for h in x] for x in full]
+    via_beam = beam_search(model, batch, imms, k=1, max_passes=1)
+    assert [[h.tokens for h in x] for x in via_beam] == [
+        [h.tokens for h in x] for x in greedy_decode(model, batch, imms, max_passes=1)
+    ]

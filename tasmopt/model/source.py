@@ -228,6 +228,7 @@ def load_model_source(
     temperature: float = 1.0,
     min_instrs: int = 0,
     precision: Precision = "float32",
+    max_passes: int | None = GREEDY_MAX_PASSES,
 ) -> CandidateSource:
     """Load the checkpoint in ``checkpoint_dir`` as candidate source ``"model"`` (options as
     `ModelSource`'s), decoding at ``precision`` (`tasmopt.model.checkpoint.for_inference`);
@@ -248,4 +249,5 @@ def load_model_source(
         temperature=temperature,
         min_instrs=min_instrs,
         ahead_of_search=bool(rates.get("model_first", False)),
+        max_passes=max_passes,
     )

@@ -620,7 +620,7 @@ def check_block(check: BlockCheck) -> Verdict:
         return witness(i, check.seed, depth=depth, inputs=inputs, digests=digests)
 
     wide = [draw(i) for i in range(max(need, LANE_WITNESSES))]
-    lanes = _lane_runs(prog_b, None if same else prog_c, wide, (len(base) + 2, limit), check.seed)
+    lanes = _lane_runs(prog_b, prog_c, wide, (len(base) + 2, limit), check.seed)
     if lanes is not None:  # one numpy pass over every witness (`tasmopt.vm.lanes`)
         lane_b, lane_c = lanes
         i = None if same else lane_b.first_difference(lane_c, hidden, dead)
@@ -748,14 +748,14 @@ def _lane_inputs(ws: tuple[Witness, ...]) -> LaneInputs:
 
 def _lane_runs(
     prog_b: Program,
-    prog_c: Program | None,
+    prog_c: Program,
     ws: list[Witness],
     limits: tuple[int, int],
     seed: int,
 ) -> tuple[LaneRun, LaneRun] | None:
     """Baseline and candidate of a straight-line block run on all of ``ws`` at once
     (`tasmopt.vm.lanes`), or None where the lane evaluator does not cover them.
-    ``prog_c`` None: the candidate is the baseline itself (run once, returned twice).
+    The same program object twice (a baseline measured against itself) runs once.
 
     Spot check: one lane of each program (the first halting one from ``seed``'s choice on)
     is run again in the simulator, the authority; when the two disagree the batch is thrown
@@ -765,7 +765,7 @@ def _lane_runs(
 
     lanes = _lane_inputs(tuple(ws))
     rb = execute(prog_b, lanes, step_limit=limits[0])
-    if prog_c is None:
+    if prog_c is prog_b:
         rc = rb
     else:
         rc = execute(prog_c, lanes, step_limit=limits[1]) if rb is not None else None
@@ -774,9 +774,7 @@ def _lane_runs(
     halting = rb.halting_lanes()
     j = seed % len(ws)
     j = next((k for k in halting if k >= j), halting[0] if halting else j)
-    spot = [(prog_b, rb, limits[0])]
-    if prog_c is not None:
-        spot.append((prog_c, rc, limits[1]))
+    spot = [(prog_b, rb, limits[0])] + ([] if rc is rb else [(prog_c, rc, limits[1])])
     for prog, run, limit in spot:
         if not _agree(run.result(j), _run(prog, ws[j], limit)):
             log.error("lane evaluator disagrees with the simulator on witness %d: %s", j, prog)

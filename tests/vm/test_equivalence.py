@@ -457,6 +457,20 @@ def test_a_baseline_that_never_gets_past_its_guard_is_not_measured_against_itsel
         ("pop 5;pop 5;pop 5;pop 2;swap 1", "pop 5;pop 5;pop 5;pop 2;swap 2"),
         ("read_io 3;add;add", "read_io 3;add;pop 1"),
         ("divine 5;pop 4", "divine 5;pop 3;pop 1"),  # the same after all: must be accepted
+        # a rare guard: passes only when st0 = 77 (solved, not drawn); the candidate leaves
+        # the same stack on every passing run but never fails
+        ("dup 0;push 77;eq;assert", "pop 1;push 77"),
+        # aliasing writes under deep stacks: read before write differs only when the two
+        # addresses from the stack are equal
+        (
+            "pop 5;pop 5;pop 5;dup 1;dup 1;write_mem 1;pop 1;dup 0;read_mem 1;pop 1",
+            "pop 5;pop 5;pop 5;dup 0;read_mem 1;pop 1;dup 2;dup 2;write_mem 1;pop 1",
+        ),
+        # an address of high degree (x^4) that meets a constant one only at a root
+        (
+            "dup 0;dup 0;mul;dup 0;mul;push 9;swap 1;write_mem 1;pop 1;push 5;read_mem 1;pop 1",
+            "push 5;read_mem 1;pop 1;dup 1;dup 0;mul;dup 0;mul;push 9;swap 1;write_mem 1;pop 1",
+        ),
     ],
 )
 def test_witness_sizes_rounded_up_still_tell_neighbouring_slots_apart(baseline, candidate):

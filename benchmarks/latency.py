@@ -424,6 +424,33 @@ def report(run: dict[str, Any], measure: Measure) -> dict[str, Any]:
         print(f"slowest {label}: " + "; ".join(shown))
     f = figures["passes"]
     if "cold" in f and "settled" in f:
+        per = figures["modules"] = {
+            label: {
+                name: measure.module(name, ans["tasm"])[:2]
+                for name, ans in run["passes"][label]["answers"].items()
+            }
+            for label in ("cold", "settled")
+        }
+        gaps = sorted(
+            (
+                (s[1] - s[0]) - (c[1] - c[0]),
+                name,
+                c[1] - c[0],
+                s[1] - s[0],
+                run["passes"]["cold"]["answers"][name]["_client_s"],
+            )
+            for name in per["settled"]
+            for c, s in [(per["cold"][name], per["settled"][name])]
+        )
+        shown = [
+            f"{name} {cs}/{ss} ({1000 * t:.0f} ms)"
+            for gap, name, cs, ss, t in sorted(gaps, reverse=True)[:8]
+            if gap > 0
+        ]
+        print(
+            "largest settled savings the cold answer lacks (cold/settled cycles saved, cold "
+            "time): " + "; ".join(shown)
+        )
         cold = f["cold"]["baseline_cycles"] - f["cold"]["cycles"]
         settled = f["settled"]["baseline_cycles"] - f["settled"]["cycles"]
         share = cold / settled if settled > 0 else float("nan")

@@ -195,9 +195,18 @@ def directed_witness(
         res = run_path(program, w, ctx, step_limit=step_limit, deadline=deadline)
         if res.halted:
             return _padded(w, res, rng)
-        if res.reason in ("step limit", "ran off the end", "jump stack empty") or (
-            res.reason or ""
-        ).startswith("unsupported"):
+        if res.reason == "step limit":
+            # a loop whose trip count came from the witness (a random field element counts
+            # down for ever): take an early branch the other way, so the loop ends after a
+            # few trips (os.neptune.recursive: 18 of 166 random bases halted)
+            solved = _shorten(ctx, res.events, base, rng, deadline)
+            if solved is None:
+                return None
+            w = base.with_assignment(solved)
+            continue
+        if res.reason in ("ran off the end", "jump stack empty") or (res.reason or "").startswith(
+            "unsupported"
+        ):
             return None  # not a guard: solving cannot help
         taken = {e[1] for e in res.events if e[0] == "branch"}
         solved = None
@@ -233,6 +242,33 @@ def _flip(
         if deadline is not None and time.perf_counter() > deadline:
             return None
         tried += 1
+        prefix = {e[1] for e in events[:k]}
+        solved = solve(ctx, prefix | {events[k][2]}, base.assignment(), rng, time_budget_s=0.2)
+        if solved is not None:
+            return solved
+    return None
+
+
+#: Earliest branch decisions `_shorten` tries to flip, in a random order.
+SHORTEN_BRANCHES = 8
+
+
+def _shorten(
+    ctx: ExprContext,
+    events: list[tuple[Any, ...]],
+    base: Witness,
+    rng: random.Random,
+    deadline: float | None,
+) -> Assignment | None:
+    """For a path that ran past the step limit: solve for the other direction of one of its
+    `SHORTEN_BRANCHES` earliest branch decisions (the guards and decisions before it kept),
+    tried in a random order, so that the witnesses end their loops after different trip
+    counts. None if none can be solved."""
+    branches = [k for k, e in enumerate(events) if e[0] == "branch"][:SHORTEN_BRANCHES]
+    rng.shuffle(branches)
+    for k in branches:
+        if deadline is not None and time.perf_counter() > deadline:
+            return None
         prefix = {e[1] for e in events[:k]}
         solved = solve(ctx, prefix | {events[k][2]}, base.assignment(), rng, time_budget_s=0.2)
         if solved is not None:

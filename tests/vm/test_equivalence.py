@@ -319,6 +319,24 @@ def test_after_a_stall_random_runs_stop_at_the_cap_and_the_proof_still_needs_hal
     assert not bad.equivalent and "output" in (bad.reason or "")
 
 
+def test_after_a_stall_the_directed_phase_stops_its_runs_at_the_cap_too(monkeypatch) -> None:
+    """Six random tries (one stalls) leave the rest to the directed phase: its runs stop at
+    the same cap as the random ones after a stall (a run past it is inconclusive, and
+    solving guards cannot shorten a loop whose count came from a random value), and the
+    check still needs 16 runs that halt."""
+    from tasmopt.vm.equivalence import stall_cap
+
+    p = harness(FN_LOOP, "__f")
+    seen = _recorded_runs(monkeypatch)
+    v = check_function(p, None, seed=11, step_limit=50_000, max_tries=6)
+    assert v.equivalent and v.halted >= 16
+    first_stall = next(i for i, r in enumerate(seen) if r[1] == "stall")
+    assert first_stall < 6 and len(seen) > 6
+    for i in range(first_stall + 1, len(seen)):
+        halts = [c for _lim, out, c, _ in seen[:i] if out == "halt"]
+        assert seen[i][0] == stall_cap(max(halts), 50_000) < 50_000
+
+
 FN_NEVER_HALTS_ON_RANDOM = """
 __n:
     dup 0
@@ -340,13 +358,63 @@ def test_random_phase_gives_up_after_as_many_stalls_as_witnesses_and_fails_close
 ) -> None:
     """A function that halts only on one input value: every random run stalls. The random
     phase stops after ``witnesses`` stalls (not ``6 * witnesses`` full-limit runs), and with
-    no halting run the check is not a proof."""
+    no halting run the check is not a proof. Here the directed phase may not run at all."""
     p = harness(FN_NEVER_HALTS_ON_RANDOM, "__n")
     seen = _recorded_runs(monkeypatch)
-    v = check_function(p, p, seed=3, step_limit=20_000, budget_s=0.5)
+    v = check_function(p, p, seed=3, step_limit=20_000, budget_s=0.0)
     assert not v.equivalent and "witnesses ran the baseline" in (v.reason or "")
     random_stalls = [r for r in seen if r[1] == "stall" and not r[3]]
     assert len(random_stalls) == 16  # not 6 * 16 runs to the step limit
+
+
+def test_a_path_past_the_step_limit_is_shortened_by_solving_an_early_branch(monkeypatch) -> None:
+    """The directed phase on the same function: a concolic run that reaches the step limit
+    takes one of its earliest branches the other way (`tasmopt.vm.concolic._shorten`), here
+    ``st0 == 12345``, so witnesses run it to its return and the check is a proof; each of
+    them is directed, has that value, and the rest of the stack still differs between them."""
+    import tasmopt.vm.equivalence as eq
+
+    p = harness(FN_NEVER_HALTS_ON_RANDOM, "__n")
+    halting = []
+    real = eq._run
+
+    def run(program, w, step_limit, start=0):
+        r = real(program, w, step_limit, start)
+        if r.error is None:
+            halting.append(w)
+        return r
+
+    monkeypatch.setattr(eq, "_run", run)
+    v = check_function(p, p, seed=3, step_limit=20_000, budget_s=2.0)
+    assert v.equivalent and v.halted >= 16, v.reason
+    assert all(w.directed for w in halting)  # random values never get through
+    # st0 is the argument (the harness's call does not move the stack): 12345 on every
+    # halting run, and the elements below it differ from witness to witness
+    assert {w.stack[-1] for w in halting} == {12345}
+    distinct = {tuple(w.stack[-6:-1]) for w in halting}  # baseline and candidate ran each
+    assert len(distinct) == v.halted
+
+
+FN_HALTS_ON_ANOTHER_VALUE = FN_NEVER_HALTS_ON_RANDOM.replace("push 12345", "push 12346")
+FN_HALTS_WITH_OUTPUT = (
+    FN_NEVER_HALTS_ON_RANDOM.replace("    skiz\n    return\n", "    skiz\n    call __out\n")
+    + "__out:\n    push 9\n    write_io 1\n    halt\n"
+)
+
+
+@pytest.mark.parametrize(
+    "candidate", [FN_HALTS_ON_ANOTHER_VALUE, FN_HALTS_WITH_OUTPUT], ids=["12346", "output"]
+)
+def test_shortened_witnesses_still_reject_a_candidate_unlike_the_baseline_on_its_exit(
+    candidate: str,
+) -> None:
+    """Adversarial for `_shorten`: the witnesses solved for the baseline's exit (st0 = 12345)
+    run a candidate that exits on 12346 into its endless loop, and one that writes an output
+    on the way out to a different output: both rejected, never accepted on agreement."""
+    base, cand = harness(FN_NEVER_HALTS_ON_RANDOM, "__n"), harness(candidate, "__n")
+    v = check_function(base, cand, seed=3, step_limit=20_000, budget_s=2.0)
+    assert not v.equivalent
+    assert v.witness >= 0 and "directed" in (v.reason or ""), v.reason
 
 
 FN_LOOP_WRONG_LATE = (

@@ -96,3 +96,52 @@ def test_upstream_loop_fall_through_code_is_rewritten_and_still_behaves_as_sent(
             seed=99,
         )  # other witnesses than the compile's
         assert v.equivalent, (f.name, v.reason)
+
+
+def test_under_a_deadline_a_mismatch_is_still_found_within_its_share_of_the_time():
+    """`DIAGNOSIS_SHARE`: the check that tells a mismatch from a difference we cannot prove
+    runs under a share of the time left; 10% of a 5 s deadline still finds the bug (random
+    witnesses tell 2x from x*x at once), and the function comes back unchanged."""
+    from tasmopt.deadline import Deadline
+
+    client = buggy_client()
+    opts = CompileOptions(sources=("rules", "search"), deadline=Deadline(5.0), use_cache=False)
+    result = compile_tir(CALL, client, options=opts)
+    square = next(f for f in result.functions if f.name == "square")
+    assert square.mismatch is not None and square.source == "client"
+    assert square.cycles == square.baseline_cycles
+    assert output(result.tasm, [3, 4]) == output(client, [3, 4])
+
+
+def test_under_a_deadline_the_mismatch_check_gets_its_share_and_a_cut_one_says_so(monkeypatch):
+    """The mismatch check is handed a deadline of at most `DIAGNOSIS_SHARE` of the time left
+    (none without a request deadline); when it runs out undecided the function is returned
+    as the client sent it, not measured as a mismatch, cut (``improving``: deepening decides
+    it later), and the reason says why."""
+    import tasmopt.optimizer.prepare as prep
+    from tasmopt.deadline import Deadline
+    from tasmopt.vm.equivalence import FunctionVerdict
+
+    given: list[float | None] = []
+
+    def undecided(baseline, candidate, **kw):
+        dl = kw.get("deadline")
+        given.append(None if dl is None else dl.remaining())
+        while dl is not None and not dl.expired:
+            pass  # a check that needs more time than its share
+        return FunctionVerdict(False, reason="unverified: deadline")
+
+    monkeypatch.setattr(prep, "check_function", undecided)
+    client = buggy_client()
+    result = compile_tir(CALL, client, options=OPTS)  # no deadline: the full check
+    assert given and all(g is None for g in given)
+    given.clear()
+    request = Deadline(5.0)
+    opts = CompileOptions(sources=("rules", "search"), deadline=request, use_cache=False)
+    result = compile_tir(CALL, client, options=opts)
+    assert given and all(g is not None and g <= prep.DIAGNOSIS_SHARE * 5.0 for g in given)
+    assert not request.expired
+    cut = [f for f in result.functions if f.reason and "its share of the request" in f.reason]
+    assert cut and all(f.source == "client" and f.mismatch is None for f in cut)
+    assert all(f.status == "improving" for f in cut)
+    assert output(result.tasm, [3, 4]) == output(client, [3, 4])

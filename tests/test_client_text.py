@@ -145,3 +145,36 @@ def test_under_a_deadline_the_mismatch_check_gets_its_share_and_a_cut_one_says_s
     assert cut and all(f.source == "client" and f.mismatch is None for f in cut)
     assert all(f.status == "improving" for f in cut)
     assert output(result.tasm, [3, 4]) == output(client, [3, 4])
+
+
+def test_a_function_whose_mismatch_check_was_cut_is_measured_as_the_client_sent_it(
+    monkeypatch,
+):
+    """Returned as the client sent it, a function is measured as the client sent it: here
+    the client's ``square`` jumps to its body through a call of its own (2 cycles more, a
+    control skeleton the alignment proof does not cover) and its mismatch check runs out of
+    its share: the reported cycles are the client's (ours + 2 for ``square``, + 4 for its
+    caller, which calls it twice), not those of our lowering."""
+    import tasmopt.optimizer.prepare as prep
+    from tasmopt.deadline import Deadline
+    from tasmopt.vm.equivalence import FunctionVerdict
+
+    def undecided(baseline, candidate, **kw):
+        dl = kw["deadline"]
+        while not dl.expired:
+            pass
+        return FunctionVerdict(False, reason="unverified: deadline")
+
+    ours = lower(codec.decode(CALL)).text()
+    client = ours.replace("__square:\n", "__square:\n    call __body\n    return\n__body:\n", 1)
+    plain = compile_tir(CALL, ours, options=CompileOptions(sources=(), use_cache=False))
+    base = {f.name: f.cycles for f in plain.functions}
+    monkeypatch.setattr(prep, "check_function", undecided)
+    opts = CompileOptions(sources=(), deadline=Deadline(3.0), use_cache=False)
+    result = compile_tir(CALL, client, options=opts)
+    cut = {f.name: f for f in result.functions if f.reason and "its share" in f.reason}
+    assert set(cut) == {"square", "sum_of_squares", "main"}
+    extra = {"square": 2, "sum_of_squares": 4, "main": 4}
+    for name, f in cut.items():
+        assert f.source == "client" and f.measured and f.halted, name
+        assert f.cycles == f.baseline_cycles == base[name] + extra[name], name

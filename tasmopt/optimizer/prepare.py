@@ -472,13 +472,13 @@ def _client_reference(
     why = out_of_time(options)
     if why is None and budget is not None and budget.expired:
         why = "its share of the request deadline ran out"
+    f.reference = client_prog  # returned as sent: measured as sent, never as our lowering
     if why is not None and v.witness < 0:  # not decided: the client's program, as sent
         f.report.source = "client"
         f.cut = f.report.reason = (
             f"{why} before the client's baseline was checked; returned unchanged"
         )
         return False
-    f.reference = client_prog  # measured, returned unchanged
     f.report.source = "client"
     if v.witness >= 0:
         f.report.mismatch = BaselineMismatch(

@@ -185,6 +185,7 @@ def directed_witness(
     direction of it, are solved for a witness that takes the other way.
     """
     w = base
+    stalled = 0  # runs of this call that reached the step limit
     if guards:
         solved = solve(ctx, guards, base.assignment(), rng, time_budget_s=0.2)
         if solved is not None:
@@ -192,13 +193,20 @@ def directed_witness(
     for _ in range(attempts):
         if deadline is not None and time.perf_counter() > deadline:
             return None
-        res = run_path(program, w, ctx, step_limit=step_limit, deadline=deadline)
+        limit = step_limit if not stalled else min(step_limit, SHORTENED_STEPS)
+        res = run_path(program, w, ctx, step_limit=limit, deadline=deadline)
         if res.halted:
             return _padded(w, res, rng)
         if res.reason == "step limit":
             # a loop whose trip count came from the witness (a random field element counts
             # down for ever): take an early branch the other way, so the loop ends after a
-            # few trips (os.neptune.recursive: 18 of 166 random bases halted)
+            # few trips (os.neptune.recursive: 18 of 166 random bases halted). A flip that
+            # still runs to the limit took a branch that does not end the loop: after
+            # SHORTEN_TRIES of them this witness is a miss (std.private.poly: 24 runs to the
+            # limit per witness, 5 s of a 5.5 s compile, with the tries unbounded)
+            stalled += 1
+            if stalled > SHORTEN_TRIES:
+                return None
             solved = _shorten(ctx, res.events, base, rng, deadline)
             if solved is None:
                 return None
@@ -252,6 +260,14 @@ def _flip(
 #: Earliest branch decisions `_shorten` tries to flip, in a random order.
 SHORTEN_BRANCHES = 8
 
+#: Runs to the step limit one `directed_witness` call shortens before it gives up.
+SHORTEN_TRIES = 2
+
+#: Step limit of the runs after a shortening: a flip that ends the loop gives a short run;
+#: one that does not should not cost a whole step limit again (a symbolic run of
+#: std.fhe.lwe's functions to 20,000 steps takes 0.4 s).
+SHORTENED_STEPS = 4_000
+
 
 def _shorten(
     ctx: ExprContext,
@@ -270,7 +286,11 @@ def _shorten(
         if deadline is not None and time.perf_counter() > deadline:
             return None
         prefix = {e[1] for e in events[:k]}
-        solved = solve(ctx, prefix | {events[k][2]}, base.assignment(), rng, time_budget_s=0.2)
+        # one solver attempt each: a loop exit is a plain (dis)equality on its counter,
+        # solved at once or not at all (std.fhe.lwe: 0.2 s of failed retries per branch)
+        solved = solve(
+            ctx, prefix | {events[k][2]}, base.assignment(), rng, attempts=1, time_budget_s=0.1
+        )
         if solved is not None:
             return solved
     return None

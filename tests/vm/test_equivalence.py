@@ -547,3 +547,43 @@ def test_witness_sizes_rounded_up_still_tell_neighbouring_slots_apart(baseline, 
     candidate one slot off is still rejected and an equal one still accepted."""
     v = check(baseline, candidate)
     assert v.equivalent == (candidate == "divine 5;pop 3;pop 1"), v
+
+
+FN_SPINS_WHATEVER_THE_BRANCH = """
+__s:
+    call __spin
+    return
+__spin:
+    dup 0
+    skiz
+    nop
+    recurse
+"""
+
+
+def test_shortening_a_loop_it_cannot_end_is_bounded(monkeypatch) -> None:
+    """Adversarial for `_shorten`'s cost: a loop that spins whichever way its branch goes
+    (the flip is solvable, the loop never ends). One `directed_witness` call runs it to the
+    step limit once, then at most `SHORTEN_TRIES` shortened runs, each stopped at
+    `SHORTENED_STEPS`, and gives up: no witness, so no check can count it."""
+    import random
+
+    import tasmopt.vm.concolic as concolic
+    from tasmopt.vm.expr import ExprContext
+    from tasmopt.vm.witness import witness
+
+    limits: list[int] = []
+    real = concolic.run_path
+
+    def run_path(program, w, ctx, *, step_limit=20_000, deadline=None):
+        limits.append(step_limit)
+        return real(program, w, ctx, step_limit=step_limit, deadline=deadline)
+
+    monkeypatch.setattr(concolic, "run_path", run_path)
+    p = harness(FN_SPINS_WHATEVER_THE_BRANCH, "__s")
+    got = concolic.directed_witness(
+        p, witness(0, 7, depth=32), ExprContext(), set(), random.Random(7), step_limit=20_000
+    )
+    assert got is None
+    assert limits[0] == 20_000 and 1 < len(limits) <= 1 + concolic.SHORTEN_TRIES
+    assert all(limit == concolic.SHORTENED_STEPS for limit in limits[1:])

@@ -178,3 +178,42 @@ def test_a_function_whose_mismatch_check_was_cut_is_measured_as_the_client_sent_
     for name, f in cut.items():
         assert f.source == "client" and f.measured and f.halted, name
         assert f.cycles == f.baseline_cycles == base[name] + extra[name], name
+
+
+def test_under_a_deadline_measuring_a_function_returned_unchanged_gets_its_share(monkeypatch):
+    """`splice.MEASURE_SHARE`: a function returned as the client sent it (here a mismatch) is
+    measured under at most that share of the time left; without a request deadline, under
+    none. A measurement that runs out reports the function not measured (null figures),
+    cut (``improving``), with the reason, and the answer is still the client's program."""
+    import tasmopt.optimizer.splice as splice
+    from tasmopt.deadline import Deadline
+    from tasmopt.vm.equivalence import FunctionVerdict
+
+    given: list[float | None] = []
+    real = splice.check_function
+
+    def slow_measure(baseline, candidate, **kw):
+        if candidate is not None:
+            return real(baseline, candidate, **kw)
+        dl = kw.get("deadline")
+        given.append(None if dl is None else dl.remaining())
+        if dl is None:
+            return real(baseline, candidate, **kw)
+        while not dl.expired:
+            pass  # a measurement that needs more than its share
+        return FunctionVerdict(False, reason="unverified: deadline (deadline) before the check")
+
+    monkeypatch.setattr(splice, "check_function", slow_measure)
+    client = buggy_client()
+    compile_tir(CALL, client, options=CompileOptions(sources=("rules", "search"), use_cache=False))
+    assert given and all(g is None for g in given)
+    given.clear()
+    request = Deadline(4.0)
+    opts = CompileOptions(sources=("rules", "search"), deadline=request, use_cache=False)
+    result = compile_tir(CALL, client, options=opts)
+    assert given and all(g is not None and g <= splice.MEASURE_SHARE * 4.0 for g in given)
+    assert not request.expired
+    cut = [f for f in result.functions if f.mismatch is not None]
+    assert cut and all(not f.measured and f.status == "improving" for f in cut)
+    assert all("its share of the request deadline" in (f.reason or "") for f in cut)
+    assert output(result.tasm, [3, 4]) == output(client, [3, 4])

@@ -84,8 +84,8 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
                 deadline=budget,
             )
             if _unfinished(m.reason):
-                why = out_of_time(options) or "its share of the request deadline ran out"
-                f.cut = f.cut or f"{why}; returned unchanged, not measured"
+                cause = out_of_time(options) or "its share of the request deadline ran out"
+                f.cut = f.cut or f"{cause}; returned unchanged, not measured"
                 if rep.reason and f.cut not in rep.reason:  # a mismatch, say: both hold
                     rep.reason = f"{rep.reason} ({f.cut})"
                 mark_unmeasured(rep, f.cut)

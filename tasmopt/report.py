@@ -366,6 +366,10 @@ class CompileResult:
             the entry was stored), by key: the lines served and the entry's new
             ``report["as_returned"]``; the caller writes them back (`as_returned_update`) so
             that the next hit in the same context reuses the costs instead of measuring.
+        unmeasured_hits: cache hits whose costs as returned this run had no time to measure
+            (they report their own costs, with a note), by function name: their keys, for
+            the caller to measure in the background (`service.core.deepen.REMEASURE`), so
+            that a request in the same context does not pay for it again.
     """
 
     tasm: str
@@ -377,6 +381,7 @@ class CompileResult:
     cache_entries: list[CachedFunction] = field(default_factory=list)
     trajectories: list[BlockTrajectories] = field(default_factory=list)
     remeasured: dict[str, tuple[list[str] | None, dict[str, Any]]] = field(default_factory=dict)
+    unmeasured_hits: dict[str, str] = field(default_factory=dict)
 
     @property
     def cycles(self) -> int:

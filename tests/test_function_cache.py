@@ -277,6 +277,48 @@ def test_a_deepening_that_improves_a_callee_measures_its_callers_as_returned(tri
     assert by["main"].cycles == next(f.cycles for f in cold.functions if f.name == "main")
 
 
+def test_a_hit_with_no_time_to_be_measured_is_measured_in_the_background(trident_std):
+    """A hit whose costs as returned a request had no time to measure is listed in
+    `CompileResult.unmeasured_hits`; the follow-up's REMEASURE payload (`run_payload`)
+    measures it as returned and writes it back, so that the next request in the same
+    context is served without measuring and without the note, even with no time left.
+    lock_multisig: the callee `verify_key` returned unimproved makes `main`'s stored costs
+    stale."""
+    from service.core.config import Settings
+    from service.core.deepen import REMEASURE, run_payload
+    from tasmopt.optimizer.steps import STALE_COSTS
+
+    tir = trident_std["lock_multisig"]["tir"]
+    cache = DictCache()
+    cold = compile_tir(tir, options=OPTS, cache=cache)
+    cache.store(cold.cache_entries)
+    callee = next(e for e in cold.cache_entries if e.name == "verify_key")
+    main_key = next(e.key for e in cold.cache_entries if e.name == "main")
+    cache[callee.key] = replace(callee, lines=None)
+    late = compile_tir(tir, options=replace(OPTS, deadline=Deadline(0)), cache=cache)
+    assert late.unmeasured_hits == {"main": main_key} and not late.remeasured
+    assert STALE_COSTS in next(f for f in late.functions if f.name == "main").notes
+    payload = {
+        "kind": REMEASURE,
+        "tir": tir,
+        "baseline_tasm": None,
+        "functions": dict(late.unmeasured_hits),
+        "isa": "release",
+        "witnesses": 16,
+        "seed": OPTS.seed,
+    }
+    out = run_payload(payload, cache=cache, sources=None, settings=Settings(), seed=3)  # type: ignore[arg-type]  # the ResultCache calls this test makes
+    assert out == {"main": "remeasured"}
+    again = compile_tir(tir, options=replace(OPTS, deadline=Deadline(0)), cache=cache)
+    main = next(f for f in again.functions if f.name == "main")
+    assert main.cache == "hit" and not main.notes
+    assert not again.unmeasured_hits and not again.remeasured
+    assert main.cycles == cache[main_key].report["as_returned"]["cycles"]
+    # and a measurement that finished in the request itself is not sent again
+    fresh = compile_tir(tir, options=OPTS, cache=cache)
+    assert not fresh.unmeasured_hits
+
+
 def test_report_round_trips_through_its_dict():
     r = compile_tir(CALL, options=OPTS)
     for f in r.functions:

@@ -19,7 +19,7 @@ from rq import get_current_job
 
 from service.core.compiling import DbBreaker
 from service.core.config import Settings
-from service.core.deepen import count_outcomes, replay_writer, run_payload
+from service.core.deepen import CLAIM_WHILE_RUNNING, count_outcomes, replay_writer, run_payload
 from service.core.result_cache import ResultCache
 from worker.queue import DEEPEN_QUEUE, named_queue
 
@@ -103,8 +103,8 @@ def deepen_job(payload: dict[str, Any]) -> dict[str, str]:
     )
     count_outcomes(payload["kind"], outcomes)
     job = get_current_job()
-    if payload["kind"] == "spot_check" and job is not None:  # claimed only while it runs
+    if payload["kind"] in CLAIM_WHILE_RUNNING and job is not None:  # claimed while it runs
         job.connection.delete(
-            *[f"{CLAIM_PREFIX}spot_check:{k}" for k in payload["functions"].values()]
+            *[f"{CLAIM_PREFIX}{payload['kind']}:{k}" for k in payload["functions"].values()]
         )
     return outcomes

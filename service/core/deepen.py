@@ -51,6 +51,8 @@ from tasmopt.store.records import TRAJECTORIES
 __all__ = [
     "DEEPEN_KIND",
     "SPOT_CHECK",
+    "REMEASURE",
+    "CLAIM_WHILE_RUNNING",
     "Deepener",
     "LocalDeepener",
     "Followup",
@@ -64,9 +66,15 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Payload kinds: deepen functions, or prove a served cache entry again.
+#: Payload kinds: deepen functions, prove a served cache entry again, or measure served
+#: entries as returned where a request had no time to (`CompileResult.unmeasured_hits`).
 DEEPEN_KIND = "deepen"
 SPOT_CHECK = "spot_check"
+REMEASURE = "remeasure"
+
+#: Kinds that claim their functions only while they run (cheap, and needed again whenever
+#: the cache changes): a deepening claims them for DEEPEN_CLAIM_S.
+CLAIM_WHILE_RUNNING = (SPOT_CHECK, REMEASURE)
 
 
 class Deepener(Protocol):
@@ -152,9 +160,13 @@ def run_payload(
     ``replay`` receives the run's replay rows (`replay_records`); a failure to write them
     is logged and changes no outcome.
 
+    A remeasure compiles the request again from the cache (no candidate sources): the hits
+    named are measured as returned with their callees' code, and their entries updated.
+
     Returns:
         outcome per function name (deepen: ``inserted``, ``improved``, ``finalized``,
-        ``kept``, ``cut``, ``failed``; spot check: ``passed``, ``failed``, ``unfinished``).
+        ``kept``, ``cut``, ``failed``; spot check: ``passed``, ``failed``, ``unfinished``;
+        remeasure: ``remeasured``, ``unfinished``).
     """
     from tasmopt.optimizer import compile as compile_tir
     from tasmopt.optimizer import recheck
@@ -199,6 +211,21 @@ def run_payload(
                 cache.delete(key)
                 out[name] = "failed"
         return out
+    if payload["kind"] == REMEASURE:
+        result = compile_tir(
+            payload["tir"],
+            payload["baseline_tasm"],
+            options=CompileOptions(
+                isa=base.isa, witnesses=base.witnesses, seed=seed, sources=(), deadline=deadline
+            ),
+            sources=sources,
+            cache=cache,
+        )
+        cache.update_as_returned(result.remeasured)
+        return {
+            name: "remeasured" if key in result.remeasured else "unfinished"
+            for name, key in functions.items()
+        }
     options = CompileOptions(
         isa=base.isa,
         witnesses=base.witnesses,
@@ -378,9 +405,9 @@ class LocalDeepener:
         count_outcomes(work["kind"], outcomes)
         with self._lock:
             self._pending -= 1
-            if work["kind"] == SPOT_CHECK:  # spot checks claim only while they run
+            if work["kind"] in CLAIM_WHILE_RUNNING:
                 for k in work["functions"].values():
-                    self._claims.pop(f"{SPOT_CHECK}:{k}", None)
+                    self._claims.pop(f"{work['kind']}:{k}", None)
             self._idle.notify_all()
 
     def wait_idle(self, timeout: float) -> bool:
@@ -494,6 +521,11 @@ class Followup:
             self.cache.update_as_returned(result.remeasured)
         if self.deepener is None or not self._settings.deepen:
             return
+        if result.unmeasured_hits:  # measured as returned in the background, written back
+            outcome = self.deepener.submit(
+                _payload(REMEASURE, req, options, dict(result.unmeasured_hits))
+            )
+            DEEPEN.labels(f"remeasure {outcome}").inc(len(result.unmeasured_hits))
         improving = {
             f.name: f.cache_key
             for f in result.functions

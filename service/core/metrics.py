@@ -128,7 +128,9 @@ DEEPEN = Counter(
     "tasmopt_deepen_total",
     "Background deepening, per function: queued, duplicate (already queued), full (queue "
     "at its cap), unavailable (Redis down: deepening off for a while), and the outcome of "
-    "a deepening run: inserted, improved, finalized, kept, cut (ran out of time), failed.",
+    "a deepening run: inserted, improved, finalized, kept, cut (ran out of time), failed; "
+    "remeasure <queued|duplicate|...> and remeasured/unfinished for the hits measured as "
+    "returned in the background.",
     ["outcome"],
 )
 SPOT_CHECKS = Counter(

@@ -74,6 +74,7 @@ class Run:
         text: the module text the function-level passes work on (``client`` may replace it).
         entries, module_text: cache entries and the assembled module (``settle``).
         remeasured: hits measured again as returned (`CompileResult.remeasured`).
+        unmeasured_hits: hits that had no time for it (`CompileResult.unmeasured_hits`).
     """
 
     tir: Any
@@ -104,6 +105,7 @@ class Run:
     entries: list[CachedFunction | None] = field(default_factory=list)
     module_text: str = ""
     remeasured: dict[str, tuple[list[str] | None, dict[str, Any]]] = field(default_factory=dict)
+    unmeasured_hits: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,13 @@ def settle_step(r: Run) -> None:
     measure_with_callees(r.fns, out, r.options)
     reference = r.client if r.client is not None else r.ours
     r.remeasured = _costs_as_returned(r.fns, r.entries, out, reference, r.options)
+    r.unmeasured_hits = {
+        f.name: f.cached.key
+        for f in r.fns
+        if f.cached is not None
+        and f.cached.key not in r.remeasured
+        and STALE_COSTS in f.report.notes
+    }
 
 
 def result_of(r: Run) -> CompileResult:
@@ -179,8 +186,14 @@ def result_of(r: Run) -> CompileResult:
         cache_entries=[e for e in r.entries if e is not None] if r.keys else [],
         trajectories=[t for f in r.fns for t in f.trajectories],
         remeasured=r.remeasured if r.keys else {},
+        unmeasured_hits=r.unmeasured_hits if r.keys else {},
     )
 
+
+#: The note of a cache hit whose costs as returned there was no time to measure.
+STALE_COSTS = (
+    "costs measured with the callees' baseline code (cached before the callees were improved)"
+)
 
 #: Cost fields of a `FunctionReport` that depend on the callees' returned code.
 _CALL_COSTS = (
@@ -233,10 +246,7 @@ def _costs_as_returned(
                 )
             else:
                 f.report.own_cycles = f.report.cycles
-                f.report.notes.append(
-                    "costs measured with the callees' baseline code (cached before the callees "
-                    "were improved)"
-                )
+                f.report.notes.append(STALE_COSTS)
     return remeasured
 
 

@@ -224,3 +224,30 @@ def test_a_tampered_cache_row_is_served_until_a_spot_check_deletes_it(
     after = client.post("/compile", json=timelock_request).json()
     assert after["functions"][0]["cache"] == "miss"
     assert after["tasm"] == first["tasm"]
+
+
+def test_hits_a_request_could_not_measure_go_to_the_deepener_as_a_remeasure():
+    """`CompileResult.unmeasured_hits` -> one REMEASURE payload with those functions (after
+    the response, on the follow-up thread); a remeasure claims its functions only while it
+    runs, so the same hits can be sent again once the cache changes (a deepening claims them
+    for DEEPEN_CLAIM_S)."""
+    from service.core.config import Settings
+    from service.core.deepen import REMEASURE, LocalDeepener
+    from service.core.schemas import CompileRequest
+    from tasmopt.optimizer import compile as compile_tir
+
+    settings = Settings(database_url="sqlite://", deepen=True)
+    ran: list[dict] = []
+    deepener = LocalDeepener(settings, runner=lambda p: ran.append(p) or {"main": "remeasured"})
+    followup = Followup(settings, None, deepener)
+    tir = [{"FnStart": "main"}, "Return", "FnEnd"]
+    req = CompileRequest(tir=tir)
+    result = compile_tir(tir)
+    result.unmeasured_hits = {"main": "k" * 64}
+    for _ in range(2):  # the second is not a duplicate: the first released its claim
+        followup.after_compile(req, result)
+        assert followup.wait_idle(30) and deepener.wait_idle(30)
+    remeasures = [p for p in ran if p["kind"] == REMEASURE]
+    assert len(remeasures) == 2
+    assert all(p["functions"] == {"main": "k" * 64} and p["tir"] == tir for p in remeasures)
+    followup.close()

@@ -98,6 +98,24 @@ def test_upstream_loop_fall_through_code_is_rewritten_and_still_behaves_as_sent(
         assert v.equivalent, (f.name, v.reason)
 
 
+def _with_and_without_a_deadline(client, given, share, seconds):
+    """Compile ``CALL`` against ``client`` without a deadline (the patched check must have
+    been handed none: ``given`` holds the seconds each call was handed) and then under a
+    request deadline of ``seconds`` (each call handed at most ``share`` of it, and the
+    request itself not run out); the second result."""
+    from tasmopt.deadline import Deadline
+
+    compile_tir(CALL, client, options=CompileOptions(sources=("rules", "search"), use_cache=False))
+    assert given and all(g is None for g in given)
+    given.clear()
+    request = Deadline(seconds)
+    opts = CompileOptions(sources=("rules", "search"), deadline=request, use_cache=False)
+    result = compile_tir(CALL, client, options=opts)
+    assert given and all(g is not None and g <= share * seconds for g in given)
+    assert not request.expired
+    return result
+
+
 def test_under_a_deadline_a_mismatch_is_still_found_within_its_share_of_the_time():
     """`DIAGNOSIS_SHARE`: the check that tells a mismatch from a difference we cannot prove
     runs under a share of the time left; 10% of a 5 s deadline still finds the bug (random
@@ -119,7 +137,6 @@ def test_under_a_deadline_the_mismatch_check_gets_its_share_and_a_cut_one_says_s
     as the client sent it, not measured as a mismatch, cut (``improving``: deepening decides
     it later), and the reason says why."""
     import tasmopt.optimizer.prepare as prep
-    from tasmopt.deadline import Deadline
     from tasmopt.vm.equivalence import FunctionVerdict
 
     given: list[float | None] = []
@@ -133,14 +150,7 @@ def test_under_a_deadline_the_mismatch_check_gets_its_share_and_a_cut_one_says_s
 
     monkeypatch.setattr(prep, "check_function", undecided)
     client = buggy_client()
-    result = compile_tir(CALL, client, options=OPTS)  # no deadline: the full check
-    assert given and all(g is None for g in given)
-    given.clear()
-    request = Deadline(5.0)
-    opts = CompileOptions(sources=("rules", "search"), deadline=request, use_cache=False)
-    result = compile_tir(CALL, client, options=opts)
-    assert given and all(g is not None and g <= prep.DIAGNOSIS_SHARE * 5.0 for g in given)
-    assert not request.expired
+    result = _with_and_without_a_deadline(client, given, prep.DIAGNOSIS_SHARE, 5.0)
     cut = [f for f in result.functions if f.reason and "its share of the request" in f.reason]
     assert cut and all(f.source == "client" and f.mismatch is None for f in cut)
     assert all(f.status == "improving" for f in cut)
@@ -186,7 +196,6 @@ def test_under_a_deadline_measuring_a_function_returned_unchanged_gets_its_share
     none. A measurement that runs out reports the function not measured (null figures),
     cut (``improving``), with the reason, and the answer is still the client's program."""
     import tasmopt.optimizer.splice as splice
-    from tasmopt.deadline import Deadline
     from tasmopt.vm.equivalence import FunctionVerdict
 
     given: list[float | None] = []
@@ -205,14 +214,7 @@ def test_under_a_deadline_measuring_a_function_returned_unchanged_gets_its_share
 
     monkeypatch.setattr(splice, "check_function", slow_measure)
     client = buggy_client()
-    compile_tir(CALL, client, options=CompileOptions(sources=("rules", "search"), use_cache=False))
-    assert given and all(g is None for g in given)
-    given.clear()
-    request = Deadline(4.0)
-    opts = CompileOptions(sources=("rules", "search"), deadline=request, use_cache=False)
-    result = compile_tir(CALL, client, options=opts)
-    assert given and all(g is not None and g <= splice.MEASURE_SHARE * 4.0 for g in given)
-    assert not request.expired
+    result = _with_and_without_a_deadline(client, given, splice.MEASURE_SHARE, 4.0)
     cut = [f for f in result.functions if f.mismatch is not None]
     assert cut and all(not f.measured and f.status == "improving" for f in cut)
     assert all("its share of the request deadline" in (f.reason or "") for f in cut)

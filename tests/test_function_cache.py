@@ -234,6 +234,18 @@ def test_costs_of_a_hit_follow_the_closure_it_is_returned_in(trident_std):
     assert main.cycles == as_returned["cycles"]
 
 
+def _callee_unimproved(tir, cache):
+    """lock_multisig compiled into ``cache``, then its callee ``verify_key`` stored as
+    returned unimproved, so that ``main``'s stored costs as returned are stale: (the cold
+    result, the callee's original entry, main's key)."""
+    cold = compile_tir(tir, options=OPTS, cache=cache)
+    cache.store(cold.cache_entries)
+    callee = next(e for e in cold.cache_entries if e.name == "verify_key")
+    main_key = next(e.key for e in cold.cache_entries if e.name == "main")
+    cache[callee.key] = replace(callee, lines=None)
+    return cold, callee, main_key
+
+
 def test_a_deepening_that_improves_a_callee_measures_its_callers_as_returned(trident_std):
     """After a deepening stores new code for a callee, its callers' entries get their costs
     as returned with it (`service.core.deepen._measure_as_returned`): the next request is
@@ -248,11 +260,7 @@ def test_a_deepening_that_improves_a_callee_measures_its_callers_as_returned(tri
 
     tir = trident_std["lock_multisig"]["tir"]
     cache = Putting()
-    cold = compile_tir(tir, options=OPTS, cache=cache)
-    cache.store(cold.cache_entries)
-    callee = next(e for e in cold.cache_entries if e.name == "verify_key")
-    main_key = next(e.key for e in cold.cache_entries if e.name == "main")
-    cache[callee.key] = replace(callee, lines=None)  # the callee returned unimproved...
+    cold, callee, main_key = _callee_unimproved(tir, cache)  # the callee returned unimproved...
     stale = compile_tir(tir, options=OPTS, cache=cache)
     assert cache.update_as_returned(stale.remeasured) == 1  # ...and main measured with it
     main_before = cache[main_key].report["as_returned"]
@@ -290,11 +298,7 @@ def test_a_hit_with_no_time_to_be_measured_is_measured_in_the_background(trident
 
     tir = trident_std["lock_multisig"]["tir"]
     cache = DictCache()
-    cold = compile_tir(tir, options=OPTS, cache=cache)
-    cache.store(cold.cache_entries)
-    callee = next(e for e in cold.cache_entries if e.name == "verify_key")
-    main_key = next(e.key for e in cold.cache_entries if e.name == "main")
-    cache[callee.key] = replace(callee, lines=None)
+    _, _, main_key = _callee_unimproved(tir, cache)
     late = compile_tir(tir, options=replace(OPTS, deadline=Deadline(0)), cache=cache)
     assert late.unmeasured_hits == {"main": main_key} and not late.remeasured
     assert STALE_COSTS in next(f for f in late.functions if f.name == "main").notes

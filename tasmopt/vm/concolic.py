@@ -207,7 +207,7 @@ def directed_witness(
             stalled += 1
             if stalled > SHORTEN_TRIES:
                 return None
-            solved = _shorten(ctx, res.events, base, rng, deadline)
+            solved = _take_other_way(ctx, res.events, base, rng, deadline, shorten=True)
             if solved is None:
                 return None
             w = base.with_assignment(solved)
@@ -227,7 +227,7 @@ def directed_witness(
                 guards |= res.guards
                 break
         if solved is None:
-            solved = _flip(ctx, res.events, base, rng, deadline)
+            solved = _take_other_way(ctx, res.events, base, rng, deadline)
             if solved is None:
                 return None
             guards.clear()
@@ -235,30 +235,10 @@ def directed_witness(
     return None
 
 
-def _flip(
-    ctx: ExprContext,
-    events: list[tuple[Any, ...]],
-    base: Witness,
-    rng: random.Random,
-    deadline: float | None,
-) -> Assignment | None:
-    """Solve for the other direction of the newest branch that can take it."""
-    tried = 0
-    for k in range(len(events) - 1, -1, -1):
-        if events[k][0] != "branch" or tried >= 8:
-            continue
-        if deadline is not None and time.perf_counter() > deadline:
-            return None
-        tried += 1
-        prefix = {e[1] for e in events[:k]}
-        solved = solve(ctx, prefix | {events[k][2]}, base.assignment(), rng, time_budget_s=0.2)
-        if solved is not None:
-            return solved
-    return None
-
-
-#: Earliest branch decisions `_shorten` tries to flip, in a random order.
+#: Earliest branch decisions a run past the step limit tries to take the other way (in a
+#: random order), and newest ones a failing run tries (newest first).
 SHORTEN_BRANCHES = 8
+FLIP_BRANCHES = 8
 
 #: Runs to the step limit one `directed_witness` call shortens before it gives up.
 SHORTEN_TRIES = 2
@@ -269,27 +249,40 @@ SHORTEN_TRIES = 2
 SHORTENED_STEPS = 4_000
 
 
-def _shorten(
+def _take_other_way(
     ctx: ExprContext,
     events: list[tuple[Any, ...]],
     base: Witness,
     rng: random.Random,
     deadline: float | None,
+    *,
+    shorten: bool = False,
 ) -> Assignment | None:
-    """For a path that ran past the step limit: solve for the other direction of one of its
-    `SHORTEN_BRANCHES` earliest branch decisions (the guards and decisions before it kept),
-    tried in a random order, so that the witnesses end their loops after different trip
-    counts. None if none can be solved."""
-    branches = [k for k, e in enumerate(events) if e[0] == "branch"][:SHORTEN_BRANCHES]
-    rng.shuffle(branches)
-    for k in branches:
+    """Solve for the other direction of a branch decision of a run, together with every
+    guard and decision before it: of the `FLIP_BRANCHES` newest, newest first (a run that
+    failed: a way round its failure); with ``shorten``, of the `SHORTEN_BRANCHES` earliest,
+    in a random order so that witnesses end their loops after different trip counts, one
+    solver attempt each (a run past the step limit: a loop exit is a plain (dis)equality
+    on its counter, solved at once or not at all; std.fhe.lwe spent 0.2 s of failed retries
+    per branch). None if none can be solved."""
+    branches = [k for k, e in enumerate(events) if e[0] == "branch"]
+    if shorten:
+        order = branches[:SHORTEN_BRANCHES]
+        rng.shuffle(order)
+        attempts, budget = 1, 0.1
+    else:
+        order, attempts, budget = branches[::-1][:FLIP_BRANCHES], 6, 0.2
+    for k in order:
         if deadline is not None and time.perf_counter() > deadline:
             return None
         prefix = {e[1] for e in events[:k]}
-        # one solver attempt each: a loop exit is a plain (dis)equality on its counter,
-        # solved at once or not at all (std.fhe.lwe: 0.2 s of failed retries per branch)
         solved = solve(
-            ctx, prefix | {events[k][2]}, base.assignment(), rng, attempts=1, time_budget_s=0.1
+            ctx,
+            prefix | {events[k][2]},
+            base.assignment(),
+            rng,
+            attempts=attempts,
+            time_budget_s=budget,
         )
         if solved is not None:
             return solved

@@ -369,7 +369,7 @@ def test_random_phase_gives_up_after_as_many_stalls_as_witnesses_and_fails_close
 
 def test_a_path_past_the_step_limit_is_shortened_by_solving_an_early_branch(monkeypatch) -> None:
     """The directed phase on the same function: a concolic run that reaches the step limit
-    takes one of its earliest branches the other way (`tasmopt.vm.concolic._shorten`), here
+    takes one of its earliest branches the other way (`tasmopt.vm.concolic._take_other_way`, ``shorten``), here
     ``st0 == 12345``, so witnesses run it to its return and the check is a proof; each of
     them is directed, has that value, and the rest of the stack still differs between them."""
     import tasmopt.vm.equivalence as eq
@@ -408,7 +408,7 @@ FN_HALTS_WITH_OUTPUT = (
 def test_shortened_witnesses_still_reject_a_candidate_unlike_the_baseline_on_its_exit(
     candidate: str,
 ) -> None:
-    """Adversarial for `_shorten`: the witnesses solved for the baseline's exit (st0 = 12345)
+    """Adversarial for shortening: the witnesses solved for the baseline's exit (st0 = 12345)
     run a candidate that exits on 12346 into its endless loop, and one that writes an output
     on the way out to a different output: both rejected, never accepted on agreement."""
     base, cand = harness(FN_NEVER_HALTS_ON_RANDOM, "__n"), harness(candidate, "__n")
@@ -562,7 +562,7 @@ __spin:
 
 
 def test_shortening_a_loop_it_cannot_end_is_bounded(monkeypatch) -> None:
-    """Adversarial for `_shorten`'s cost: a loop that spins whichever way its branch goes
+    """Adversarial for the cost of shortening: a loop that spins whichever way its branch goes
     (the flip is solvable, the loop never ends). One `directed_witness` call runs it to the
     step limit once, then at most `SHORTEN_TRIES` shortened runs, each stopped at
     `SHORTENED_STEPS`, and gives up: no witness, so no check can count it."""

@@ -182,7 +182,10 @@ def directed_witness(
     that is impossible (a constant failure such as ``push 0; assert`` on this path, or a
     guard that contradicts the path), the last branch decisions are flipped in turn
     (depth-first, newest first): the guards and decisions before the branch, plus the other
-    direction of it, are solved for a witness that takes the other way.
+    direction of it, are solved for a witness that takes the other way. A run that reaches
+    the step limit (a loop counted by a witness value) takes one of its earliest branches
+    the other way instead, at most `SHORTEN_TRIES` times, each later run stopped at
+    `SHORTENED_STEPS`.
     """
     w = base
     stalled = 0  # runs of this call that reached the step limit

@@ -69,6 +69,14 @@ class Deadline:
             return 0.0
         return max(0.0, self.at - time.monotonic())
 
+    def share(self, fraction: float) -> Deadline:
+        """A deadline ``fraction`` of the time left from now, within this one (cancelled with
+        it); this one itself when it has no time limit."""
+        left = self.remaining()
+        if math.isinf(left):
+            return self
+        return Deadline(left * fraction, within=self)
+
     def why(self) -> str:
         """Why work stopped: the cancel reason (``cancelled`` if none was given), or
         ``deadline``."""

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from tasmopt.deadline import Deadline
 from tasmopt.errors import BaselineError, TasmSyntaxError
 from tasmopt.isa import IsaVariant, P, instruction_set
 from tasmopt.lower.triton import (
@@ -457,9 +456,7 @@ def _client_reference(
     # shape we cannot prove either way. Either way the function is returned as sent, so
     # under a deadline this check gets only a share of the time left: the other functions'
     # work is worth more to the answer
-    budget = options.deadline
-    if budget is not None:
-        budget = Deadline(DIAGNOSIS_SHARE * budget.remaining(), within=budget)
+    budget = None if options.deadline is None else options.deadline.share(DIAGNOSIS_SHARE)
     with stage(timings, "verify"):
         v = check_function(
             client_prog,

@@ -11,7 +11,6 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import cast
 
-from tasmopt.deadline import Deadline
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.lower.triton import (
     INDENT,
@@ -75,7 +74,7 @@ def finish_function(f: FunctionState, ours: ModuleText, options: CompileOptions)
             # Returned as it came, its figures change nothing in the answer: under a
             # deadline the measurement gets MEASURE_SHARE of the time left, and the
             # functions whose code the answer changes keep the rest
-            budget = dl if dl is None else Deadline(MEASURE_SHARE * dl.remaining(), within=dl)
+            budget = dl if dl is None else dl.share(MEASURE_SHARE)
             m = check_function(
                 f.reference,
                 None,

@@ -162,14 +162,9 @@ def settle_step(r: Run) -> None:
             f.report.tasm = out.section_lines(f.name)
     measure_with_callees(r.fns, out, r.options)
     reference = r.client if r.client is not None else r.ours
-    r.remeasured = _costs_as_returned(r.fns, r.entries, out, reference, r.options)
-    r.unmeasured_hits = {
-        f.name: f.cached.key
-        for f in r.fns
-        if f.cached is not None
-        and f.cached.key not in r.remeasured
-        and STALE_COSTS in f.report.notes
-    }
+    r.remeasured, r.unmeasured_hits = _costs_as_returned(
+        r.fns, r.entries, out, reference, r.options
+    )
 
 
 def result_of(r: Run) -> CompileResult:
@@ -214,15 +209,17 @@ def _costs_as_returned(
     out: ModuleText,
     reference: ModuleText,
     options: CompileOptions,
-) -> dict[str, tuple[list[str] | None, dict[str, Any]]]:
+) -> tuple[dict[str, tuple[list[str] | None, dict[str, Any]]], dict[str, str]]:
     """Cache entries keep the costs as returned (callees' returned code included) with a
     hash of the closure they were measured on; a hit reuses them where the closure returned
     now is the same, else it is measured again as returned against its reference (the
     ``reference`` module's closure: the client's text, or our lowering), and where time or
     witnesses do not allow that, it reports its own costs (callees at their baseline code)
     and says so. Returns the hits measured again: key -> (lines served, new
-    ``as_returned``), for the caller to write back (`CompileResult.remeasured`)."""
+    ``as_returned``), for the caller to write back (`CompileResult.remeasured`); and the
+    hits there was no time to measure: name -> key (`CompileResult.unmeasured_hits`)."""
     remeasured: dict[str, tuple[list[str] | None, dict[str, Any]]] = {}
+    unmeasured: dict[str, str] = {}
     for f, entry in zip(fns, entries, strict=True):
         if f.name not in out.functions or (entry is None and f.cached is None):
             continue  # nothing to keep or reuse (a compile without a cache stops here)
@@ -247,7 +244,8 @@ def _costs_as_returned(
             else:
                 f.report.own_cycles = f.report.cycles
                 f.report.notes.append(STALE_COSTS)
-    return remeasured
+                unmeasured[f.name] = f.cached.key
+    return remeasured, unmeasured
 
 
 def _measure_hit(
@@ -282,9 +280,7 @@ def _measure_hit(
 
 def _candidate_deadline(options: CompileOptions) -> Deadline | None:
     dl = options.deadline
-    if dl is None or dl.remaining() == float("inf"):
-        return dl
-    return Deadline(dl.remaining() * CANDIDATE_SHARE, within=dl)
+    return dl if dl is None else dl.share(CANDIDATE_SHARE)
 
 
 def _settle(f: FunctionState, options: CompileOptions) -> CachedFunction | None:

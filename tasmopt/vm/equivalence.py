@@ -1038,6 +1038,13 @@ class _BaselineRuns:
                 longest = max(longest, rb.cycles)
             return w, rb
 
+        def cap() -> int:
+            """Step limit of the next run: once a run has stalled, the runs that halt are
+            the ones that count: a stall costs the whole step limit, so later runs stop at
+            a multiple of the longest halting run (a run cut there is inconclusive, as one
+            cut at the limit is)."""
+            return step_limit if not (stalls and halted) else stall_cap(longest, step_limit)
+
         for i in range(tries):
             if halted >= witnesses:
                 return
@@ -1045,11 +1052,7 @@ class _BaselineRuns:
                 yield _PAUSED
             if not halted and stalls >= witnesses:
                 break  # random values do not get through: the guard-directed phase next
-            # once a run has stalled, the runs that halt are the ones that count: a stall
-            # costs the whole step limit, so later runs stop at a multiple of the longest
-            # halting run (a run cut there is inconclusive, as one cut at the limit is)
-            cap = step_limit if not (stalls and halted) else stall_cap(longest, step_limit)
-            w, rb = conclusive(make(i), cap)
+            w, rb = conclusive(make(i), cap())
             if rb is not None:
                 halted += rb.error is None
                 yield i, w, rb
@@ -1071,23 +1074,22 @@ class _BaselineRuns:
             stop = self._stop
             t0 = time.perf_counter()
             deadline = t0 + left
-            # after a stall, the directed runs stop where the random ones do: a path whose
-            # loop counter came from a random value runs to the limit, and solving guards
-            # cannot shorten it (os.neptune.recursive: 62 of 71 directed runs paid the whole
-            # 20,000-step symbolic run for nothing, 4 s of a 4.5 s compile)
-            cap = step_limit if not (stalls and halted) else stall_cap(longest, step_limit)
+            # after a stall, the directed runs stop where the random ones do
+            # (os.neptune.recursive: 62 of 71 directed runs paid the whole 20,000-step
+            # symbolic run for nothing, 4 s of a 4.5 s compile)
+            limit = cap()
             directed = directed_witness(
                 baseline,
                 make(j),
                 ctx,
                 guards,
                 rng,
-                step_limit=min(cap, 20_000),
+                step_limit=min(limit, 20_000),
                 deadline=deadline if stop is None else min(deadline, t0 + stop.remaining()),
             )
             rb = None
             if directed is not None:
-                directed, rb = conclusive(directed, cap)
+                directed, rb = conclusive(directed, limit)
             left -= time.perf_counter() - t0
             if directed is None and stop is not None and stop.expired:
                 yield _PAUSED  # cut by the caller's deadline, not a miss: retried when resumed

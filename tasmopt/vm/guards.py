@@ -17,7 +17,9 @@ nothing about the code after the guard. `solve` finds an `Assignment` of the fre
    range-checked values, ``split``/``and``/``lt`` chains, ``div_mod``) is encoded exactly
    as integers in ``[0, p)`` with every field operation reduced mod p (u32 bit operations
    through 32-bit bit-vectors), with the operations the encoding cannot express (Tip5, RAM
-   reads through aliasing writes, ``log_2_floor``, ...) concretized at their current value.
+   reads through aliasing writes, ``log_2_floor``, ...) concretized at their current value,
+   with the free variables they depend on pinned to theirs (concolic testing's
+   concretization, e.g. Godefroid, Klarlund and Sen, "DART", PLDI 2005).
    z3 rather than cvc5: cvc5's finite-field theory covers field equalities but not the u32
    range checks and bit operations mixed with them, while z3 handles the mix in one query
    (integer arithmetic mod p solved these guards 100x faster than 128-bit bit-vector
@@ -360,6 +362,8 @@ def _smt(
             solver.add(enc.guard(g))
         for c in enc.side:
             solver.add(c)
+        for aid in enc.pinned & set(enc.vars):
+            solver.add(enc.vars[aid] == enc.const(enc._ev.atom(aid)))
     except _Frozen:
         return None
     if solver.check() != z3.sat:
@@ -392,7 +396,11 @@ class _Encoder:
         # Python API was most of the solver's time on std.crypto.lut_sponge)
         self._polys: dict[int, object] = {}
         self._consts: dict[int, object] = {}
+        self._p = z3.IntVal(P)
         self._ev = Evaluator(ctx, a)
+        #: free variables an operation concretized at its current value depends on: they
+        #: keep their current values in the query, so that the concretization stays true
+        self.pinned: set[int] = set()
 
     def const(self, v: int) -> Any:
         v %= P
@@ -426,8 +434,24 @@ class _Encoder:
             return v < _U32
         return z3.BoolVal(False)
 
+    # Terms are built with z3's C API on the operands' ASTs: its Python operators coerce and
+    # re-check both operands' sorts on every call, which cost as much as solving.
     def mul(self, x: Any, y: Any) -> Any:
-        return (x * y) % P
+        z3 = self.z3
+        ctx = x.ctx
+        args = (z3.Ast * 2)(x.as_ast(), y.as_ast())
+        return self._mod(z3.ArithRef(z3.Z3_mk_mul(ctx.ref(), 2, args), ctx))
+
+    def _add(self, x: Any, y: Any) -> Any:
+        z3 = self.z3
+        ctx = x.ctx
+        args = (z3.Ast * 2)(x.as_ast(), y.as_ast())
+        return z3.ArithRef(z3.Z3_mk_add(ctx.ref(), 2, args), ctx)
+
+    def _mod(self, x: Any) -> Any:
+        z3 = self.z3
+        ctx = x.ctx
+        return z3.ArithRef(z3.Z3_mk_mod(ctx.ref(), x.as_ast(), self._p.as_ast()), ctx)
 
     def poly(self, p: Poly) -> Any:
         total = None
@@ -439,8 +463,12 @@ class _Encoder:
                 base = self.atom(aid)
                 for _ in range(e):
                     t = base if t is None else self.mul(t, base)
-            total = t if total is None else total + t
-        return self.const(0) if total is None else total % P
+            total = t if total is None else self._add(total, t)
+        if total is None:
+            return self.const(0)
+        if len(p.terms) == 1 and next(iter(p.terms.values())) == 1:
+            return total  # one atom or one product: already in [0, p)
+        return self._mod(total)
 
     def atom(self, aid: int) -> Any:
         got = self._memo.get(aid)
@@ -499,10 +527,15 @@ class _Encoder:
                 t = self.mul(t, b)
             return t
         # Tip5, Merkle, aliasing RAM reads, mem0, log_2_floor, ...: concretized at the
-        # current value (the variables inside keep their current values too; the model is
-        # re-checked by evaluation, so an inconsistent concretization is only a miss).
+        # current value, and every free variable it depends on is pinned to its current
+        # value in the query (`_smt`), so that a model keeps the concretization true
+        # (unpinned, a lookup-table S-box read at a computed address gave 242 of 305 models
+        # that the evaluation then rejected, on std.crypto.lut_sponge). The model is still
+        # re-checked by evaluation.
         try:
             aid = self.ctx._atoms[key]
-            return self.const(self._ev.atom(aid))
+            value = self.const(self._ev.atom(aid))
         except (KeyError, Unevaluable):
             raise _Frozen from None
+        self.pinned |= self.ctx.depends_on([self.ctx.poly({((aid, 1),): 1})])
+        return value

@@ -135,6 +135,54 @@ def test_guard_solver_finds_inputs_random_values_miss():
     assert a.public[0] == 12345 and a.secret[0] in (7, P - 7)
 
 
+def _pinning_case() -> tuple[ExprContext, set, Assignment]:
+    """Guards that only a query keeping a concretized read's address can solve: ``y`` is a
+    u32 (``split``: no linear repair) and ``x*z + y == RAM[x]^2`` (``x`` is the address of a
+    read the encoding concretizes, and a factor of the guard too). A model that moves ``x``
+    reads another cell, whose square the query never saw."""
+    ctx = ExprContext()
+    r = run_symbolic(
+        parse_instructions(
+            "dup 1\nsplit\npop 1\npush 0\neq\nassert\n"
+            "dup 0\nread_mem 1\npop 1\ndup 0\nmul\ndup 1\ndup 4\nmul\ndup 3\nadd\neq\nassert"
+        ),
+        ctx,
+    )
+    return ctx, r.guards, Assignment()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_solver_keeps_the_inputs_of_what_it_concretizes(seed):
+    """Before the pinning, z3 moved ``x`` in 0 of 20 seeds' models the evaluation accepted
+    (it solved for the old cell's value at a new address); pinned, every seed is solved."""
+    ctx, guards, _ = _pinning_case()
+    base = Assignment(
+        stack={k: random.Random(100 * seed + k).randrange(P) for k in range(20)},
+        fill=lambda addr: pow(addr + 3, 5, P),  # every cell different
+    )
+    assert violated(ctx, guards, base)
+    a = solve(ctx, guards, base, random.Random(seed))
+    assert a is not None and not violated(ctx, guards, a)
+    assert a.stack[0] == base.stack[0]  # the address read: pinned, not moved
+    assert a.stack[1] < 2**32
+
+
+def test_a_pinned_query_has_no_model_that_moves_the_pinned_input():
+    """Adversarial, one SMT query: at ``x = 0`` the guard is ``y == RAM[0]^2``, far above
+    2^32, so the query has no model unless it moves ``x`` (which it did before the pinning:
+    a model the evaluation then rejected). Pinned, the query itself is unsatisfiable."""
+    import time
+
+    from tasmopt.vm import guards as g
+
+    ctx, guards, _ = _pinning_case()
+    base = Assignment(stack={0: 0, 1: 5, 2: 7}, fill=lambda addr: 2**40 + addr)
+    assert g._smt(ctx, sorted(guards), base, random.Random(0), time.perf_counter() + 2) is None
+    solvable = Assignment(stack={0: 3, 1: 5, 2: 7}, fill=lambda addr: 2**40 + addr)
+    a = g._smt(ctx, sorted(guards), solvable, random.Random(0), time.perf_counter() + 2)
+    assert a is not None and a.stack[0] == 3 and not violated(ctx, guards, a)
+
+
 def test_stoke_never_keeps_a_program_that_only_matches_crashing_inputs():
     from tasmopt.search.stoke import stoke
 

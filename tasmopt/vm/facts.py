@@ -46,7 +46,7 @@ class _Sound(_Encoder):
         exact = name in _EXACT or (name == "pow" and key[2][0] == "i" and key[2][1] <= 16)
         if exact:
             return super()._op(key)
-        v = self.z3.Int(f"o{len(self.side)}_{len(self._memo)}")
+        v = self.z3.Int(f"o{len(self.side)}_{len(self._memo)}", self.zctx)
         self.side += [v >= 0, v < P]
         return v
 
@@ -106,14 +106,14 @@ def decide(
         import z3
     except ImportError:  # pragma: no cover - a pinned dependency
         return None
-    enc = _Sound(ctx, Assignment(), z3)
+    enc = _Sound(ctx, Assignment(), z3, z3.Context())  # of its own: `_Encoder`
     try:
         known = [(enc.poly(e) == 0) if z else (enc.poly(e) != 0) for e, z in facts]
         c = enc.poly(cond)
     except _Frozen:
         return None
     for value, query in ((False, c != 0), (True, c == 0)):
-        solver = z3.Solver()
+        solver = z3.Solver(ctx=enc.zctx)
         solver.set("timeout", timeout_ms)
         solver.set("rlimit", rlimit)
         solver.add(*known, *enc.side, query)

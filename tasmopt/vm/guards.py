@@ -49,6 +49,23 @@ __all__ = ["solve", "violated", "guard_polys", "passing_witness", "singular_poin
 log = logging.getLogger(__name__)
 
 _U32 = 1 << 32
+
+#: z3 resource units (its ``rlimit``) per second of a `solve` budget, split evenly over its
+#: attempts' queries. A query stopped by its resource limit stops at the same point on every
+#: run, where a wall-clock timeout stops wherever the machine's load leaves it: with the
+#: timeout alone, a directed witness of std.crypto.lut_sponge's ``reduce_mod`` came out
+#: different from run to run, and with it the u32 table height its rewrite was measured at
+#: and whether the rewrite was kept (30 -> 17, 26 or 28 cycles for the same request and
+#: seed). Measured on the 2-core development machine: 4-6 million units a second (a sat
+#: query of lut_sponge's paths takes 10k units at the median, 108k at P90, 157k at most).
+RLIMIT_PER_S = 4_000_000
+
+#: How far past its budget a `solve` may run on the wall clock (a multiple of the budget)
+#: before it stops anyway: the resource limits bound the solver's work, and this bounds
+#: what they do not (encoding, propagation, a machine slower than the calibration). The
+#: request's deadline still bounds both.
+WALL_SLACK = 2.0
+
 _FREE_KINDS = ("s", "public", "secret", "digest", "sponge0", "mem0")
 
 
@@ -107,14 +124,18 @@ def solve(
     """An assignment under which every guard holds, starting from ``base``; None if none
     was found within ``attempts`` and ``time_budget_s`` (seconds).
 
-    The budget never reaches past the request's deadline (`tasmopt.deadline.current`).
+    The budget is counted in solver work (`RLIMIT_PER_S`: each attempt's query gets an equal
+    share), so that the same guards, base and ``rng`` state give the same answer whatever the
+    machine's load; the wall clock stops a solve only at `WALL_SLACK` times the budget, and
+    never past the request's deadline (`tasmopt.deadline.current`).
     ``base`` is not modified. Variables no guard constrains keep their ``base`` values, so
     the witness stays as random as the guards allow.
     """
     guards = sorted(set(guards))
     if any(g[0] == "false" for g in guards):
         return None
-    deadline = time.perf_counter() + time_budget_s
+    deadline = time.perf_counter() + WALL_SLACK * time_budget_s
+    rlimit = max(1, int(time_budget_s * RLIMIT_PER_S / max(1, attempts)))
     request = current_deadline()  # the request's, where a caller made it active
     if request is not None:
         deadline = min(deadline, time.perf_counter() + request.remaining())
@@ -127,7 +148,7 @@ def solve(
             _shake(ctx, guards, a, rng, small=attempt % 2 == 1)
         if _propagate(ctx, guards, a, rng, deadline):
             return a
-        found = _smt(ctx, guards, a, rng, deadline)
+        found = _smt(ctx, guards, a, rng, deadline, rlimit)
         if found is not None and not violated(ctx, guards, found):
             return found
     return None
@@ -344,8 +365,15 @@ def _shake(
 
 
 def _smt(
-    ctx: ExprContext, guards: list[Guard], a: Assignment, rng: random.Random, deadline: float
+    ctx: ExprContext,
+    guards: list[Guard],
+    a: Assignment,
+    rng: random.Random,
+    deadline: float,
+    rlimit: int = 0,
 ) -> Assignment | None:
+    """One z3 query for ``guards`` from ``a``: a model's assignment, or None (unsat, out of
+    resources: ``rlimit`` units, 0 for none, or past ``deadline``, `time.perf_counter`)."""
     remaining = deadline - time.perf_counter()
     if remaining <= 0.01:
         return None
@@ -353,9 +381,12 @@ def _smt(
         import z3
     except ImportError:  # pragma: no cover - a pinned dependency
         return None
-    enc = _Encoder(ctx, a, z3)
-    solver = z3.Solver()
+    zctx = z3.Context()  # a fresh context per query (see `_Encoder`)
+    enc = _Encoder(ctx, a, z3, zctx)
+    solver = z3.Solver(ctx=zctx)
     solver.set("timeout", max(10, int(remaining * 1000)))
+    if rlimit:
+        solver.set("rlimit", rlimit)
     solver.set("random_seed", rng.randrange(1 << 30))
     try:
         for g in guards:
@@ -386,8 +417,8 @@ class _Encoder:
     than 128-bit bit-vector remainders for these mostly linear or low-degree guards."""
 
     # z3's Python API is untyped: its expressions are `Any` here
-    def __init__(self, ctx: ExprContext, a: Assignment, z3: Any) -> None:
-        self.ctx, self.a, self.z3 = ctx, a, z3
+    def __init__(self, ctx: ExprContext, a: Assignment, z3: Any, zctx: Any) -> None:
+        self.ctx, self.a, self.z3, self.zctx = ctx, a, z3, zctx
         self.vars: dict[int, object] = {}
         self.side: list[Any] = []
         self._memo: dict[int, object] = {}
@@ -396,7 +427,7 @@ class _Encoder:
         # Python API was most of the solver's time on std.crypto.lut_sponge)
         self._polys: dict[int, object] = {}
         self._consts: dict[int, object] = {}
-        self._p = z3.IntVal(P)
+        self._p = z3.IntVal(P, zctx)
         self._ev = Evaluator(ctx, a)
         #: free variables an operation concretized at its current value depends on: they
         #: keep their current values in the query, so that the concretization stays true
@@ -406,7 +437,7 @@ class _Encoder:
         v %= P
         got = self._consts.get(v)
         if got is None:
-            got = self._consts[v] = self.z3.IntVal(v)
+            got = self._consts[v] = self.z3.IntVal(v, self.zctx)
         return got
 
     def poly_id(self, pid: int) -> Any:
@@ -422,7 +453,7 @@ class _Encoder:
         if kind == "sponge_initialized":
             if self.a.sponge is None:
                 self.a.sponge = [0] * 16
-            return z3.BoolVal(True)
+            return z3.BoolVal(True, self.zctx)
         if kind == "xnonzero":
             return z3.Or(*[self.poly_id(x) != 0 for x in g[1:]])
         v = self.poly_id(g[1])
@@ -432,7 +463,7 @@ class _Encoder:
             return v != 0
         if kind == "u32":
             return v < _U32
-        return z3.BoolVal(False)
+        return z3.BoolVal(False, self.zctx)
 
     # Terms are built with z3's C API on the operands' ASTs: its Python operators coerce and
     # re-check both operands' sorts on every call, which cost as much as solving.
@@ -477,7 +508,7 @@ class _Encoder:
         z3 = self.z3
         key = self.ctx.atom_keys[aid]
         if key[0] == "var" and key[1] in ("s", "public", "secret", "digest", "sponge0"):
-            v = z3.Int(f"a{aid}")
+            v = z3.Int(f"a{aid}", self.zctx)
             self.side += [v >= 0, v < P]
             self.vars[aid] = v
         else:
@@ -502,7 +533,7 @@ class _Encoder:
             return z3.If(arg(0) == 0, one, zero)
         if name == "inv":
             x = arg(0)
-            y = z3.Int(f"inv{len(self.side)}")
+            y = z3.Int(f"inv{len(self.side)}", self.zctx)
             self.side += [y >= 0, y < P, z3.Implies(x != 0, self.mul(x, y) == 1)]
             return y
         if name == "split_hi":

@@ -183,6 +183,38 @@ def test_a_pinned_query_has_no_model_that_moves_the_pinned_input():
     assert a is not None and a.stack[0] == 3 and not violated(ctx, guards, a)
 
 
+def test_a_query_out_of_solver_resources_finds_nothing_whatever_the_clock_says():
+    """The solver's work is bounded by z3's resource limit, not only by the wall clock: the
+    same query with one unit finds no model however much time is left, and unbounded it
+    finds one (the solvable pinned case above)."""
+    import time
+
+    from tasmopt.vm import guards as g
+
+    ctx, guards, _ = _pinning_case()
+    a = Assignment(stack={0: 3, 1: 5, 2: 7}, fill=lambda addr: 2**40 + addr)
+    far = time.perf_counter() + 60
+    assert g._smt(ctx, sorted(guards), a, random.Random(0), far, rlimit=1) is None
+    assert g._smt(ctx, sorted(guards), a, random.Random(0), far, rlimit=0) is not None
+
+
+def test_solve_splits_its_budget_into_resource_limits_per_attempt(monkeypatch):
+    from tasmopt.vm import guards as g
+
+    seen = []
+    real = g._smt
+
+    def spy(ctx, guards, a, rng, deadline, rlimit=0):
+        seen.append(rlimit)
+        return real(ctx, guards, a, rng, deadline, rlimit)
+
+    monkeypatch.setattr(g, "_smt", spy)
+    ctx, guards, _ = _pinning_case()
+    base = Assignment(stack={0: 0, 1: 5, 2: 7}, fill=lambda addr: 2**40 + addr)
+    g.solve(ctx, guards, base, random.Random(0), attempts=4, time_budget_s=0.5)
+    assert seen and set(seen) == {int(0.5 * g.RLIMIT_PER_S / 4)}
+
+
 def test_stoke_never_keeps_a_program_that_only_matches_crashing_inputs():
     from tasmopt.search.stoke import stoke
 

@@ -25,7 +25,7 @@ from typing import Any
 from tasmopt.isa import P
 from tasmopt.vm.evaluate import Assignment
 from tasmopt.vm.expr import AtomKey, ExprContext, Poly
-from tasmopt.vm.guards import _Encoder, _Frozen
+from tasmopt.vm.guards import _context, _Encoder, _Frozen
 
 __all__ = ["Fact", "decide"]
 
@@ -106,7 +106,7 @@ def decide(
         import z3
     except ImportError:  # pragma: no cover - a pinned dependency
         return None
-    enc = _Sound(ctx, Assignment(), z3, z3.Context())  # of its own: `_Encoder`
+    enc = _Sound(ctx, Assignment(), z3, _context())  # of its own: `_Encoder`
     try:
         known = [(enc.poly(e) == 0) if z else (enc.poly(e) != 0) for e, z in facts]
         c = enc.poly(cond)

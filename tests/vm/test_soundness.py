@@ -204,9 +204,9 @@ def test_solve_splits_its_budget_into_resource_limits_per_attempt(monkeypatch):
     seen = []
     real = g._smt
 
-    def spy(ctx, guards, a, rng, deadline, rlimit=0):
+    def spy(ctx, guards, a, rng, deadline, rlimit=0, zctx=None):
         seen.append(rlimit)
-        return real(ctx, guards, a, rng, deadline, rlimit)
+        return real(ctx, guards, a, rng, deadline, rlimit, zctx)
 
     monkeypatch.setattr(g, "_smt", spy)
     ctx, guards, _ = _pinning_case()
@@ -574,3 +574,15 @@ def test_symbolic_rules_match_the_simulator_on_every_instruction(isa):
 
 def test_parse_sanity():
     assert parse("    push 1\n    halt").instructions[0].arg == 1
+
+
+def test_z3_contexts_are_served_from_the_heap_on_glibc():
+    """A z3 context per solve is cheap only with glibc's mmap threshold above its size
+    (`tasmopt.vm.guards._keep_contexts_on_the_heap`); elsewhere nothing is changed."""
+    import platform
+
+    from tasmopt.vm.guards import _keep_contexts_on_the_heap
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("mallopt is glibc's")
+    assert _keep_contexts_on_the_heap() is True

@@ -12,6 +12,7 @@ from tasmopt.optimizer.priority import FOCUS_FUNCTIONS, focus, weights
 from tasmopt.report import CompileOptions
 from tasmopt.vm.equivalence import Verdict, check_blocks, check_function
 
+_LATER = 5.0  # seconds left: a focus tier, not searched
 _LABELS = {"leaf": "__leaf", "mid": "__mid", "top": "__top", "big": "__big"}
 
 
@@ -35,12 +36,13 @@ def test_weights_count_call_paths_from_every_function() -> None:
 
 def test_the_focus_is_the_concentrated_weight_not_the_largest_function() -> None:
     mod = _module(200, 400)  # big is twice leaf's size, leaf runs on ten call paths
-    assert focus(mod, list(_LABELS)) == {"leaf"}
-    assert focus(mod, ["top", "mid", "big"]) == {"mid"}  # leaf not open: mid is what is dense
+    assert focus(mod, list(_LABELS), _LATER) == ({"leaf"}, False)
+    # leaf not open: mid is what is dense
+    assert focus(mod, ["top", "mid", "big"], _LATER) == ({"mid"}, False)
 
 
 def test_no_focus_for_a_small_module_or_a_flat_one() -> None:
-    assert focus(_module(10, 10), list(_LABELS)) == frozenset()  # under the size floor
+    assert focus(_module(10, 10), list(_LABELS), _LATER) == (frozenset(), False)  # size floor
     flat = ModuleText.from_text(
         "\n".join(
             line
@@ -49,7 +51,7 @@ def test_no_focus_for_a_small_module_or_a_flat_one() -> None:
         ),
         {"a": "__a", "b": "__b", "c": "__c"},
     )
-    assert focus(flat, ["a", "b", "c"]) == frozenset()  # every function weighs the same
+    assert focus(flat, ["a", "b", "c"], 0.1) == (frozenset(), False)  # all weigh the same
 
 
 def test_keccak256_focus_is_the_power_of_two_table(trident_std) -> None:
@@ -58,8 +60,9 @@ def test_keccak256_focus_is_the_power_of_two_table(trident_std) -> None:
 
     mod = trident_std["std_crypto_keccak256"]
     _, ours, _ = lower_module(decode_tir(mod["tir"]), mod["compiler_tasm"], CompileOptions())
-    fo = focus(ours, list(ours.functions))
+    fo, searched = focus(ours, list(ours.functions), 0.1)
     assert "u32_pow2" in fo and len(fo) <= FOCUS_FUNCTIONS
+    assert not searched  # 566 instructions: searching it would take the whole deadline
     assert "keccak_round" not in fo  # the largest inclusive cost, but not concentrated
 
 
@@ -79,7 +82,7 @@ def test_a_deadline_after_the_focus_tier_keeps_its_proofs_and_leaves_the_rest(
     from tasmopt.optimizer.prepare import decode_tir, lower_module
 
     _, ours, _ = lower_module(decode_tir(mod["tir"]), mod["compiler_tasm"], CompileOptions())
-    fo = focus(ours, list(ours.functions))
+    fo, _ = focus(ours, list(ours.functions), _LATER)
     seen: set[tuple[str, ...]] = set()
 
     def record(checks):
@@ -146,9 +149,9 @@ def test_the_focus_tier_is_for_request_deadlines_not_deepening(trident_std, monk
     mod = trident_std["coin"]
     planned: list[frozenset[str]] = []
 
-    def recording(text, workable):
-        out = focus(text, workable)
-        planned.append(out)
+    def recording(text, workable, remaining_s):
+        out = focus(text, workable, remaining_s)
+        planned.append(out[0])
         return out
 
     monkeypatch.setattr(optimizer, "focus", recording)
@@ -164,3 +167,65 @@ def test_the_focus_tier_is_for_request_deadlines_not_deepening(trident_std, monk
     assert plan(Deadline(9.0)) == [frozenset({"hash_leaf"})]
     assert plan(Deadline(120.0)) == []
     assert plan(None) == []
+
+
+def test_a_small_focus_under_a_short_deadline_is_searched_even_in_a_small_module() -> None:
+    """A leaf of at most FOCUS_SEARCH_INSTRUCTIONS on many call paths: searched when the
+    deadline is near (the only tier that searches before it ends), not when there is time
+    for the quick tier and the search tier after it; a small module gets such a focus only
+    searched."""
+    from tasmopt.optimizer.priority import FOCUS_SEARCH_INSTRUCTIONS, FOCUS_SEARCH_WITHIN_S
+
+    mod = _module(10, 10)  # 29 instructions: under the size floor
+    assert focus(mod, list(_LABELS), FOCUS_SEARCH_WITHIN_S) == ({"leaf"}, True)
+    assert focus(mod, list(_LABELS), FOCUS_SEARCH_WITHIN_S + 0.1) == (frozenset(), False)
+    big_leaf = _module(FOCUS_SEARCH_INSTRUCTIONS + 10, 900)
+    assert focus(big_leaf, list(_LABELS), 0.1) == ({"leaf"}, False)
+
+
+def test_poseidon_under_a_short_deadline_searches_its_sbox_first(trident_std, monkeypatch) -> None:
+    """std.crypto.poseidon's ``sbox`` (13 instructions, on 55 call paths): under a short
+    deadline the focus tier searches it (13 -> 7 cycles; the rules alone find nothing) before
+    the quick tier starts. The deadline here expires as the next tier starts verifying: the
+    searched rewrite is in the answer, proven, and the rest is the client's text."""
+    import tasmopt.optimizer as optimizer
+    from tasmopt.optimizer import priority
+
+    mod = trident_std["std_crypto_poseidon"]
+    seen: set[tuple[str, ...]] = set()
+
+    def record(checks):
+        seen.update(c.baseline for c in checks)
+        return check_blocks(checks)
+
+    compile_tir(  # the blocks of sbox alone
+        mod["tir"],
+        mod["compiler_tasm"],
+        options=CompileOptions(sources=("rules", "search"), use_cache=False, only=("sbox",)),
+        verify=record,
+    )
+    monkeypatch.setattr(optimizer, "FOCUS_WITHIN_S", 1e9)  # a deadline the test controls
+    monkeypatch.setattr(priority, "FOCUS_SEARCH_WITHIN_S", 1e9)
+    deadline = Deadline(600.0)
+
+    def verify(checks):
+        if any(c.baseline not in seen for c in checks):  # the next tier: the whole module
+            deadline.cancel("the test's deadline")
+            return [Verdict(False, "rejected", "unverified: deadline") for _ in checks]
+        return check_blocks(checks)
+
+    r = compile_tir(
+        mod["tir"],
+        mod["compiler_tasm"],
+        options=CompileOptions(sources=("rules", "search"), use_cache=False, deadline=deadline),
+        verify=verify,
+    )
+    assert deadline.expired
+    by = {f.name: f for f in r.functions}
+    assert by["sbox"].measured and by["sbox"].cycles < by["sbox"].baseline_cycles
+    client = ModuleText.from_text(mod["compiler_tasm"], _labels(r))
+    out = ModuleText.from_text(r.tasm, _labels(r))
+    v = check_function(client.harness("sbox", "release"), out.harness("sbox", "release"), seed=3)
+    assert v.equivalent, v.reason
+    for name in set(by) - {"sbox"}:
+        assert out.section_lines(name) == client.section_lines(name), name

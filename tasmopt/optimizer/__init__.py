@@ -438,6 +438,7 @@ def anytime(r: Run) -> CompileResult:
     passes = tuple(s for s in PIPELINE if s.kind == "pass")
     finish = tuple(s for s in PIPELINE if s.kind == "finish")
     first = _tier_run(r, plan[0][0], last=False)
+    first_at = 0  # the tier ``first`` runs
     execute(first, front)  # once per request: every tier shares the decoded, lowered module
     if (
         opts.deadline is not None
@@ -450,9 +451,10 @@ def anytime(r: Run) -> CompileResult:
             for n in first.ours.functions
             if first.keys.get(n) not in first.hits and (opts.only is None or n in opts.only)
         ]
-        heaviest = focus(first.ours, open_)  # first, in a tier of their own
-        if heaviest:
-            plan.insert(0, (QUICK_SOURCES, heaviest))
+        heaviest, searched = focus(first.ours, open_, opts.deadline.remaining())
+        if heaviest:  # first, in a tier of their own
+            plan.insert(0, (tuple(opts.sources) if searched else QUICK_SOURCES, heaviest))
+            first_at = 1 if searched else 0  # ``first`` stays the quick tier's
     prev: Run | None = None
     answer: CompileResult | None = None
     spliced: dict[str, Any] = {}
@@ -461,7 +463,7 @@ def anytime(r: Run) -> CompileResult:
     spent: dict[str, float] = {}
     for i, (names, fo) in enumerate(plan):
         last = i == len(plan) - 1
-        run = first if i == 0 else _tier_run(r, names, last)
+        run = first if i == first_at else _tier_run(r, names, last)
         if run is not first:
             _share_front(first, run, timings=last)
         run.focus = fo

@@ -33,6 +33,8 @@ __all__ = [
     "FOCUS_SHARE",
     "FOCUS_DENSITY",
     "FOCUS_MIN_INSTRUCTIONS",
+    "FOCUS_SEARCH_INSTRUCTIONS",
+    "FOCUS_SEARCH_WITHIN_S",
     "FOCUS_WITHIN_S",
 ]
 
@@ -62,8 +64,26 @@ FOCUS_WITHIN_S = 10.0
 FOCUS_DENSITY = 2.0
 
 #: Below this many instructions in all, a module gets no focus tier (the quick tier over the
-#: whole module is as short).
+#: whole module is as short), unless its focus is small enough to be searched
+#: (`FOCUS_SEARCH_INSTRUCTIONS`).
 FOCUS_MIN_INSTRUCTIONS = 400
+
+#: A focus of at most this many instructions gets the request's candidate sources in its
+#: tier, the search too, not only the rules: a small function on many call paths is where a
+#: cold answer's search pays most (std.crypto.poseidon's ``sbox``, 13 instructions on 55
+#: call paths: 13 -> 7 cycles by the search in 65 ms, nothing by the rules). A large one
+#: would spend the deadline searching (keccak256's ``u32_pow2``, 566 instructions: a cold
+#: answer at 150 ms saved 0 cycles searched, 2,792 with the rules). Measured with
+#: `benchmarks/anytime.py --deadlines 0.15` on the real modules: 3,687 cycles saved without
+#: the searched focus, 3,919 with it, 4,232 with small modules searched too.
+FOCUS_SEARCH_INSTRUCTIONS = 32
+
+#: A focus is searched only under a deadline at most this far off, seconds: there the quick
+#: tier over the whole module does not end in time for most modules and the search tier
+#: never starts. With more time the search in the focus tier only delays the quick tier
+#: (`benchmarks/anytime.py`, 0.5 s: std.crypto.poseidon 934 cycles saved with it, 1,249
+#: without).
+FOCUS_SEARCH_WITHIN_S = 0.3
 
 
 def _own(text: ModuleText, name: str, by_label: dict[str, str]) -> tuple[int, dict[str, int]]:
@@ -112,25 +132,34 @@ def weights(text: ModuleText) -> dict[str, tuple[int, int]]:
     return {name: (own[name][0], paths[name]) for name in text.functions}
 
 
-def focus(text: ModuleText, workable: Iterable[str]) -> frozenset[str]:
+def focus(
+    text: ModuleText, workable: Iterable[str], remaining_s: float
+) -> tuple[frozenset[str], bool]:
     """The heaviest of the ``workable`` functions by `weights` (own instructions times call
     paths) with call paths at least `FOCUS_DENSITY` times the average, in that order, at most
     `FOCUS_FUNCTIONS`, up to the first that would take their own instructions past
-    `FOCUS_SHARE` of the workable functions'; empty when the module is too small to need a
-    focus (`FOCUS_MIN_INSTRUCTIONS`) or no function's weight is concentrated."""
+    `FOCUS_SHARE` of the workable functions'; and whether its tier searches it: a focus of at
+    most `FOCUS_SEARCH_INSTRUCTIONS` instructions with at most `FOCUS_SEARCH_WITHIN_S`
+    seconds left (``remaining_s``). Empty when no function's weight is concentrated, or when
+    the module is too small to need a focus (`FOCUS_MIN_INSTRUCTIONS`) and it would not be
+    searched."""
     w = weights(text)
     names = [n for n in workable if n in w and w[n][0] > 0]
     total = sum(w[n][0] for n in names)
-    if total < FOCUS_MIN_INSTRUCTIONS:
-        return frozenset()
+    if not total:
+        return frozenset(), False
     average = sum(w[n][0] * w[n][1] for n in names) / total
     dense = [n for n in names if w[n][1] >= FOCUS_DENSITY * average]
     order = sorted(dense, key=lambda n: (-w[n][0] * w[n][1], n))
     chosen: list[str] = []
     size = 0
     for n in order[:FOCUS_FUNCTIONS]:
-        size += w[n][0]
-        if size > total * FOCUS_SHARE:
+        if size + w[n][0] > total * FOCUS_SHARE:
             break
+        size += w[n][0]
         chosen.append(n)
-    return frozenset(chosen)
+    searched = bool(chosen) and size <= FOCUS_SEARCH_INSTRUCTIONS
+    searched = searched and remaining_s <= FOCUS_SEARCH_WITHIN_S
+    if total < FOCUS_MIN_INSTRUCTIONS and not searched:
+        return frozenset(), False  # the quick tier over the whole module is as short
+    return frozenset(chosen), searched

@@ -229,3 +229,14 @@ def test_poseidon_under_a_short_deadline_searches_its_sbox_first(trident_std, mo
     assert v.equivalent, v.reason
     for name in set(by) - {"sbox"}:
         assert out.section_lines(name) == client.section_lines(name), name
+
+
+def test_sha256_under_a_short_deadline_searches_two_small_leaves(trident_std) -> None:
+    """``rotr`` and ``add32`` (16 and 12 instructions, under 61 and 48 call paths): searched
+    together when the deadline is near; with time left, ``rotr`` alone, by the rules."""
+    from tasmopt.optimizer.prepare import decode_tir, lower_module
+
+    mod = trident_std["std_crypto_sha256"]
+    _, ours, _ = lower_module(decode_tir(mod["tir"]), mod["compiler_tasm"], CompileOptions())
+    assert focus(ours, list(ours.functions), 0.15) == ({"rotr", "add32"}, True)
+    assert focus(ours, list(ours.functions), _LATER) == ({"rotr"}, False)

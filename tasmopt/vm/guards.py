@@ -53,12 +53,10 @@ _U32 = 1 << 32
 
 #: z3 resource units (its ``rlimit``) per second of a `solve` budget, split evenly over its
 #: attempts' queries. A query stopped by its resource limit stops at the same point on every
-#: run, where a wall-clock timeout stops wherever the machine's load leaves it: with the
-#: timeout alone, a directed witness of std.crypto.lut_sponge's ``reduce_mod`` came out
-#: different from run to run, and with it the u32 table height its rewrite was measured at
-#: and whether the rewrite was kept (30 -> 17, 26 or 28 cycles for the same request and
-#: seed). Measured on the 2-core development machine: 4-6 million units a second (a sat
-#: query of lut_sponge's paths takes 10k units at the median, 108k at P90, 157k at most).
+#: run, where a wall-clock timeout stops wherever the machine's load leaves it (and the next
+#: attempts, and the witnesses after them, follow from where it stopped). Measured on the
+#: 2-core development machine: 4-6 million units a second (a sat query of
+#: std.crypto.lut_sponge's paths takes 10k units at the median, 108k at P90, 157k at most).
 RLIMIT_PER_S = 4_000_000
 
 #: How far past its budget a `solve` may run on the wall clock (a multiple of the budget)
@@ -387,7 +385,7 @@ def _smt(
         import z3
     except ImportError:  # pragma: no cover - a pinned dependency
         return None
-    zctx = zctx if zctx is not None else z3.Context()
+    zctx = zctx if zctx is not None else _context()
     enc = _Encoder(ctx, a, z3, zctx)
     solver = z3.Solver(ctx=zctx)
     solver.set("timeout", max(10, int(remaining * 1000)))
@@ -435,8 +433,8 @@ def _keep_contexts_on_the_heap() -> bool:
     heap and keep up to `_TRIM_THRESHOLD` bytes free at its top. A z3 context allocates a
     block of 4-16 MB; past glibc's default (dynamic) thresholds each one was mapped afresh
     and its pages faulted in: 6 ms a context, against 0.4 ms on the heap (measured in a
-    compile process after std coin; `std_lock_multisig`'s full compile took 3.1 s with a
-    context per solve, 1.3 s with this). Elsewhere (musl, macOS) nothing is changed.
+    compile process after coin's; lock_multisig's full compile after coin's took 3.1 s with
+    a context per solve, 1.3 s with this). Elsewhere (musl, macOS) nothing is changed.
     Returns whether the setting was made."""
     import ctypes
     import ctypes.util
@@ -511,7 +509,8 @@ class _Encoder:
         return z3.BoolVal(False, self.zctx)
 
     # Terms are built with z3's C API on the operands' ASTs: its Python operators coerce and
-    # re-check both operands' sorts on every call, which cost as much as solving.
+    # re-check both operands' sorts on every call (0.9 s of std.crypto.lut_sponge's 4 s in
+    # the solver, against 1.7 s in z3's own checks).
     def mul(self, x: Any, y: Any) -> Any:
         z3 = self.z3
         ctx = x.ctx

@@ -52,9 +52,12 @@ def _as_returned(mod: dict, tasm: str) -> int:
 
 @pytest.mark.parametrize("module", ["coin", "std_crypto_auth", "std_crypto_keccak256"])
 def test_a_longer_deadline_never_returns_more_cycles(trident_std, module: str) -> None:
-    """Same request, same seed, deadlines 0.5 s < 2 s < 5 s: the cycles of the answer do
-    not grow, and the longest deadline saves something. keccak256 has a focus tier
-    (`tasmopt.optimizer.priority`); there the answers are measured as returned."""
+    """Same request, same seed, deadlines 0.5 s < 2 s < 5 s: the cycles of the answer,
+    measured as returned, do not grow, and the longest deadline saves something. (The
+    reported figures are not compared: coin and keccak256 have a focus tier,
+    `tasmopt.optimizer.priority`, and a report the deadline cut can be pessimistic, callers
+    measured with their callees' baseline code: a clean-clone CI run saw coin's reports at
+    1,424, 1,459 and 1,270 cycles.)"""
     mod = trident_std[module]
     baselines = _baselines(mod)
     answers = []
@@ -65,14 +68,10 @@ def test_a_longer_deadline_never_returns_more_cycles(trident_std, module: str) -
         )
         r = compile_tir(mod["tir"], mod["compiler_tasm"], options=opts)
         answers.append(_answered(r, baselines))
-        if module == "std_crypto_keccak256":
-            returned.append(_as_returned(mod, r.tasm))
+        returned.append(_as_returned(mod, r.tasm))
     assert answers[-1] < sum(baselines.values())
-    if returned:  # what the answers cost as returned (a report the deadline cut can be
-        # pessimistic: callers measured with their callees' baseline code)
-        assert returned == sorted(returned, reverse=True), returned
-    else:
-        assert answers == sorted(answers, reverse=True), answers
+    assert returned[-1] < _as_returned(mod, mod["compiler_tasm"])
+    assert returned == sorted(returned, reverse=True), returned
 
 
 class _MarkedSearch:

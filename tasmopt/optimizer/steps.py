@@ -12,7 +12,6 @@ import logging
 from dataclasses import replace
 from typing import Any
 
-from tasmopt.deadline import Deadline
 from tasmopt.errors import TasmSyntaxError
 from tasmopt.lower.blocks import split_functions
 from tasmopt.module import ModuleText
@@ -105,7 +104,8 @@ def candidates_step(r: Run) -> None:
     """Every source proposes for every block, within `CANDIDATE_SHARE` of the time left."""
     if not r.tasks or out_of_time(r.options) is not None:
         return
-    share = _candidate_deadline(r.options)
+    dl = r.options.deadline
+    share = dl if dl is None else dl.share(CANDIDATE_SHARE)
     r.proposals = propose(r.tasks, replace(r.options, deadline=share), r.sources)
     if share is not None and share.expired:
         for f in r.fns:
@@ -276,11 +276,6 @@ def _measure_hit(
     rep.own_cycles = rep.cycles if rep.cycles != v.cycles else None
     apply_costs(rep, v)
     return True
-
-
-def _candidate_deadline(options: CompileOptions) -> Deadline | None:
-    dl = options.deadline
-    return dl if dl is None else dl.share(CANDIDATE_SHARE)
 
 
 def _settle(f: FunctionState, options: CompileOptions) -> CachedFunction | None:

@@ -512,21 +512,19 @@ class _Encoder:
     # re-check both operands' sorts on every call (0.9 s of std.crypto.lut_sponge's 4 s in
     # the solver, against 1.7 s in z3's own checks).
     def mul(self, x: Any, y: Any) -> Any:
-        z3 = self.z3
-        ctx = x.ctx
-        args = (z3.Ast * 2)(x.as_ast(), y.as_ast())
-        return self._mod(z3.ArithRef(z3.Z3_mk_mul(ctx.ref(), 2, args), ctx))
+        return self._mod(self._arith(self.z3.Z3_mk_mul, x, y))
 
     def _add(self, x: Any, y: Any) -> Any:
-        z3 = self.z3
-        ctx = x.ctx
-        args = (z3.Ast * 2)(x.as_ast(), y.as_ast())
-        return z3.ArithRef(z3.Z3_mk_add(ctx.ref(), 2, args), ctx)
+        return self._arith(self.z3.Z3_mk_add, x, y)
 
     def _mod(self, x: Any) -> Any:
-        z3 = self.z3
-        ctx = x.ctx
-        return z3.ArithRef(z3.Z3_mk_mod(ctx.ref(), x.as_ast(), self._p.as_ast()), ctx)
+        z3, zctx = self.z3, self.zctx
+        return z3.ArithRef(z3.Z3_mk_mod(zctx.ref(), x.as_ast(), self._p.as_ast()), zctx)
+
+    def _arith(self, make: Any, x: Any, y: Any) -> Any:
+        """``make`` (``Z3_mk_add``/``Z3_mk_mul``) of the two terms, in this query's context."""
+        z3, zctx = self.z3, self.zctx
+        return z3.ArithRef(make(zctx.ref(), 2, (z3.Ast * 2)(x.as_ast(), y.as_ast())), zctx)
 
     def poly(self, p: Poly) -> Any:
         total = None

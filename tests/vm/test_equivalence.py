@@ -610,3 +610,39 @@ def test_a_lookup_table_sbox_is_run_to_its_return_by_directed_witnesses(trident_
     f = {f.name: f for f in r.functions}["sbox_layer"]
     assert f.halted is not None and f.halted >= 16, f.reason
     assert f.baseline_cycles is not None and f.baseline_cycles > 200
+
+
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        "the third lookup reads the neighbouring table cell",
+        "the second lookup's argument is another state element",
+        "the fifth lookup's table value is replaced by zero",
+    ],
+)
+def test_directed_witnesses_through_the_sbox_reject_a_wrong_lookup(trident_std, mutation) -> None:
+    """Adversarial for the witnesses the pinned solver now gets through lut_sponge's guards:
+    a rewrite of ``sbox_layer`` that reads an aliased table address, passes another value
+    to ``reduce_mod``, or drops a table read, must be told apart on them (the witnesses run
+    it to its return, where before none did and the check failed closed on no evidence)."""
+    from tasmopt.module import ModuleText
+    from tasmopt.vm.equivalence import check_function
+
+    mod = trident_std["std_crypto_lut_sponge"]
+    labels = {"sbox_layer": "__sbox_layer", "reduce_mod": "__reduce_mod"}
+    client = ModuleText.from_text(mod["compiler_tasm"], labels)
+    lines = list(client.section_lines("sbox_layer"))
+    reads = [k for k, ln in enumerate(lines) if ln.strip() == "read_mem 1"]
+    calls = [k for k, ln in enumerate(lines) if ln.strip() == "call __reduce_mod"]
+    if mutation.startswith("the third"):
+        lines.insert(reads[2], "    addi 1")
+    elif mutation.startswith("the second"):
+        assert lines[calls[1] - 2].strip() == "dup 3"
+        lines[calls[1] - 2] = "    dup 4"
+    else:
+        lines[reads[4] : reads[4] + 2] = ["    pop 1", "    push 0"]
+    baseline = client.harness("sbox_layer", "release")
+    wrong = client.harness("sbox_layer", "release", override={"sbox_layer": lines})
+    v = check_function(baseline, wrong, seed=2)
+    assert not v.equivalent
+    assert v.witness >= 0, v.reason  # told apart on a witness, not failed closed
